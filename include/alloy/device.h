@@ -1,0 +1,51 @@
+/* alloy/device.h — devices and streams.
+ *
+ * Devices are owned by the library (never freed by the caller) and named
+ * "cpu", "cuda", "cuda:N" or "auto" (the best available; the ALLOY_DEVICE
+ * environment variable overrides what "auto" means). A stream is an in-order
+ * queue of work on one device; every device has a default stream. */
+#ifndef ALLOY_DEVICE_H
+#define ALLOY_DEVICE_H
+
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct alloy_device alloy_device;
+typedef struct alloy_stream alloy_stream;
+
+typedef enum alloy_backend_kind {
+    ALLOY_BACKEND_CPU = 0,
+    ALLOY_BACKEND_CUDA = 1
+} alloy_backend_kind;
+
+/* name: "cpu", "cuda", "cuda:N", "auto" or NULL (= "auto"). An unavailable
+ * device is ALLOY_ERROR_UNAVAILABLE with the reason in the message. */
+alloy_status alloy_device_get(const char *name, alloy_device **out);
+
+const char *alloy_device_name(const alloy_device *device);        /* "cpu", "cuda:0" */
+const char *alloy_device_description(const alloy_device *device); /* human-readable */
+alloy_backend_kind alloy_device_backend(const alloy_device *device);
+
+/* Waits until all work queued on every stream of the device has finished. */
+alloy_status alloy_device_synchronize(alloy_device *device);
+
+/* Backends known to this build, for `alloy info`: name ("cpu", "cuda"),
+ * whether usable, and either a description or the reason it is unavailable. */
+int alloy_backend_count(void);
+alloy_status alloy_backend_info(int index, const char **name, int *available,
+                                const char **detail);
+
+/* Streams. The default stream is owned by the device; do not free it. */
+alloy_status alloy_stream_default(alloy_device *device, alloy_stream **out);
+alloy_status alloy_stream_new(alloy_device *device, alloy_stream **out);
+alloy_status alloy_stream_synchronize(alloy_stream *stream);
+alloy_device *alloy_stream_device(const alloy_stream *stream);
+void alloy_stream_free(alloy_stream *stream); /* no-op on a default stream */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# scripts/test-aarch64.sh — cross-builds alloy for AArch64 with Debian's cross
+# compiler and runs the fiber, scheduler and a set of kernel tests under
+# qemu-user. Kernels are JIT-compiled with the AArch64 cross g++ (qemu-user
+# runs the host compiler natively when the emulated process spawns it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+dir=build-aarch64
+echo "=== aarch64: configure and build ($dir)"
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
+    -DCMAKE_C_COMPILER=aarch64-linux-gnu-gcc -DCMAKE_CXX_COMPILER=aarch64-linux-gnu-g++ \
+    "-DCMAKE_CROSSCOMPILING_EMULATOR=qemu-aarch64;-L;/usr/aarch64-linux-gnu" \
+    -DALLOY_BUILD_BENCH=OFF >/dev/null
+cmake --build "$dir" -j "$JOBS"
+echo "=== aarch64: test under qemu-user"
+ALLOY_CXX=aarch64-linux-gnu-g++ QEMU_LD_PREFIX=/usr/aarch64-linux-gnu \
+    ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
+    -R "${ALLOY_AARCH64_TESTS:-fiber|cpu_sched|msl_simd|msl_atomics|seed_gemm|kernel_api}"

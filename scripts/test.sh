@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/test.sh — builds and runs every test. The README's test command and
+# what CI runs (.ci/run). Stages (each can be skipped with ALLOY_SKIP_<NAME>=1):
+#   main      Release build + ctest (ALLOY_DEVICE picks the device, default cpu)
+#   asan      AddressSanitizer + UBSan build + ctest
+#   tsan      ThreadSanitizer build + the concurrency tests
+#   aarch64   the fiber and scheduler tests cross-built for AArch64, run under
+#             qemu-user (needs gcc-aarch64-linux-gnu and qemu-user; skipped with
+#             a message when they are missing, unless CI=true)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+summary=()
+
+stage() { # name, build dir, cmake args..., then -- ctest args
+    local name=$1 dir=$2; shift 2
+    local cm=() ct=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do cm+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ct=("$@")
+    echo "=== $name: configure and build ($dir)"
+    cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cm[@]}" >/dev/null
+    cmake --build "$dir" -j "$JOBS"
+    echo "=== $name: test"
+    ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "${ct[@]}"
+    summary+=("$name: ok")
+}
+
+var_set() { local v="ALLOY_SKIP_$1"; [ "${!v:-0}" = "1" ]; }
+
+var_set MAIN || stage main build
+var_set ASAN || ASAN_OPTIONS=detect_leaks=1 stage asan build-asan -DALLOY_SANITIZE=address,undefined -DALLOY_BUILD_BENCH=OFF
+var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R 'concurrency|cpu_sched'
+
+if ! var_set AARCH64; then
+    if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
+        scripts/test-aarch64.sh
+        summary+=("aarch64: ok")
+    elif [ "${CI:-}" = "true" ]; then
+        echo "aarch64 toolchain or qemu-aarch64 missing in CI" >&2; exit 1
+    else
+        echo "=== aarch64: SKIPPED (install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)"
+        summary+=("aarch64: skipped (no cross toolchain)")
+    fi
+fi
+printf '%s\n' "=== summary" "${summary[@]}"

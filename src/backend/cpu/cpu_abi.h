@@ -1,0 +1,72 @@
+/* cpu_abi.h — the binary interface between liballoy's CPU runtime and the
+ * kernels it compiles into shared objects.
+ *
+ * This header is plain C, included by the runtime and embedded verbatim in the
+ * CPU prelude of every generated kernel, so both sides agree on it. Bump
+ * ALLOY_CPU_ABI_VERSION on any change: a cached object with another version is
+ * rejected and rebuilt.
+ *
+ * A compiled kernel exports:
+ *   extern "C" const unsigned alloy_cpu_abi;                 == ALLOY_CPU_ABI_VERSION
+ *   extern "C" const int alloy_cpu_uses_sync;                 1: barriers/SIMD ops
+ *   extern "C" void alloy_cpu_group_loop(const alloy_cpu_group *g);
+ *       runs every thread of the group as a plain loop (bodies without barriers
+ *       or SIMD operations); threads outside the grid are not run.
+ *   extern "C" void alloy_cpu_thread(const alloy_cpu_group *g,
+ *                                    unsigned lx, unsigned ly, unsigned lz);
+ *       runs one thread; the runtime calls it on a fiber per thread when the
+ *       body synchronises (barrier, SIMD ops, simdgroup matrices).
+ * Threadgroup memory is `static thread_local` in the kernel: one copy per
+ * worker OS thread, shared by the fibers of the group that worker runs. */
+#ifndef ALLOY_CPU_ABI_H
+#define ALLOY_CPU_ABI_H
+
+#define ALLOY_CPU_ABI_VERSION 1u
+#define ALLOY_CPU_SIMD_WIDTH 32u
+#define ALLOY_CPU_SIMD_SLOT 64u /* bytes per lane in a SIMD exchange */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct alloy_cpu_sched alloy_cpu_sched;
+
+/* Runtime services a synchronising kernel calls (fiber mode only). */
+typedef struct alloy_cpu_services {
+    /* threadgroup_barrier: returns when every live thread of the group
+     * arrived (threads that returned from the body do not count). */
+    void (*barrier)(alloy_cpu_sched *s);
+    /* SIMD rendezvous. Copies `size` (<= ALLOY_CPU_SIMD_SLOT) bytes from
+     * `value` into the calling lane's slot, waits until every live lane of the
+     * caller's simdgroup has made its matching call, and returns the slot
+     * array: lane i's bytes start at slots + i * ALLOY_CPU_SIMD_SLOT. The
+     * array stays valid until the caller's next simd_exchange. `*active` gets
+     * the mask of live lanes, `*lane` the caller's lane. */
+    const unsigned char *(*simd_exchange)(alloy_cpu_sched *s, const void *value,
+                                          unsigned size, unsigned *active,
+                                          unsigned *lane);
+    /* simdgroup_barrier: rendezvous of the caller's simdgroup, no data. */
+    void (*simd_barrier)(alloy_cpu_sched *s);
+} alloy_cpu_services;
+
+/* One launch (read-only while it runs). */
+typedef struct alloy_cpu_launch {
+    void *const *args;      /* one pointer per argument slot, in signature order */
+    unsigned grid[3];       /* threads per grid */
+    unsigned tg[3];         /* dispatch threads per threadgroup (after the clamp) */
+    unsigned groups[3];     /* threadgroups per grid = ceil(grid / tg) */
+    const alloy_cpu_services *svc;
+} alloy_cpu_launch;
+
+/* One threadgroup. */
+typedef struct alloy_cpu_group {
+    const alloy_cpu_launch *launch;
+    unsigned group_id[3];   /* threadgroup_position_in_grid */
+    unsigned size[3];       /* threads_per_threadgroup: actual size (edges partial) */
+    alloy_cpu_sched *sched; /* fiber scheduler; NULL in loop mode */
+} alloy_cpu_group;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,181 @@
+/* cpu_compiler.c — runs the host C++ compiler (posix_spawnp, output read
+ * from a pipe until EOF, then waitpid) and derives its identity.
+ *
+ * Flags: C++17, -O2, position-independent shared object, no exceptions or
+ * RTTI (kernels use neither), -fno-math-errno (lets sqrt etc. inline; errno is
+ * meaningless in a kernel), -g0. Floating-point contraction stays at the
+ * compiler's default. Warnings stay on but never fail the build. On Linux
+ * `-z defs` makes an undefined function a link error with a message, instead
+ * of a dlopen failure later. */
+#include "cpu_compiler.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/strbuf.h"
+
+extern char **environ;
+
+#define MAX_CXX_ARGS 64
+
+static struct {
+    pthread_once_t once;
+    char command[512];
+    char *argv_store; /* the command, split in place */
+    char *cxx_argv[MAX_CXX_ARGS];
+    int cxx_argc;
+    char version[256];
+    int have_version;
+    char identity[1024];
+} cc = {PTHREAD_ONCE_INIT, "", NULL, {NULL}, 0, "", 0, ""};
+
+const char *alloy_cpu_arch(void) {
+#if defined(__x86_64__)
+    return "x86_64";
+#elif defined(__aarch64__)
+    return "aarch64";
+#else
+    return "unknown";
+#endif
+}
+
+/* Runs argv, collecting stdout+stderr into *out (malloc'd, may be NULL).
+ * Returns 0 and the wait status in *status, or an errno value when the
+ * program could not be started. */
+static int run_capture(char *const argv[], char **out, int *status) {
+    int fds[2];
+    if (out) *out = NULL;
+    if (pipe2(fds, O_CLOEXEC) != 0) return errno;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
+    pid_t pid;
+    int err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (err != 0) {
+        close(fds[0]);
+        return err;
+    }
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+    char buf[4096];
+    for (;;) {
+        ssize_t r = read(fds[0], buf, sizeof buf);
+        if (r > 0) alloy_sb_append_n(&sb, buf, (size_t)r);
+        else if (r == 0 || errno != EINTR) break;
+    }
+    close(fds[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    *status = st;
+    if (out) *out = alloy_sb_take(&sb);
+    else alloy_sb_free(&sb);
+    return 0;
+}
+
+static void compiler_init(void) {
+    const char *env = getenv("ALLOY_CXX");
+    snprintf(cc.command, sizeof cc.command, "%s", env && *env ? env : "c++");
+    cc.argv_store = strdup(cc.command);
+    if (cc.argv_store) {
+        char *save = NULL;
+        for (char *t = strtok_r(cc.argv_store, " \t", &save); t && cc.cxx_argc < MAX_CXX_ARGS - 24;
+             t = strtok_r(NULL, " \t", &save))
+            cc.cxx_argv[cc.cxx_argc++] = t;
+    }
+    if (cc.cxx_argc == 0) { /* ALLOY_CXX was only blanks */
+        snprintf(cc.command, sizeof cc.command, "c++");
+        cc.cxx_argv[cc.cxx_argc++] = (char *)"c++";
+    }
+    char *argv[MAX_CXX_ARGS + 2];
+    int n = 0;
+    for (int i = 0; i < cc.cxx_argc; i++) argv[n++] = cc.cxx_argv[i];
+    argv[n++] = (char *)"--version";
+    argv[n] = NULL;
+    char *out = NULL;
+    int status = 0;
+    if (run_capture(argv, &out, &status) == 0 && WIFEXITED(status) &&
+        WEXITSTATUS(status) == 0 && out) {
+        size_t len = strcspn(out, "\r\n");
+        if (len >= sizeof cc.version) len = sizeof cc.version - 1;
+        memcpy(cc.version, out, len);
+        cc.version[len] = 0;
+        cc.have_version = len > 0;
+    }
+    free(out);
+    snprintf(cc.identity, sizeof cc.identity, "%s | %s | %s", cc.command,
+             cc.have_version ? cc.version : "(not found)", alloy_cpu_arch());
+}
+
+const char *alloy_cpu_compiler_command(void) {
+    pthread_once(&cc.once, compiler_init);
+    return cc.command;
+}
+
+const char *alloy_cpu_compiler_version(void) {
+    pthread_once(&cc.once, compiler_init);
+    return cc.have_version ? cc.version : NULL;
+}
+
+const char *alloy_cpu_compiler_identity(void) {
+    pthread_once(&cc.once, compiler_init);
+    return cc.identity;
+}
+
+alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, char **log) {
+    pthread_once(&cc.once, compiler_init);
+    *log = NULL;
+    static const char *const flags[] = {
+        "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
+        "-fno-math-errno", "-g0",
+#if defined(__linux__)
+        "-Wl,-z,defs",
+#endif
+        "-x", "c++"};
+    char *argv[MAX_CXX_ARGS + 2];
+    int n = 0;
+    for (int i = 0; i < cc.cxx_argc; i++) argv[n++] = cc.cxx_argv[i];
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) argv[n++] = (char *)flags[i];
+    argv[n++] = (char *)src_path;
+    argv[n++] = (char *)"-o";
+    argv[n++] = (char *)out_path;
+    argv[n] = NULL;
+    char *out = NULL;
+    int status = 0;
+    int err = run_capture(argv, &out, &status);
+    if (err != 0)
+        return alloy_error(ALLOY_ERROR_COMPILER_MISSING,
+                           "cannot run the C++ compiler '%s' (%s): the CPU backend compiles "
+                           "kernels with it. Install g++ or clang++, or set ALLOY_CXX to a C++17 "
+                           "compiler command",
+                           cc.command, strerror(err));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        free(out);
+        return ALLOY_OK;
+    }
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+    alloy_sb_append(&sb, out ? out : "");
+    free(out);
+    if (WIFSIGNALED(status))
+        alloy_sb_printf(&sb, "\n(the compiler '%s' was killed by signal %d)\n", cc.command,
+                        WTERMSIG(status));
+    else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && sb.len == 0)
+        alloy_sb_printf(&sb, "(the compiler '%s' exited with status 127: not found?)\n",
+                        cc.command);
+    *log = alloy_sb_take(&sb);
+    return ALLOY_ERROR_COMPILE;
+}

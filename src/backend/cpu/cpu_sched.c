@@ -1,0 +1,338 @@
+/* cpu_sched.c — round-robin fiber scheduler for one threadgroup at a time.
+ *
+ * Every thread of the group is a fiber. A fiber that must wait (barrier, SIMD
+ * rendezvous) switches directly to the next fiber in index order that can
+ * run; the last one to arrive releases the others (a generation counter) and
+ * carries on, so an uncontended barrier costs one switch per thread. Blocked
+ * fibers are not marked runnable one by one: a fiber waiting for generation
+ * g is runnable once the counter moved past g.
+ *
+ * SIMD exchanges use per-simdgroup generations and two slot arrays chosen by
+ * the generation's parity: a fast lane can deposit its value for the next
+ * exchange while slow lanes still read the previous result, and it cannot
+ * get two exchanges ahead (the one in between needs every live lane).
+ *
+ * If a fiber must wait and no fiber at all can run, the group is deadlocked:
+ * the scheduler returns to the OS thread's own context and abandons the
+ * suspended fibers (their stacks are simply reused by the next group). */
+#include "cpu_sched.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fiber.h"
+
+enum { F_RUN = 0, F_BARRIER = 1, F_SIMD = 2, F_DONE = 3 };
+
+typedef struct sched_fiber {
+    void *sp; /* saved context while not running */
+    alloy_cpu_sched *s;
+    unsigned lx, ly, lz;
+    unsigned index; /* linear index in the dispatch threadgroup */
+    unsigned sg, lane;
+    unsigned state;
+    unsigned wait_gen;
+} sched_fiber;
+
+typedef struct simd_state {
+    unsigned gen;     /* completed rendezvous so far */
+    unsigned arrived; /* lanes waiting in the current one */
+    unsigned live;    /* lanes that have not returned */
+    uint32_t live_mask;
+    uint32_t mask[2]; /* active mask of the rendezvous, by parity */
+    unsigned char slots[2][ALLOY_CPU_SIMD_WIDTH * ALLOY_CPU_SIMD_SLOT];
+} simd_state;
+
+struct alloy_cpu_sched {
+    sched_fiber *fibers; /* capacity ALLOY_CPU_MAX_FIBERS */
+    alloy_fiber_stack *stacks;
+    unsigned n_stacks; /* mapped so far */
+    simd_state *sg;
+    unsigned sg_cap;
+
+    /* the group being run */
+    void *main_sp;
+    const alloy_cpu_group *group;
+    alloy_cpu_thread_fn fn;
+    unsigned n, cur, live;
+    unsigned bar_arrived, bar_gen;
+    int deadlock;
+};
+
+/* ---- per-OS-thread instance ------------------------------------------- */
+
+static pthread_key_t sched_key;
+static pthread_once_t sched_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local alloy_cpu_sched *tls_sched;
+
+static void sched_destroy(void *p) {
+    alloy_cpu_sched *s = p;
+    if (!s) return;
+    for (unsigned i = 0; i < s->n_stacks; i++) alloy_fiber_stack_free(&s->stacks[i]);
+    free(s->stacks);
+    free(s->fibers);
+    free(s->sg);
+    free(s);
+}
+
+static void sched_key_init(void) { (void)pthread_key_create(&sched_key, sched_destroy); }
+
+alloy_cpu_sched *alloy_cpu_sched_for_thread(void) {
+    if (tls_sched) return tls_sched;
+    pthread_once(&sched_key_once, sched_key_init);
+    alloy_cpu_sched *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->fibers = calloc(ALLOY_CPU_MAX_FIBERS, sizeof *s->fibers);
+    s->stacks = calloc(ALLOY_CPU_MAX_FIBERS, sizeof *s->stacks);
+    if (!s->fibers || !s->stacks) {
+        sched_destroy(s);
+        return NULL;
+    }
+    (void)pthread_setspecific(sched_key, s);
+    tls_sched = s;
+    return s;
+}
+
+/* ---- switching ---------------------------------------------------------- */
+
+static inline int runnable(const alloy_cpu_sched *s, const sched_fiber *f) {
+    switch (f->state) {
+    case F_RUN: return 1;
+    case F_BARRIER: return s->bar_gen != f->wait_gen;
+    case F_SIMD: return s->sg[f->sg].gen != f->wait_gen;
+    default: return 0;
+    }
+}
+
+/* The current fiber cannot go on: resume the next one that can, in index
+ * order, or report a deadlock to the OS thread's context. Returns when this
+ * fiber was released and resumed. */
+static void yield_blocked(alloy_cpu_sched *s, sched_fiber *self) {
+    unsigned n = s->n, i = s->cur;
+    for (unsigned k = 0; k < n; k++) {
+        i = i + 1 == n ? 0 : i + 1;
+        sched_fiber *f = &s->fibers[i];
+        if (runnable(s, f)) {
+            f->state = F_RUN;
+            if (f == self) return;
+            s->cur = i;
+            alloy_fiber_switch(&self->sp, f->sp);
+            return;
+        }
+    }
+    s->deadlock = 1;
+    alloy_fiber_switch(&self->sp, s->main_sp); /* never resumed */
+}
+
+static void simd_complete(simd_state *g) {
+    g->mask[g->gen & 1] = g->live_mask;
+    g->arrived = 0;
+    g->gen++;
+}
+
+/* A thread returned from the body: it leaves every rendezvous. */
+static void thread_exit(alloy_cpu_sched *s, sched_fiber *f) {
+    f->state = F_DONE;
+    s->live--;
+    simd_state *g = &s->sg[f->sg];
+    g->live--;
+    g->live_mask &= ~(1u << f->lane);
+    if (g->arrived && g->arrived == g->live) simd_complete(g);
+    if (s->bar_arrived && s->bar_arrived == s->live) {
+        s->bar_arrived = 0;
+        s->bar_gen++;
+    }
+    if (s->live == 0) alloy_fiber_switch(&f->sp, s->main_sp); /* never resumed */
+    yield_blocked(s, f);                                      /* never returns */
+}
+
+static void fiber_entry(void *arg) {
+    sched_fiber *f = arg;
+    alloy_cpu_sched *s = f->s;
+    s->fn(s->group, f->lx, f->ly, f->lz);
+    thread_exit(s, f);
+}
+
+/* ---- services ----------------------------------------------------------- */
+
+static void svc_barrier(alloy_cpu_sched *s) {
+    if (++s->bar_arrived == s->live) {
+        s->bar_arrived = 0;
+        s->bar_gen++;
+        return;
+    }
+    sched_fiber *f = &s->fibers[s->cur];
+    f->state = F_BARRIER;
+    f->wait_gen = s->bar_gen;
+    yield_blocked(s, f);
+}
+
+static const unsigned char *simd_rendezvous(alloy_cpu_sched *s, const void *value, unsigned size,
+                                            unsigned *active, unsigned *lane) {
+    sched_fiber *f = &s->fibers[s->cur];
+    simd_state *g = &s->sg[f->sg];
+    unsigned gen = g->gen;
+    unsigned char *buf = g->slots[gen & 1];
+    if (size) {
+        if (size > ALLOY_CPU_SIMD_SLOT) size = ALLOY_CPU_SIMD_SLOT;
+        memcpy(buf + (size_t)f->lane * ALLOY_CPU_SIMD_SLOT, value, size);
+    }
+    if (++g->arrived == g->live) {
+        simd_complete(g);
+    } else {
+        f->state = F_SIMD;
+        f->wait_gen = gen;
+        yield_blocked(s, f);
+    }
+    if (active) *active = g->mask[gen & 1];
+    if (lane) *lane = f->lane;
+    return buf;
+}
+
+static const unsigned char *svc_simd_exchange(alloy_cpu_sched *s, const void *value,
+                                              unsigned size, unsigned *active, unsigned *lane) {
+    return simd_rendezvous(s, value, size, active, lane);
+}
+
+static void svc_simd_barrier(alloy_cpu_sched *s) { (void)simd_rendezvous(s, NULL, 0, NULL, NULL); }
+
+const alloy_cpu_services alloy_cpu_sched_services = {svc_barrier, svc_simd_exchange,
+                                                     svc_simd_barrier};
+
+/* ---- running a group ---------------------------------------------------- */
+
+static const char *state_words(const sched_fiber *f, int one) {
+    switch (f->state) {
+    case F_BARRIER: return one ? "waits at a threadgroup barrier" : "wait at a threadgroup barrier";
+    case F_SIMD: return one ? "waits at a SIMD operation" : "wait at a SIMD operation";
+    case F_DONE: return "finished";
+    default: return "running";
+    }
+}
+
+static void deadlock_message(const alloy_cpu_sched *s, const char *kernel_name, char *msg,
+                             size_t msg_len) {
+    const alloy_cpu_group *g = s->group;
+    int any_barrier = 0;
+    for (unsigned i = 0; i < s->n; i++) any_barrier |= s->fibers[i].state == F_BARRIER;
+    size_t used = 0;
+#define APPEND(...)                                                                       \
+    do {                                                                                  \
+        if (used < msg_len) {                                                             \
+            int w_ = snprintf(msg + used, msg_len - used, __VA_ARGS__);                   \
+            if (w_ > 0) used += (size_t)w_;                                               \
+        }                                                                                 \
+    } while (0)
+    APPEND("%s divergence in kernel '%s': threadgroup (%u,%u,%u): ",
+           any_barrier ? "barrier" : "SIMD", kernel_name ? kernel_name : "?", g->group_id[0],
+           g->group_id[1], g->group_id[2]);
+    unsigned runs = 0;
+    for (unsigned i = 0; i < s->n;) {
+        unsigned j = i;
+        while (j + 1 < s->n && s->fibers[j + 1].state == s->fibers[i].state &&
+               (s->fibers[i].state != F_SIMD || s->fibers[j + 1].sg == s->fibers[i].sg))
+            j++;
+        if (runs == 12) {
+            APPEND(", ...");
+            break;
+        }
+        const sched_fiber *a = &s->fibers[i], *b = &s->fibers[j];
+        if (runs) APPEND(", ");
+        if (a == b) APPEND("thread %u ", a->index);
+        else APPEND("threads %u-%u ", a->index, b->index);
+        APPEND("%s", state_words(a, a == b));
+        if (a->state == F_SIMD) APPEND(" (simdgroup %u)", a->sg);
+        runs++;
+        i = j + 1;
+    }
+    APPEND("; every live thread of a threadgroup must reach the same barriers and every live "
+           "lane of a simdgroup the same SIMD operations");
+#undef APPEND
+}
+
+alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_cpu_thread_fn fn,
+                                 const char *kernel_name, char *msg, size_t msg_len) {
+    const unsigned *tg = g->launch->tg;
+    unsigned sx = g->size[0], sy = g->size[1], sz = g->size[2];
+    unsigned long long n = (unsigned long long)sx * sy * sz;
+    if (msg && msg_len) msg[0] = 0;
+    if (n == 0) return ALLOY_OK;
+    if (n > ALLOY_CPU_MAX_FIBERS) {
+        snprintf(msg, msg_len,
+                 "kernel '%s': threadgroup of %llu threads exceeds the CPU backend's limit of %u "
+                 "for kernels that synchronise",
+                 kernel_name ? kernel_name : "?", n, ALLOY_CPU_MAX_FIBERS);
+        return ALLOY_ERROR_INVALID_ARGUMENT;
+    }
+    /* Fiber stacks, mapped once per OS thread and reused. */
+    size_t stack = alloy_fiber_stack_size();
+    while (s->n_stacks < n) {
+        if (alloy_fiber_stack_alloc(&s->stacks[s->n_stacks], stack) != 0) {
+            snprintf(msg, msg_len,
+                     "kernel '%s': cannot map %llu fiber stacks of %zu bytes with guard pages "
+                     "(out of memory, or over the limit of memory mappings vm.max_map_count): "
+                     "lower ALLOY_CPU_STACK_SIZE, the threadgroup size or ALLOY_NUM_THREADS",
+                     kernel_name ? kernel_name : "?", n, stack);
+            return ALLOY_ERROR_OUT_OF_MEMORY;
+        }
+        s->n_stacks++;
+    }
+    unsigned long long last_l = (sx - 1) + (unsigned long long)(sy - 1) * tg[0] +
+                                (unsigned long long)(sz - 1) * tg[0] * tg[1];
+    unsigned n_sg = (unsigned)(last_l / ALLOY_CPU_SIMD_WIDTH) + 1;
+    if (n_sg > s->sg_cap) {
+        simd_state *p = realloc(s->sg, (size_t)n_sg * sizeof *p);
+        if (!p) {
+            snprintf(msg, msg_len, "kernel '%s': out of memory for the SIMD state",
+                     kernel_name ? kernel_name : "?");
+            return ALLOY_ERROR_OUT_OF_MEMORY;
+        }
+        s->sg = p;
+        s->sg_cap = n_sg;
+    }
+    for (unsigned k = 0; k < n_sg; k++) {
+        simd_state *q = &s->sg[k];
+        q->gen = q->arrived = q->live = 0;
+        q->live_mask = q->mask[0] = q->mask[1] = 0;
+    }
+    g->sched = s;
+    s->group = g;
+    s->fn = fn;
+    unsigned i = 0;
+    for (unsigned z = 0; z < sz; z++)
+        for (unsigned y = 0; y < sy; y++)
+            for (unsigned x = 0; x < sx; x++, i++) {
+                sched_fiber *f = &s->fibers[i];
+                unsigned l = x + y * tg[0] + z * tg[0] * tg[1];
+                f->s = s;
+                f->lx = x;
+                f->ly = y;
+                f->lz = z;
+                f->index = l;
+                f->sg = l / ALLOY_CPU_SIMD_WIDTH;
+                f->lane = l % ALLOY_CPU_SIMD_WIDTH;
+                f->state = F_RUN;
+                f->wait_gen = 0;
+                f->sp = alloy_fiber_make(&s->stacks[i], fiber_entry, f);
+                s->sg[f->sg].live++;
+                s->sg[f->sg].live_mask |= 1u << f->lane;
+            }
+    s->n = (unsigned)n;
+    s->live = (unsigned)n;
+    s->cur = 0;
+    s->bar_arrived = 0;
+    s->bar_gen = 0;
+    s->deadlock = 0;
+    alloy_fiber_switch(&s->main_sp, s->fibers[0].sp);
+    alloy_status st = ALLOY_OK;
+    if (s->deadlock) {
+        deadlock_message(s, kernel_name, msg, msg_len);
+        st = ALLOY_ERROR_LAUNCH;
+    }
+    s->group = NULL;
+    g->sched = NULL;
+    return st;
+}

@@ -1,0 +1,194 @@
+/* launch.c — the launch configuration object: outputs, grid, threadgroup,
+ * template arguments, init value, verbosity. Checks what it can on its own;
+ * the kernel checks the rest against its names when it is applied. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "array_internal.h"
+#include "error.h"
+#include "launch_internal.h"
+
+alloy_status alloy_launch_new(alloy_launch **out) {
+    if (!out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "out is NULL");
+    *out = calloc(1, sizeof **out);
+    return *out ? ALLOY_OK : alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+}
+
+static void clear_outputs(alloy_launch *l) {
+    for (int i = 0; i < l->n_outputs; i++) alloy_array_free(l->outputs[i].array);
+    l->n_outputs = 0;
+}
+
+void alloy_launch_free(alloy_launch *l) {
+    if (!l) return;
+    clear_outputs(l);
+    free(l->outputs);
+    free(l->templates);
+    free(l);
+}
+
+alloy_status alloy_launch_reset(alloy_launch *l) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    clear_outputs(l);
+    alloy_output_spec *o = l->outputs;
+    alloy_template_arg *t = l->templates;
+    int co = l->cap_outputs, ct = l->cap_templates;
+    memset(l, 0, sizeof *l);
+    l->outputs = o;
+    l->cap_outputs = co;
+    l->templates = t;
+    l->cap_templates = ct;
+    return ALLOY_OK;
+}
+
+static alloy_output_spec *push_output(alloy_launch *l) {
+    if (l->n_outputs == l->cap_outputs) {
+        int cap = l->cap_outputs ? 2 * l->cap_outputs : 4;
+        alloy_output_spec *p = realloc(l->outputs, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        l->outputs = p;
+        l->cap_outputs = cap;
+    }
+    alloy_output_spec *o = &l->outputs[l->n_outputs++];
+    memset(o, 0, sizeof *o);
+    return o;
+}
+
+static alloy_status check_output_shape(int index, int ndim, const int64_t *shape, alloy_dtype dtype) {
+    if (ndim < 0 || ndim > ALLOY_MAX_NDIM)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "output %d: ndim %d is out of range [0, %d]",
+                           index, ndim, ALLOY_MAX_NDIM);
+    if (ndim && !shape) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "output %d: shape is NULL", index);
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] < 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "output %d: shape[%d] = %lld is negative",
+                               index, d, (long long)shape[d]);
+    if ((unsigned)dtype >= ALLOY_DTYPE_COUNT)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "output %d: invalid dtype %d", index, (int)dtype);
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_add_output(alloy_launch *l, int ndim, const int64_t *shape, alloy_dtype dtype) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    alloy_status st = check_output_shape(l->n_outputs, ndim, shape, dtype);
+    if (st != ALLOY_OK) return st;
+    alloy_output_spec *o = push_output(l);
+    if (!o) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+    o->ndim = ndim;
+    if (ndim) memcpy(o->shape, shape, (size_t)ndim * sizeof *shape);
+    o->dtype = dtype;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_add_output_array(alloy_launch *l, alloy_array *a) {
+    if (!l || !a) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch or array is NULL");
+    if (!alloy_array_is_row_contiguous(a))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "output %d: a caller-provided output must be row-contiguous (outputs are "
+                           "always row-major)", l->n_outputs);
+    if (a->read_only)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "output %d: the array is read-only (imported with the DLPack read-only flag)",
+                           l->n_outputs);
+    alloy_output_spec *o = push_output(l);
+    if (!o) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+    o->ndim = a->ndim;
+    memcpy(o->shape, a->shape, sizeof o->shape);
+    o->dtype = a->dtype;
+    o->array = alloy_array_retain(a);
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_outputs(alloy_launch *l, int n_shapes, const int *ndims,
+                                      const int64_t *const *shapes, int n_dtypes,
+                                      const alloy_dtype *dtypes) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    if (n_shapes != n_dtypes)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "output_shapes has %d entries but output_dtypes has %d: give one shape and "
+                           "one dtype per output",
+                           n_shapes, n_dtypes);
+    if (n_shapes < 0 || (n_shapes && (!ndims || !shapes || !dtypes)))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "output lists are NULL");
+    for (int i = 0; i < n_shapes; i++) {
+        alloy_status st = check_output_shape(i, ndims[i], shapes[i], dtypes[i]);
+        if (st != ALLOY_OK) return st;
+    }
+    clear_outputs(l);
+    for (int i = 0; i < n_shapes; i++) {
+        alloy_status st = alloy_launch_add_output(l, ndims[i], shapes[i], dtypes[i]);
+        if (st != ALLOY_OK) return st;
+    }
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_grid(alloy_launch *l, uint32_t x, uint32_t y, uint32_t z) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    l->grid[0] = x; l->grid[1] = y; l->grid[2] = z;
+    l->has_grid = 1;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_threadgroup(alloy_launch *l, uint32_t x, uint32_t y, uint32_t z) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    if (!x || !y || !z)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "threadgroup (%u, %u, %u) has a zero dimension: every dimension must be >= 1",
+                           x, y, z);
+    l->threadgroup[0] = x; l->threadgroup[1] = y; l->threadgroup[2] = z;
+    l->has_threadgroup = 1;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_init_value(alloy_launch *l, double v) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    l->has_init = 1;
+    l->init_value = v;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_verbose(alloy_launch *l, int verbose) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    l->verbose = verbose != 0;
+    return ALLOY_OK;
+}
+
+static alloy_status add_template(alloy_launch *l, const char *name, alloy_template_kind kind,
+                                 int64_t iv, alloy_dtype dv) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    alloy_status st = alloy_check_identifier(name, "template argument");
+    if (st != ALLOY_OK) return st;
+    if (strlen(name) >= sizeof l->templates[0].name)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "template argument name '%s' is too long", name);
+    for (int i = 0; i < l->n_templates; i++)
+        if (strcmp(l->templates[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "template argument '%s' is given twice: each name once", name);
+    if (kind == ALLOY_TEMPLATE_DTYPE && (unsigned)dv >= ALLOY_DTYPE_COUNT)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "template argument '%s': invalid dtype %d",
+                           name, (int)dv);
+    if (l->n_templates == l->cap_templates) {
+        int cap = l->cap_templates ? 2 * l->cap_templates : 4;
+        alloy_template_arg *p = realloc(l->templates, (size_t)cap * sizeof *p);
+        if (!p) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+        l->templates = p;
+        l->cap_templates = cap;
+    }
+    alloy_template_arg *t = &l->templates[l->n_templates++];
+    memset(t, 0, sizeof *t);
+    strcpy(t->name, name);
+    t->kind = kind;
+    t->ivalue = iv;
+    t->dvalue = dv;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_add_template_int(alloy_launch *l, const char *name, int64_t value) {
+    return add_template(l, name, ALLOY_TEMPLATE_INT, value, ALLOY_FLOAT32);
+}
+alloy_status alloy_launch_add_template_bool(alloy_launch *l, const char *name, int value) {
+    return add_template(l, name, ALLOY_TEMPLATE_BOOL, value != 0, ALLOY_FLOAT32);
+}
+alloy_status alloy_launch_add_template_dtype(alloy_launch *l, const char *name, alloy_dtype value) {
+    return add_template(l, name, ALLOY_TEMPLATE_DTYPE, 0, value);
+}

@@ -1,0 +1,454 @@
+/* codegen.c — turns a kernel body, its header and one launch's argument
+ * types into a whole C++ translation unit for a target.
+ *
+ * Layout (see dialect.h): prelude and `using namespace metal;` (MSL bodies
+ * call metal functions unqualified); the rewritten header under
+ * `#line 1 "<kernel>.header"`; a function holding the argument and attribute
+ * plumbing, the template arguments and the rewritten body under
+ * `#line 1 "<kernel>.body"`; the target's entry points. Everything between the
+ * user's sections is marked as lines of "alloy-generated.cpp", so every
+ * diagnostic names either the user's body/header line or a real line of the
+ * generated file.
+ *
+ * Only what the body or header mentions (by identifier token) is declared:
+ * `<in>_shape/_strides/_ndim` and the thread attributes. The argument slots
+ * follow the order in dialect.h. The common part is target independent; a
+ * target supplies an emitter (how arguments and attributes are reached, and
+ * the entry points). Only the CPU emitter exists so far. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dialect/rewrite.h"
+
+#define GENERATED_FILE "alloy-generated.cpp"
+
+typedef struct emitter {
+    const char *target_name;
+    /* opens the body function; leaves `alloy_a` (the slot array) in scope */
+    void (*open_function)(alloy_strbuf *sb);
+    /* locals that the attribute expressions use (when any attribute is used) */
+    void (*attribute_locals)(alloy_strbuf *sb);
+    /* the value of a thread attribute, by name */
+    const char *(*attribute_expr)(const char *name);
+    void (*entry_points)(alloy_strbuf *sb, int uses_sync);
+} emitter;
+
+/* ---- CPU ----------------------------------------------------------------- */
+
+static void cpu_open_function(alloy_strbuf *sb) {
+    alloy_sb_append(sb,
+                    "static inline __attribute__((always_inline)) void alloy_kernel_body("
+                    "const alloy_cpu_group *alloy_g,\n"
+                    "    unsigned alloy_lx, unsigned alloy_ly, unsigned alloy_lz) {\n"
+                    "  [[maybe_unused]] void *const *alloy_a = alloy_g->launch->args;\n");
+}
+
+static void cpu_attribute_locals(alloy_strbuf *sb) {
+    alloy_sb_append(
+        sb,
+        "  [[maybe_unused]] const unsigned *const alloy_tg = alloy_g->launch->tg;\n"
+        "  [[maybe_unused]] const unsigned *const alloy_sz = alloy_g->size;\n"
+        "  [[maybe_unused]] const unsigned *const alloy_gid = alloy_g->group_id;\n"
+        "  [[maybe_unused]] const unsigned *const alloy_grid = alloy_g->launch->grid;\n"
+        "  [[maybe_unused]] const unsigned *const alloy_groups = alloy_g->launch->groups;\n"
+        "  [[maybe_unused]] const unsigned alloy_L = alloy_lx + alloy_ly * alloy_tg[0] + "
+        "alloy_lz * alloy_tg[0] * alloy_tg[1];\n"
+        "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * "
+        "alloy_tg[1] + (alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];\n"
+        "  [[maybe_unused]] const unsigned alloy_T = alloy_tg[0] * alloy_tg[1] * alloy_tg[2];\n");
+}
+
+static const struct {
+    const char *name, *expr;
+} cpu_attributes[] = {
+    {"thread_position_in_grid",
+     "uint3(alloy_gid[0] * alloy_tg[0] + alloy_lx, alloy_gid[1] * alloy_tg[1] + alloy_ly, "
+     "alloy_gid[2] * alloy_tg[2] + alloy_lz)"},
+    {"thread_position_in_threadgroup", "uint3(alloy_lx, alloy_ly, alloy_lz)"},
+    {"threadgroup_position_in_grid", "uint3(alloy_gid[0], alloy_gid[1], alloy_gid[2])"},
+    {"threads_per_threadgroup", "uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2])"},
+    {"dispatch_threads_per_threadgroup", "uint3(alloy_tg[0], alloy_tg[1], alloy_tg[2])"},
+    {"threads_per_grid", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
+    {"grid_size", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
+    {"grid_origin", "uint3(0u, 0u, 0u)"},
+    {"threadgroups_per_grid", "uint3(alloy_groups[0], alloy_groups[1], alloy_groups[2])"},
+    {"thread_index_in_threadgroup", "alloy_L"},
+    {"thread_index_in_simdgroup", "alloy_L % ALLOY_CPU_SIMD_WIDTH"},
+    {"simdgroup_index_in_threadgroup", "alloy_L / ALLOY_CPU_SIMD_WIDTH"},
+    {"simdgroups_per_threadgroup", "(alloy_Llast + ALLOY_CPU_SIMD_WIDTH - 1u) / ALLOY_CPU_SIMD_WIDTH"},
+    {"dispatch_simdgroups_per_threadgroup",
+     "(alloy_T + ALLOY_CPU_SIMD_WIDTH - 1u) / ALLOY_CPU_SIMD_WIDTH"},
+    {"threads_per_simdgroup", "ALLOY_CPU_SIMD_WIDTH"},
+    {"thread_execution_width", "ALLOY_CPU_SIMD_WIDTH"},
+    {"thread_index_in_quadgroup", "alloy_L % 4u"},
+    {"quadgroup_index_in_threadgroup", "alloy_L / 4u"},
+    {"quadgroups_per_threadgroup", "(alloy_Llast + 3u) / 4u"},
+    {"dispatch_quadgroups_per_threadgroup", "(alloy_T + 3u) / 4u"},
+};
+
+static const char *cpu_attribute_expr(const char *name) {
+    for (size_t i = 0; i < sizeof cpu_attributes / sizeof *cpu_attributes; i++)
+        if (strcmp(cpu_attributes[i].name, name) == 0) return cpu_attributes[i].expr;
+    return NULL;
+}
+
+static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
+    alloy_sb_printf(
+        sb,
+        "#define ALLOY_EXPORT_ extern \"C\" __attribute__((visibility(\"default\")))\n"
+        "ALLOY_EXPORT_ const unsigned alloy_cpu_abi = ALLOY_CPU_ABI_VERSION;\n"
+        "ALLOY_EXPORT_ const int alloy_cpu_uses_sync = %d;\n"
+        "ALLOY_EXPORT_ void alloy_cpu_group_loop(const alloy_cpu_group *g) {\n"
+        "  ALLOY_SET_GROUP(g);\n"
+        "  const unsigned sx = g->size[0], sy = g->size[1], sz = g->size[2];\n"
+        "  for (unsigned lz = 0; lz < sz; ++lz)\n"
+        "    for (unsigned ly = 0; ly < sy; ++ly)\n"
+        "      for (unsigned lx = 0; lx < sx; ++lx)\n"
+        "        alloy_kernel_body(g, lx, ly, lz);\n"
+        "}\n"
+        "ALLOY_EXPORT_ void alloy_cpu_thread(const alloy_cpu_group *g, unsigned lx, unsigned ly,\n"
+        "                                    unsigned lz) {\n"
+        "  ALLOY_SET_GROUP(g);\n"
+        "  alloy_kernel_body(g, lx, ly, lz);\n"
+        "}\n"
+        "#undef ALLOY_EXPORT_\n",
+        uses_sync ? 1 : 0);
+}
+
+static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_attribute_locals,
+                                    cpu_attribute_expr, cpu_entry_points};
+
+/* ---- common -------------------------------------------------------------- */
+
+/* The identifiers of the header and body, sorted, to answer "is X
+ * mentioned" without rescanning for every attribute and input. */
+typedef struct ident_ref {
+    const char *p;
+    int len;
+} ident_ref;
+
+typedef struct mentions {
+    ident_ref *v;
+    int n, cap, failed;
+} mentions;
+
+static void collect_cb(const char *id, int len, const char *next, int next_len, void *user) {
+    (void)next;
+    (void)next_len;
+    mentions *m = user;
+    if (m->failed) return;
+    if (m->n == m->cap) {
+        int cap = m->cap ? m->cap * 2 : 256;
+        ident_ref *v = realloc(m->v, sizeof *v * (size_t)cap);
+        if (!v) {
+            m->failed = 1;
+            return;
+        }
+        m->v = v;
+        m->cap = cap;
+    }
+    m->v[m->n].p = id;
+    m->v[m->n].len = len;
+    m->n++;
+}
+
+static int ident_cmp(const void *a, const void *b) {
+    const ident_ref *x = a, *y = b;
+    int n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->p, y->p, (size_t)n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static alloy_status collect_mentions(mentions *m, const char *src) {
+    if (!src) return ALLOY_OK;
+    size_t len = strlen(src);
+    if (len > (size_t)0x7fffffff)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel source is too long");
+    alloy_status st = alloy_for_each_ident(src, (int)len, collect_cb, m);
+    if (st == ALLOY_OK && m->failed)
+        st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
+    return st;
+}
+
+static int mentioned(const mentions *m, const char *ident) {
+    ident_ref key = {ident, (int)strlen(ident)};
+    return m->n && bsearch(&key, m->v, (size_t)m->n, sizeof *m->v, ident_cmp) != NULL;
+}
+
+static int mentioned_suffix(const mentions *m, const char *name, const char *suffix) {
+    char buf[512];
+    int n = snprintf(buf, sizeof buf, "%s%s", name, suffix);
+    return n > 0 && n < (int)sizeof buf && mentioned(m, buf);
+}
+
+/* 1-based number of the line that the next appended text starts on. */
+static int next_line(const alloy_strbuf *sb) {
+    int n = 1;
+    for (size_t i = 0; i < sb->len; i++) n += sb->data[i] == '\n';
+    return n;
+}
+
+static void ensure_newline(alloy_strbuf *sb) {
+    if (sb->len && sb->data[sb->len - 1] != '\n') alloy_sb_append(sb, "\n");
+}
+
+/* `#line` back to the real lines of the generated file. */
+static void line_back(alloy_strbuf *sb) {
+    ensure_newline(sb);
+    alloy_sb_printf(sb, "#line %d \"" GENERATED_FILE "\"\n", next_line(sb) + 1);
+}
+
+/* The kernel's name as it may appear inside a `#line` file name. */
+static void append_file_name(alloy_strbuf *sb, const char *name) {
+    for (const char *p = name; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        char ch = (c < 0x20 || c == 0x7f || c == '"' || c == '\\') ? '_' : (char)c;
+        alloy_sb_append_n(sb, &ch, 1);
+    }
+}
+
+static const char *type_name(alloy_dtype dt) {
+    return (unsigned)dt < (unsigned)ALLOY_DTYPE_COUNT ? alloy_dtype_msl_name(dt) : NULL;
+}
+
+static alloy_status check_request(const alloy_codegen_request *req, const char *kname) {
+    if (!req->body)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel '%s': the body is NULL",
+                           kname);
+    if (req->n_inputs < 0 || req->n_outputs < 0 || req->n_templates < 0 ||
+        (req->n_inputs && !req->inputs) || (req->n_outputs && !req->outputs) ||
+        (req->n_templates && !req->templates))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "kernel '%s': inconsistent argument counts for code generation",
+                           kname);
+    for (int i = 0; i < req->n_inputs; i++) {
+        if (req->inputs[i].name && alloy_check_identifier(req->inputs[i].name, "input") != ALLOY_OK)
+            return ALLOY_ERROR_INVALID_ARGUMENT;
+        if (!req->inputs[i].name || !type_name(req->inputs[i].dtype))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "kernel '%s': input %d has no name or an invalid dtype (%d)",
+                               kname, i, (int)req->inputs[i].dtype);
+    }
+    for (int i = 0; i < req->n_outputs; i++) {
+        if (req->outputs[i].name &&
+            alloy_check_identifier(req->outputs[i].name, "output") != ALLOY_OK)
+            return ALLOY_ERROR_INVALID_ARGUMENT;
+        if (!req->outputs[i].name || !type_name(req->outputs[i].dtype))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "kernel '%s': output %d has no name or an invalid dtype (%d)",
+                               kname, i, (int)req->outputs[i].dtype);
+    }
+    for (int i = 0; i < req->n_templates; i++) {
+        const alloy_template_arg *t = &req->templates[i];
+        if (!memchr(t->name, 0, sizeof t->name) || !t->name[0] ||
+            (t->kind == ALLOY_TEMPLATE_DTYPE && !type_name(t->dvalue)) ||
+            (t->kind != ALLOY_TEMPLATE_DTYPE && t->kind != ALLOY_TEMPLATE_INT &&
+             t->kind != ALLOY_TEMPLATE_BOOL))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "kernel '%s': template argument %d is malformed", kname,
+                               i);
+        if (alloy_check_identifier(t->name, "template argument") != ALLOY_OK)
+            return ALLOY_ERROR_INVALID_ARGUMENT;
+    }
+    return ALLOY_OK;
+}
+
+static void emit_arguments(alloy_strbuf *sb, const alloy_codegen_request *req, const mentions *m,
+                           unsigned *slots, int *n_slots) {
+    int k = 0;
+    for (int i = 0; i < req->n_inputs; i++) {
+        const alloy_codegen_input *in = &req->inputs[i];
+        const char *t = type_name(in->dtype);
+        if (in->is_scalar) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *(const %s*)alloy_a[%d];\n", t,
+                            in->name, t, k++);
+            slots[i] = 0;
+            continue;
+        }
+        alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = (const %s*)alloy_a[%d];\n", t,
+                        in->name, t, k++);
+        unsigned s = 0;
+        if (mentioned_suffix(m, in->name, "_shape")) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int* %s_shape = (const int*)alloy_a[%d];\n", in->name,
+                            k++);
+            s |= ALLOY_SLOT_SHAPE;
+        }
+        if (mentioned_suffix(m, in->name, "_strides")) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a[%d];\n",
+                            in->name, k++);
+            s |= ALLOY_SLOT_STRIDES;
+        }
+        if (mentioned_suffix(m, in->name, "_ndim")) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = *(const int*)alloy_a[%d];\n", in->name,
+                            k++);
+            s |= ALLOY_SLOT_NDIM;
+        }
+        slots[i] = s;
+    }
+    for (int j = 0; j < req->n_outputs; j++) {
+        const alloy_codegen_output *o = &req->outputs[j];
+        const char *t = type_name(o->dtype);
+        if (req->atomic_outputs)
+            alloy_sb_printf(sb, "  [[maybe_unused]] atomic<%s>* %s = (atomic<%s>*)alloy_a[%d];\n",
+                            t, o->name, t, k++);
+        else
+            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = (%s*)alloy_a[%d];\n", t, o->name, t,
+                            k++);
+    }
+    *n_slots = k;
+}
+
+static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions *m) {
+    int any = 0;
+    for (int a = 0; a < alloy_attribute_count(); a++) {
+        const char *name = alloy_attribute_name(a);
+        if (!mentioned(m, name)) continue;
+        if (!any) em->attribute_locals(sb);
+        any = 1;
+        alloy_sb_printf(sb, "  [[maybe_unused]] %s %s = %s;\n",
+                        alloy_attribute_is_vector(a) ? "uint3" : "uint", name,
+                        em->attribute_expr(name));
+    }
+}
+
+static void emit_templates(alloy_strbuf *sb, const alloy_codegen_request *req) {
+    for (int i = 0; i < req->n_templates; i++) {
+        const alloy_template_arg *t = &req->templates[i];
+        switch (t->kind) {
+        case ALLOY_TEMPLATE_DTYPE:
+            alloy_sb_printf(sb, "  using %s [[maybe_unused]] = %s;\n", t->name,
+                            type_name(t->dvalue));
+            break;
+        case ALLOY_TEMPLATE_BOOL:
+            alloy_sb_printf(sb, "  [[maybe_unused]] constexpr bool %s = %s;\n", t->name,
+                            t->ivalue ? "true" : "false");
+            break;
+        case ALLOY_TEMPLATE_INT:
+            if (t->ivalue >= INT32_MIN && t->ivalue <= INT32_MAX)
+                alloy_sb_printf(sb, "  [[maybe_unused]] constexpr int %s = %lld;\n", t->name,
+                                (long long)t->ivalue);
+            else if (t->ivalue == INT64_MIN)
+                alloy_sb_printf(sb, "  [[maybe_unused]] constexpr long %s = (-%lldL - 1L);\n",
+                                t->name, (long long)INT64_MAX);
+            else
+                alloy_sb_printf(sb, "  [[maybe_unused]] constexpr long %s = %lldL;\n", t->name,
+                                (long long)t->ivalue);
+            break;
+        }
+    }
+}
+
+alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_result *out) {
+    if (!out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_codegen: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!req) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_codegen: request is NULL");
+    const char *kname = req->kernel_name ? req->kernel_name : "kernel";
+
+    const emitter *em;
+    switch (req->target) {
+    case ALLOY_TARGET_CPU:
+        em = &cpu_emitter;
+        break;
+    case ALLOY_TARGET_CUDA:
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                           "kernel '%s': code generation for CUDA is not implemented yet", kname);
+    default:
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel '%s': unknown codegen target %d",
+                           kname, (int)req->target);
+    }
+    alloy_status st = check_request(req, kname);
+    if (st != ALLOY_OK) return st;
+    const char *prelude = alloy_prelude(req->target);
+    if (!prelude)
+        return alloy_error(ALLOY_ERROR_INTERNAL,
+                           "the %s prelude is not embedded in this build of alloy; please "
+                           "report this",
+                           em->target_name);
+
+    unsigned *slots = calloc((size_t)req->n_inputs + 1, sizeof *slots);
+    if (!slots) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
+    mentions m = {NULL, 0, 0, 0};
+    st = collect_mentions(&m, req->header);
+    if (st == ALLOY_OK) st = collect_mentions(&m, req->body);
+    if (st != ALLOY_OK) {
+        free(m.v);
+        free(slots);
+        return st;
+    }
+    if (m.n) qsort(m.v, (size_t)m.n, sizeof *m.v, ident_cmp);
+    char what[320];
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+
+    /* prelude */
+    alloy_sb_append(&sb, "// kernel '");
+    append_file_name(&sb, kname);
+    alloy_sb_printf(&sb, "', generated by alloy for the %s\n", em->target_name);
+    alloy_sb_append(&sb, "#line 3 \"" GENERATED_FILE "\"\n");
+    alloy_sb_append(&sb, prelude);
+    ensure_newline(&sb);
+    alloy_sb_append(&sb, "using namespace metal;\n");
+
+    /* header */
+    if (req->header && req->header[0]) {
+        alloy_sb_append(&sb, "#line 1 \"");
+        append_file_name(&sb, kname);
+        alloy_sb_append(&sb, ".header\"\n");
+        snprintf(what, sizeof what, "the header of kernel '%.256s'", kname);
+        st = alloy_rewrite_msl(req->header, what, &sb);
+        if (st != ALLOY_OK) goto fail;
+        line_back(&sb);
+    }
+
+    /* plumbing */
+    int n_slots = 0;
+    em->open_function(&sb);
+    emit_arguments(&sb, req, &m, slots, &n_slots);
+    emit_attributes(&sb, em, &m);
+    emit_templates(&sb, req);
+
+    /* body */
+    alloy_sb_append(&sb, "#line 1 \"");
+    append_file_name(&sb, kname);
+    alloy_sb_append(&sb, ".body\"\n");
+    snprintf(what, sizeof what, "the body of kernel '%.256s'", kname);
+    st = alloy_rewrite_msl(req->body, what, &sb);
+    if (st != ALLOY_OK) goto fail;
+    line_back(&sb);
+    alloy_sb_append(&sb, "}\n");
+
+    /* entry points */
+    int uses_sync = alloy_source_uses_sync(req->body) || alloy_source_uses_sync(req->header);
+    em->entry_points(&sb, uses_sync);
+
+    if (sb.failed) {
+        st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
+        goto fail;
+    }
+    out->source = alloy_sb_take(&sb);
+    if (!out->source) {
+        st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
+        goto fail;
+    }
+    out->uses_sync = uses_sync;
+    out->input_slots = slots;
+    out->n_slots = n_slots;
+    free(m.v);
+    return ALLOY_OK;
+
+fail:
+    alloy_sb_free(&sb);
+    free(m.v);
+    free(slots);
+    return st;
+}
+
+void alloy_codegen_result_clear(alloy_codegen_result *r) {
+    if (!r) return;
+    free(r->source);
+    free(r->input_slots);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,141 @@
+/* dialect.h — the MSL dialect: token scanning, name rules, the MSL-to-C++
+ * rewrite and the generation of whole translation units.
+ *
+ * Written once for every backend: only the prelude and the entry-point
+ * signature differ per target. Generated source layout:
+ *
+ *   <prelude of the target>
+ *   #line 1 "<kernel>.header"   <rewritten header>
+ *   <argument/attribute plumbing and template arguments>
+ *   #line 1 "<kernel>.body"     <rewritten body>
+ *   <entry points>
+ *
+ * The rewrite preserves line structure, so compiler diagnostics point at the
+ * user's own body and header lines.
+ *
+ * Argument slots, in order (both sides of every backend rely on this):
+ *   for each input i:  data; then `<in>_shape` if referenced, `<in>_strides`
+ *                      if referenced, `<in>_ndim` if referenced (not for 0-d)
+ *   for each output j: data */
+#ifndef ALLOY_DIALECT_H
+#define ALLOY_DIALECT_H
+
+#include <stdint.h>
+#include "alloy/dtype.h"
+#include "alloy/status.h"
+
+typedef enum alloy_codegen_target {
+    ALLOY_TARGET_CPU = 0,
+    ALLOY_TARGET_CUDA = 1
+} alloy_codegen_target;
+
+/* ---- token scanner ---------------------------------------------------- */
+
+typedef enum alloy_token_kind {
+    ALLOY_TOK_IDENT,
+    ALLOY_TOK_NUMBER,
+    ALLOY_TOK_STRING,  /* "..." */
+    ALLOY_TOK_CHAR,    /* '...' */
+    ALLOY_TOK_PUNCT,   /* operators and punctuation, longest match (`::`, `<<=`, `[[`) */
+    ALLOY_TOK_PREPROC, /* a whole preprocessor line (with continuations) */
+    ALLOY_TOK_COMMENT
+} alloy_token_kind;
+
+typedef struct alloy_token {
+    alloy_token_kind kind;
+    int start;  /* byte offset in the source */
+    int len;
+    int line;   /* 1-based */
+    int col;    /* 1-based */
+} alloy_token;
+
+/* Tokenises `src`. *tokens is malloc'd (free with free()). An unterminated
+ * comment/string is ALLOY_ERROR_INVALID_ARGUMENT naming `what` and the line. */
+alloy_status alloy_scan(const char *src, const char *what, alloy_token **tokens, int *count);
+
+/* 1 if `ident` occurs as an identifier token (not in comments or strings). */
+int alloy_source_mentions(const char *src, const char *ident);
+
+/* ---- names --------------------------------------------------------------- */
+
+/* OK if `name` may name a kernel input/output/template argument: a valid C
+ * identifier, not a C++/MSL keyword or type, not a thread attribute, not
+ * reserved (`alloy_` prefix, leading `__`). `role` ("input", ...) goes into
+ * the message. */
+alloy_status alloy_check_identifier(const char *name, const char *role);
+
+/* Thread attributes (MSL names) the body can reference. */
+int alloy_attribute_count(void);
+const char *alloy_attribute_name(int index);
+
+/* ---- kernel source analysis (at construction) ---------------------------- */
+
+/* Checks the body and header: a source that is a whole `kernel void f(...)`
+ * definition is rejected ("the source is the body of a kernel ..."), as are
+ * unsupported constructs (textures, samplers, ...), naming the construct and
+ * line. *uses_sync = 1 when header or body uses a barrier, a SIMD operation or
+ * simdgroup matrices (the CPU runs such kernels on fibers). */
+alloy_status alloy_analyze_source(const char *kernel_name, const char *body,
+                                  const char *header, int *uses_sync);
+
+/* ---- code generation ----------------------------------------------------- */
+
+typedef struct alloy_codegen_input {
+    const char *name;
+    alloy_dtype dtype;
+    int is_scalar; /* 0-d: the body sees a value, no _shape/_strides/_ndim */
+} alloy_codegen_input;
+
+typedef struct alloy_codegen_output {
+    const char *name;
+    alloy_dtype dtype;
+} alloy_codegen_output;
+
+typedef enum alloy_template_kind {
+    ALLOY_TEMPLATE_INT,
+    ALLOY_TEMPLATE_BOOL,
+    ALLOY_TEMPLATE_DTYPE
+} alloy_template_kind;
+
+typedef struct alloy_template_arg {
+    char name[64];
+    alloy_template_kind kind;
+    int64_t ivalue;     /* INT and BOOL */
+    alloy_dtype dvalue; /* DTYPE */
+} alloy_template_arg;
+
+typedef struct alloy_codegen_request {
+    alloy_codegen_target target;
+    const char *kernel_name;
+    const char *body;
+    const char *header; /* may be NULL */
+    int n_inputs;
+    const alloy_codegen_input *inputs;
+    int n_outputs;
+    const alloy_codegen_output *outputs;
+    int atomic_outputs;
+    int n_templates;
+    const alloy_template_arg *templates;
+} alloy_codegen_request;
+
+typedef struct alloy_codegen_result {
+    char *source;   /* malloc'd full translation unit */
+    int uses_sync;
+    /* Which optional slots each input gets (the core builds arguments from
+     * these): bit 0 shape, bit 1 strides, bit 2 ndim. n_inputs entries,
+     * malloc'd. */
+    unsigned *input_slots;
+    int n_slots;    /* total argument slots */
+} alloy_codegen_result;
+
+#define ALLOY_SLOT_SHAPE 1u
+#define ALLOY_SLOT_STRIDES 2u
+#define ALLOY_SLOT_NDIM 4u
+
+alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_result *out);
+void alloy_codegen_result_clear(alloy_codegen_result *r);
+
+/* The embedded prelude of a target (static storage). */
+const char *alloy_prelude(alloy_codegen_target target);
+
+#endif

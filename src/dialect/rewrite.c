@@ -1,0 +1,382 @@
+/* rewrite.c — the MSL-to-C++ token rewrite.
+ *
+ * Kernel bodies and headers are compiled as C++ against a prelude that
+ * provides MSL's types and functions; only the syntax C++ cannot express is
+ * rewritten here, token by token:
+ *   - `threadgroup T x[N];` / `constant T x = ...;` declarations become
+ *     `ALLOY_THREADGROUP` / `ALLOY_CONSTANT` declarations (prelude macros);
+ *   - other address-space qualifiers (`device constant thread threadgroup`)
+ *     are erased;
+ *   - `[[...]]` attributes are erased, standard C++ ones kept;
+ *   - swizzles `.xy`, `.bgra` become `.template alloy_swz<...>()` (or
+ *     `alloy_swz_ref` when assigned to);
+ *   - half literals `1.0h` become `half(1.0f)`;
+ *   - `#include <metal_...>` and `#pragma METAL` lines are dropped.
+ * Every newline stays exactly where it was (erased text becomes spaces), so
+ * `#line` directives map compiler diagnostics to the user's own lines. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "dialect/rewrite.h"
+
+typedef struct rw {
+    const char *src;
+    const alloy_token *t;
+    int n;
+    alloy_strbuf *out;
+} rw;
+
+static int is(const rw *r, int i, const char *word) {
+    return i >= 0 && i < r->n && (size_t)r->t[i].len == strlen(word) &&
+           memcmp(r->src + r->t[i].start, word, (size_t)r->t[i].len) == 0;
+}
+
+static int is_punct(const rw *r, int i, const char *p) {
+    return i >= 0 && i < r->n && r->t[i].kind == ALLOY_TOK_PUNCT && is(r, i, p);
+}
+
+static int is_ident(const rw *r, int i) {
+    return i >= 0 && i < r->n && r->t[i].kind == ALLOY_TOK_IDENT;
+}
+
+static int prev_sig(const rw *r, int i) {
+    for (i--; i >= 0 && r->t[i].kind == ALLOY_TOK_COMMENT; i--) {
+    }
+    return i;
+}
+
+static int next_sig(const rw *r, int i) {
+    for (i++; i < r->n && r->t[i].kind == ALLOY_TOK_COMMENT; i++) {
+    }
+    return i;
+}
+
+/* Appends src[a, b) with everything but line breaks turned into spaces. */
+static void blank(alloy_strbuf *out, const char *src, int a, int b) {
+    char buf[256];
+    int k = 0;
+    for (int i = a; i < b; i++) {
+        char c = src[i];
+        buf[k++] = (c == '\n' || c == '\r') ? c : ' ';
+        if (k == (int)sizeof buf) {
+            alloy_sb_append_n(out, buf, (size_t)k);
+            k = 0;
+        }
+    }
+    if (k) alloy_sb_append_n(out, buf, (size_t)k);
+}
+
+static void emit_tok(const rw *r, int i) {
+    alloy_sb_append_n(r->out, r->src + r->t[i].start, (size_t)r->t[i].len);
+}
+
+/* ---- address spaces ------------------------------------------------------ */
+
+static int is_decl_word(const rw *r, int i) {
+    return is_ident(r, i) && (is(r, i, "static") || is(r, i, "const") || is(r, i, "constexpr") ||
+                              is(r, i, "inline") || is(r, i, "volatile"));
+}
+
+static int statement_start_before(const rw *r, int i) {
+    int p = prev_sig(r, i);
+    if (p < 0) return 1;
+    if (r->t[p].kind == ALLOY_TOK_PREPROC) return 1;
+    return is_punct(r, p, ";") || is_punct(r, p, "{") || is_punct(r, p, "}") ||
+           is_punct(r, p, ":");
+}
+
+/* Does the declaration whose specifiers continue at token i declare a
+ * pointer or a reference (a `*` or `&` before the declarator ends)? 1 yes,
+ * 0 no, -1 when the text ends first (a macro such as `#define TG threadgroup`). */
+static int declares_pointer(const rw *r, int i) {
+    int angle = 0;
+    for (int j = i; j < r->n; j++) {
+        const alloy_token *t = &r->t[j];
+        if (t->kind == ALLOY_TOK_COMMENT) continue;
+        if (t->kind == ALLOY_TOK_PREPROC) return 0;
+        if (t->kind != ALLOY_TOK_PUNCT) continue;
+        if (is(r, j, "<")) {
+            angle++;
+        } else if (is(r, j, ">")) {
+            if (angle > 0) angle--;
+        } else if (is(r, j, ">>")) {
+            angle = angle > 2 ? angle - 2 : 0;
+        } else if (angle == 0) {
+            if (is(r, j, "*") || is(r, j, "&") || is(r, j, "&&")) return 1;
+            if (is(r, j, ";") || is(r, j, "=") || is(r, j, "[") || is(r, j, "{") ||
+                is(r, j, ",") || is(r, j, "(") || is(r, j, ")") || is(r, j, "[["))
+                return 0;
+        }
+    }
+    return -1;
+}
+
+/* Token i is `device`, `constant`, `thread` or `threadgroup`. */
+static void rewrite_address_space(const rw *r, int i) {
+    int p = prev_sig(r, i);
+    if (is_punct(r, p, ".") || is_punct(r, p, "->") || is_punct(r, p, "::")) {
+        emit_tok(r, i); /* a member or qualified name, not the keyword */
+        return;
+    }
+    int is_tg = is(r, i, "threadgroup"), is_const = is(r, i, "constant");
+    if (is_tg || is_const) {
+        int b = i, has_static = 0, has_const = 0;
+        for (int q = prev_sig(r, i); is_decl_word(r, q); q = prev_sig(r, q)) b = q;
+        int after = next_sig(r, i);
+        while (is_decl_word(r, after)) after = next_sig(r, after);
+        int ptr = declares_pointer(r, after);
+        /* a qualifier alone at the end of a macro: keep threadgroup storage
+         * (its arrays must stay shared); drop `constant` (harmless) */
+        if (ptr < 0) ptr = is_const;
+        if (statement_start_before(r, b) && !ptr) {
+            for (int q = b; q < after; q++) {
+                if (is(r, q, "static")) has_static = 1;
+                if (is(r, q, "const") || is(r, q, "constexpr")) has_const = 1;
+            }
+            if (is_tg) {
+                alloy_sb_append(r->out, "ALLOY_THREADGROUP");
+            } else if (!has_static && !has_const) {
+                alloy_sb_append(r->out, "ALLOY_CONSTANT");
+            } else if (!has_static) {
+                alloy_sb_append(r->out, "static  "); /* `const constant T x` */
+            } else if (!has_const) {
+                alloy_sb_append(r->out, "const   "); /* `static constant T x` */
+            } else {
+                blank(r->out, r->src, r->t[i].start, r->t[i].start + r->t[i].len);
+            }
+            return;
+        }
+    }
+    blank(r->out, r->src, r->t[i].start, r->t[i].start + r->t[i].len);
+}
+
+/* ---- swizzles ------------------------------------------------------------ */
+
+static int swizzle_index(char c, const char *set) {
+    const char *p = strchr(set, c);
+    return c && p ? (int)(p - set) : -1;
+}
+
+/* Writes `template alloy_swz<...>()` for a swizzle at token i, or returns 0. */
+static int rewrite_swizzle(const rw *r, int i) {
+    const alloy_token *t = &r->t[i];
+    if (t->len < 2 || t->len > 4) return 0;
+    int p = prev_sig(r, i);
+    if (!is_punct(r, p, ".") && !is_punct(r, p, "->")) return 0;
+    const char *s = r->src + t->start;
+    const char *set = swizzle_index(s[0], "xyzw") >= 0 ? "xyzw" : "rgba";
+    int idx[4];
+    for (int k = 0; k < t->len; k++)
+        if ((idx[k] = swizzle_index(s[k], set)) < 0) return 0;
+    int nx = next_sig(r, i);
+    static const char *const assign[] = {"=", "+=", "-=", "*=", "/=", "%=",
+                                         "&=", "|=", "^=", "<<=", ">>="};
+    int ref = 0;
+    for (size_t k = 0; k < sizeof assign / sizeof *assign; k++)
+        if (is_punct(r, nx, assign[k])) ref = 1;
+    alloy_sb_append(r->out, ref ? "template alloy_swz_ref<" : "template alloy_swz<");
+    for (int k = 0; k < t->len; k++) alloy_sb_printf(r->out, k ? ",%d" : "%d", idx[k]);
+    alloy_sb_append(r->out, ">()");
+    return 1;
+}
+
+/* ---- literals ------------------------------------------------------------ */
+
+/* `1.0h` -> `half(1.0f)`, `2h` -> `half(2.0f)`; 0 when not a half literal. */
+static int rewrite_half_literal(const rw *r, int i) {
+    const char *s = r->src + r->t[i].start;
+    int len = r->t[i].len;
+    if (len < 2 || (s[len - 1] != 'h' && s[len - 1] != 'H')) return 0;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X' || s[1] == 'b' || s[1] == 'B')) return 0;
+    int has_point = 0, has_exp = 0;
+    for (int k = 0; k < len - 1; k++) {
+        char c = s[k];
+        if (c >= '0' && c <= '9') continue;
+        if (c == '\'') continue;
+        if (c == '.' && !has_point && !has_exp) {
+            has_point = 1;
+            continue;
+        }
+        if ((c == 'e' || c == 'E') && !has_exp && k > 0) {
+            has_exp = 1;
+            if (k + 1 < len - 1 && (s[k + 1] == '+' || s[k + 1] == '-')) k++;
+            continue;
+        }
+        return 0;
+    }
+    alloy_sb_append(r->out, "half(");
+    alloy_sb_append_n(r->out, s, (size_t)len - 1);
+    alloy_sb_append(r->out, has_point || has_exp ? "f)" : ".0f)");
+    return 1;
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+static const char *const standard_attributes[] = {
+    "likely", "unlikely", "maybe_unused", "fallthrough", "nodiscard", "noreturn", "deprecated",
+    "carries_dependency", "no_unique_address", "assume", NULL};
+
+/* Token i is `[[`: index of the matching `]]` when this is an attribute,
+ * else -1. `a[[b]]`-like text that does not look like an attribute list is
+ * left alone. */
+static int attribute_end(const rw *r, int i) {
+    int a = next_sig(r, i);
+    if (!is_ident(r, a)) return -1;
+    int b = next_sig(r, a);
+    while (is_punct(r, b, "::") && is_ident(r, next_sig(r, b))) b = next_sig(r, next_sig(r, b));
+    if (!(is_punct(r, b, "]]") || is_punct(r, b, "(") || is_punct(r, b, ","))) return -1;
+    int p = prev_sig(r, i);
+    if (is_punct(r, b, "]]") && b == next_sig(r, a) &&
+        (is_ident(r, p) || is_punct(r, p, "]") || is_punct(r, p, ")"))) {
+        /* `x [[name]]`: an attribute only if `name` is one; else a subscript */
+        int known = is(r, a, "stage_in") || is(r, a, "kernel") || is(r, a, "vertex") ||
+                    is(r, a, "fragment") || is(r, a, "visible") || is(r, a, "flat") ||
+                    is(r, a, "position");
+        for (int k = 0; standard_attributes[k]; k++) known |= is(r, a, standard_attributes[k]);
+        for (int k = 0; k < alloy_attribute_count(); k++)
+            known |= is(r, a, alloy_attribute_name(k));
+        if (!known) return -1;
+    }
+    int depth = 0;
+    for (int j = a; j < r->n; j++) {
+        if (r->t[j].kind != ALLOY_TOK_PUNCT) continue;
+        if (is(r, j, "[") || is(r, j, "(") || is(r, j, "{")) depth++;
+        else if (is(r, j, "[[")) depth += 2;
+        else if (is(r, j, "]") || is(r, j, ")") || is(r, j, "}")) depth--;
+        else if (is(r, j, "]]")) {
+            if (depth <= 1) return j;
+            depth -= 2;
+        }
+        if (depth < 0) return -1;
+    }
+    return -1;
+}
+
+static int is_standard_attribute(const rw *r, int i) {
+    int a = next_sig(r, i);
+    for (int k = 0; standard_attributes[k]; k++)
+        if (is(r, a, standard_attributes[k]) && !is_punct(r, next_sig(r, a), "::")) return 1;
+    return 0;
+}
+
+/* ---- directives ---------------------------------------------------------- */
+
+static alloy_status rewrite_text(const char *src, int len, unsigned flags, const char *what,
+                                 alloy_strbuf *out);
+
+static int skip_blanks(const char *s, int k, int end) {
+    while (k < end && (s[k] == ' ' || s[k] == '\t')) k++;
+    return k;
+}
+
+static int word_at(const char *s, int k, int end, const char *w) {
+    int wl = (int)strlen(w);
+    if (end - k < wl || memcmp(s + k, w, (size_t)wl) != 0) return 0;
+    if (k + wl < end) {
+        char c = s[k + wl];
+        if (c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+            return 0;
+    }
+    return 1;
+}
+
+static alloy_status rewrite_directive(const rw *r, int i, const char *what) {
+    const char *s = r->src;
+    int a = r->t[i].start, end = a + r->t[i].len;
+    int k = skip_blanks(s, a + 1, end);
+    if (word_at(s, k, end, "include")) {
+        int q = skip_blanks(s, k + 7, end);
+        if (end - q > 7 && (s[q] == '<' || s[q] == '"') && memcmp(s + q + 1, "metal_", 6) == 0) {
+            blank(r->out, s, a, end);
+            return ALLOY_OK;
+        }
+    } else if (word_at(s, k, end, "pragma")) {
+        int q = skip_blanks(s, k + 6, end);
+        if (word_at(s, q, end, "METAL")) {
+            blank(r->out, s, a, end);
+            return ALLOY_OK;
+        }
+    } else if (word_at(s, k, end, "define")) {
+        /* keep `#define NAME` or `#define NAME(params)`; rewrite the
+         * replacement list as text of its own */
+        int q = skip_blanks(s, k + 6, end);
+        while (q < end && (s[q] == '_' || (s[q] >= 'a' && s[q] <= 'z') ||
+                           (s[q] >= 'A' && s[q] <= 'Z') || (s[q] >= '0' && s[q] <= '9')))
+            q++;
+        if (q < end && s[q] == '(') {
+            while (q < end && s[q] != ')') q++;
+            if (q < end) q++;
+        }
+        alloy_sb_append_n(r->out, s + a, (size_t)(q - a));
+        return rewrite_text(s + q, end - q, ALLOY_SCAN_NO_PREPROC | ALLOY_SCAN_LENIENT, what,
+                            r->out);
+    }
+    emit_tok(r, i);
+    return ALLOY_OK;
+}
+
+/* ---- driver -------------------------------------------------------------- */
+
+static alloy_status rewrite_text(const char *src, int len, unsigned flags, const char *what,
+                                 alloy_strbuf *out) {
+    alloy_token *t;
+    int n;
+    alloy_status st = alloy_scan_ex(src, len, what, flags, &t, &n);
+    if (st != ALLOY_OK) return st;
+    rw r = {src, t, n, out};
+    int cursor = 0;
+    for (int i = 0; i < n && st == ALLOY_OK; i++) {
+        alloy_sb_append_n(out, src + cursor, (size_t)(t[i].start - cursor));
+        cursor = t[i].start + t[i].len;
+        switch (t[i].kind) {
+        case ALLOY_TOK_PREPROC:
+            st = rewrite_directive(&r, i, what);
+            break;
+        case ALLOY_TOK_NUMBER:
+            if (!rewrite_half_literal(&r, i)) emit_tok(&r, i);
+            break;
+        case ALLOY_TOK_IDENT:
+            if (is(&r, i, "device") || is(&r, i, "constant") || is(&r, i, "thread") ||
+                is(&r, i, "threadgroup"))
+                rewrite_address_space(&r, i);
+            else if (!rewrite_swizzle(&r, i))
+                emit_tok(&r, i);
+            break;
+        case ALLOY_TOK_PUNCT:
+            if (is(&r, i, "[[")) {
+                int j = attribute_end(&r, i);
+                if (j >= 0) {
+                    int e = t[j].start + t[j].len;
+                    if (is_standard_attribute(&r, i))
+                        alloy_sb_append_n(out, src + t[i].start, (size_t)(e - t[i].start));
+                    else
+                        blank(out, src, t[i].start, e);
+                    cursor = e;
+                    i = j;
+                    break;
+                }
+            }
+            emit_tok(&r, i);
+            break;
+        default:
+            emit_tok(&r, i);
+            break;
+        }
+    }
+    if (st == ALLOY_OK) alloy_sb_append_n(out, src + cursor, (size_t)(len - cursor));
+    free(t);
+    return st;
+}
+
+alloy_status alloy_rewrite_msl(const char *src, const char *what, alloy_strbuf *out) {
+    if (!src) return ALLOY_OK;
+    size_t len = strlen(src);
+    if (len > (size_t)0x7fffffff)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s is too long (2 GiB or more)", what);
+    alloy_status st = rewrite_text(src, (int)len, 0, what, out);
+    if (st == ALLOY_OK && out->failed)
+        return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
+    return st;
+}
