@@ -64,7 +64,8 @@ typedef struct example_kernel {
                                   body line N is file line body_line + N - 1 */
 } example_kernel;
 
-/* ---- small helpers (private) ------------------------------------------- */
+/* ---- small helpers (the CLI uses example__parse_names, example__is_ident
+ * and example__strndup too: keep their signatures) ------------------------- */
 
 static inline int example__err(char *err, size_t errlen, const char *path, int line,
                                const char *fmt, ...) {

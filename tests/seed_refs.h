@@ -310,6 +310,8 @@ static inline int seed_check_bound(const char *what, const float *got, const dou
         if (!(e <= bound[i])) bad++;
         if (!(r <= worst_ratio)) { worst_ratio = r; worst = i; }
     }
+    if (getenv("SEED_VERBOSE"))
+        fprintf(stderr, "    %s: worst error %.3g x bound over %zu elements\n", what, worst_ratio, n);
     if (bad) {
         fprintf(stderr, "  FAIL %s: %zu of %zu elements outside the bound; worst [%zu] got %.9g "
                         "want %.9g (bound %.3g)\n",
@@ -320,11 +322,14 @@ static inline int seed_check_bound(const char *what, const float *got, const dou
     return bad == 0;
 }
 
-/* Checks harness_max_err(got, ref, atol, rtol) <= 1 and reports the worst. */
+/* Checks harness_max_err(got, ref, atol, rtol) <= 1 and reports the worst.
+ * With SEED_VERBOSE set in the environment, both checks print their margin. */
 static inline int seed_check_tol(const char *what, const float *got, const double *ref, size_t n,
                                  double atol, double rtol) {
     size_t w = 0;
     double e = harness_max_err(got, ref, n, atol, rtol, &w);
+    if (getenv("SEED_VERBOSE"))
+        fprintf(stderr, "    %s: worst error %.3g x tolerance over %zu elements\n", what, e, n);
     if (!(e <= 1.0)) {
         fprintf(stderr, "  FAIL %s: error %.3g x tolerance at [%zu]: got %.9g want %.9g\n", what,
                 e, w, n ? (double)got[w] : 0.0, n ? ref[w] : 0.0);

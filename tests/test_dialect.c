@@ -307,7 +307,7 @@ static void test_rewrite_address_spaces(void) {
                   "static          constexpr const int N = 3;");
     CHECK_REWRITE("void f(device float* out, const device uint8_t* p, constant uint& n,\n"
                   "       threadgroup float* s, thread float& t);",
-                  "void f(       float* out, const        uint8_t* p,          uint& n,\n"
+                  "void f(       float* out, const        uint8_t* p, const    uint& n,\n"
                   "                   float* s,        float& t);");
     CHECK_REWRITE("x = *(const device uint8_t*)p + ((device float4*)q)[i];",
                   "x = *(const        uint8_t*)p + ((       float4*)q)[i];");
@@ -368,7 +368,7 @@ static void test_rewrite_literals_and_directives(void) {
                   "#define XY(v) \\\n  (v).template alloy_swz<0,1>()\n");
     CHECK_REWRITE("#if defined(device)\n#endif\n", "#if defined(device)\n#endif\n");
     CHECK_REWRITE("#define TG threadgroup\n#define CST constant\n",
-                  "#define TG ALLOY_THREADGROUP\n#define CST         \n");
+                  "#define TG ALLOY_THREADGROUP\n#define CST const   \n");
 }
 
 static void test_rewrite_lines(void) {

@@ -13,7 +13,6 @@ static const char *as_header =
     "constant float kTable[4] = {1.0f, 10.0f, 100.0f, 1000.0f};\n"
     "inline void add_to(thread float& acc, float v) { acc += v; }\n"
     "inline float read_dev(const device float* p, uint i) { return p[i]; }\n"
-    "inline float read_const(constant float* t, uint k) { return t[k]; }\n"
     "inline void write_dev(device float& dst, float v) { dst = v; }\n"
     "inline float sum_tg(threadgroup float* buf, uint n) {\n"
     "  float s = 0.0f;\n"
@@ -36,7 +35,7 @@ static void test_address_spaces(void) {
         "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
         "float acc = 0.0f;\n"
         "add_to(acc, read_dev(x, i));\n"
-        "add_to(acc, read_const(kTable, i % 4));\n"
+        "add_to(acc, kTable[i % 4]);\n"
         "thread float loc[3];\n"
         "fill_thread(loc, 3, acc);\n"
         "thread float& r = loc[2];\n"
@@ -87,6 +86,28 @@ static void test_address_spaces(void) {
     ku_free_inputs(&s);
     CHECK(ku_cmp_f32("address_spaces", got, ref, 4 * n, 0, 0) == 0);
     free(x); free(got); free(ref);
+}
+
+/* `constant T*` / `constant T&` parameters bound to a program-scope constant
+ * table (constant memory is read-only, so these are pointers to const). */
+static void test_constant_pointers(void) {
+    const char *header =
+        "constant float kTable[4] = {1.0f, 10.0f, 100.0f, 1000.0f};\n"
+        "constant int kScale = 3;\n"
+        "inline float read_const(constant float* t, uint k) { return t[k]; }\n"
+        "inline float read_const_ref(constant float& v) { return v; }\n"
+        "inline int scale(constant int& s) { return s; }\n";
+    const char *body =
+        "uint i = thread_position_in_grid.x;\n"
+        "constant float* p = kTable + 1;\n"
+        "out[i] = read_const(kTable, i % 4) + read_const_ref(kTable[3]) + p[0] + float(scale(kScale));\n";
+    float got[9], dummy = 0;
+    double ref[9];
+    const double tab[4] = {1, 10, 100, 1000};
+    for (int i = 0; i < 9; i++) ref[i] = tab[i % 4] + 1000 + 10 + 3;
+    CHECK_OK(ku_run_1in1out("constant_pointers", body, header, ALLOY_FLOAT32, 1, &dummy,
+                            ALLOY_FLOAT32, 9, got, 9, 4, NAN));
+    CHECK(ku_cmp_f32("constant pointers", got, ref, 9, 0, 0) == 0);
 }
 
 /* Tree reduction in threadgroup memory over 1024-thread groups (and a
@@ -215,6 +236,7 @@ static void test_simdgroup_barrier(void) {
 
 int main(void) {
     RUN(test_address_spaces);
+    RUN(test_constant_pointers);
     RUN(test_barrier_reduction_1024);
     RUN(test_threadgroup_private);
     RUN(test_simdgroup_barrier);

@@ -257,9 +257,66 @@ static void test_vector_elementwise(void) {
     free(x); free(got); free(ref);
 }
 
+/* Swizzles on vectors in device and threadgroup memory (lvalues through
+ * pointers and array elements), and half literals. */
+static void test_swizzle_through_memory(void) {
+    const int n = 40;
+    float *x = malloc(4 * n * sizeof(float));
+    for (int i = 0; i < 4 * n; i++) x[i] = (float)((int)(harness_rand_u64() % 33) - 16) * 0.5f;
+    const char *body =
+        "uint i = thread_position_in_grid.x;\n"
+        "uint l = thread_position_in_threadgroup.x;\n"
+        "device float4* o4 = (device float4*)out;\n"
+        "o4[i] = ((const device float4*)x)[i];\n"
+        "o4[i].zw = o4[i].xy * 2.0f;\n"
+        "o4[i].x += 1.0h;\n"
+        "threadgroup float4 t[8];\n"
+        "t[l] = float4(0.0f);\n"
+        "t[l].yx = float2(o4[i].w, 0.5h);\n"
+        "threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "float4 r = t[l];\n"
+        "half hl = 2.5h;\n"
+        "out2[i] = r.x + r.y * 10.0f + float(hl);\n";
+    float *got = malloc(4 * n * sizeof(float)), *got2 = malloc(n * sizeof(float));
+    double *ref = malloc(4 * n * sizeof(double)), *ref2 = malloc(n * sizeof(double));
+    for (int i = 0; i < n; i++) {
+        const float *a = x + 4 * i;
+        ref[4 * i + 0] = a[0] + 1.0;
+        ref[4 * i + 1] = a[1];
+        ref[4 * i + 2] = 2.0 * a[0];
+        ref[4 * i + 3] = 2.0 * a[1];
+        ref2[i] = 0.5 + 2.0 * a[1] * 10.0 + 2.5;
+    }
+    ku_spec s;
+    memset(&s, 0, sizeof s);
+    s.name = "swizzle_memory";
+    s.body = body;
+    s.n_in = 1;
+    s.in_names[0] = "x";
+    s.in[0] = ku_array(ALLOY_FLOAT32, 4 * n, x);
+    s.n_out = 2;
+    s.out_names[0] = "out";
+    s.out_names[1] = "out2";
+    s.out_dtype[0] = s.out_dtype[1] = ALLOY_FLOAT32;
+    s.out_n[0] = 4 * n;
+    s.out_n[1] = n;
+    s.out_host[0] = got;
+    s.out_host[1] = got2;
+    s.grid[0] = (uint32_t)n;
+    s.tg[0] = 8;
+    s.has_init = 1;
+    s.init = NAN;
+    CHECK_OK(ku_run(&s));
+    ku_free_inputs(&s);
+    CHECK(ku_cmp_f32("swizzle through device memory", got, ref, 4 * n, 0, 0) == 0);
+    CHECK(ku_cmp_f32("swizzle through threadgroup memory", got2, ref2, n, 0, 0) == 0);
+    free(x); free(got); free(got2); free(ref); free(ref2);
+}
+
 int main(void) {
     RUN(test_vectors);
     RUN(test_vector_sizes);
     RUN(test_vector_elementwise);
+    RUN(test_swizzle_through_memory);
     return harness_finish();
 }

@@ -399,7 +399,7 @@ int cli_kernel_setup(const cli_kernel_opts *o, example_kernel *ex, alloy_device 
         {
             size_t pl = strlen(ex->path);
             const char *why = (!strncmp(err, ex->path, pl) && !strncmp(err + pl, ": ", 2)) ? err + pl + 2 : err;
-            return cli_usage("--template %s", why);
+            return cli_usage("--template: %s", why);
         }
     if (o->no_contiguous) ex->ensure_row_contiguous = 0;
     if (o->atomic_outputs) ex->atomic_outputs = 1;

@@ -97,11 +97,15 @@ int cmd_compile(int argc, char **argv) {
             if (r < 0) return CLI_USAGE;
             if (n_in >= EXAMPLE_MAX_NAMES) return cli_usage("too many --input options");
             if (parse_arg_spec("--input", v, 1, &ins[n_in])) return CLI_USAGE;
+            for (int k = 0; k < n_in; k++)
+                if (!strcmp(ins[k].name, ins[n_in].name)) return cli_usage("input %s is given twice", ins[k].name);
             n_in++;
         } else if ((r = cli_opt_value(argc, argv, &i, "--output", &v))) {
             if (r < 0) return CLI_USAGE;
             if (n_out >= EXAMPLE_MAX_NAMES) return cli_usage("too many --output options");
             if (parse_arg_spec("--output", v, 0, &outs[n_out])) return CLI_USAGE;
+            for (int k = 0; k < n_out; k++)
+                if (!strcmp(outs[k].name, outs[n_out].name)) return cli_usage("output %s is given twice", outs[k].name);
             n_out++;
         } else if ((r = cli_opt_value(argc, argv, &i, "--grid", &v))) {
             if (r < 0) return CLI_USAGE;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "npy.h"
@@ -108,7 +109,14 @@ static int parse_input_spec(const char *spec, input_spec *in) {
             in->is_scalar = 1;
         }
     }
-    if (!in->is_scalar) in->file = value;
+    if (!in->is_scalar) {
+        /* "abc:int32" that is no file: a mistyped number, not a missing file. */
+        alloy_dtype dt;
+        if (last && access(value, F_OK) != 0 && alloy_dtype_parse(last + 1, &dt) == ALLOY_OK)
+            return cli_usage("--input \"%s\": \"%.*s\" is not a number (nor is \"%s\" a file)", spec,
+                             (int)(last - value), value, value);
+        in->file = value;
+    }
     if (in->is_scalar && !in->has_dtype)
         in->dtype = (!strcmp(in->scalar, "true") || !strcmp(in->scalar, "false")) ? ALLOY_BOOL
                                                                                    : ALLOY_FLOAT32;

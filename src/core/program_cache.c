@@ -23,6 +23,7 @@ struct alloy_program_cache {
     pthread_mutex_t lock;
     pthread_cond_t done;
     entry *buckets[256];
+    long builds;
 };
 
 alloy_program_cache *alloy_program_cache_new(void) {
@@ -78,6 +79,7 @@ alloy_status alloy_program_cache_get(alloy_device *dev, const alloy_compile_job 
     }
     /* A new entry, or one that failed before: this thread compiles it. */
     e->state = COMPILING;
+    c->builds++;
     pthread_mutex_unlock(&c->lock);
 
     void *prog = NULL;
@@ -108,4 +110,11 @@ alloy_status alloy_program_cache_get(alloy_device *dev, const alloy_compile_job 
     pthread_cond_broadcast(&c->done);
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+long alloy_program_cache_builds(alloy_device *dev) {
+    pthread_mutex_lock(&dev->cache->lock);
+    long n = dev->cache->builds;
+    pthread_mutex_unlock(&dev->cache->lock);
+    return n;
 }

@@ -22,4 +22,9 @@ alloy_program_cache *alloy_program_cache_new(void);
 alloy_status alloy_program_cache_get(alloy_device *dev, const alloy_compile_job *job,
                                      void **program, int *origin, char **log);
 
+/* How many times this device's backend was asked to compile (or load from
+ * disk) since start-up: lets tests prove that concurrent first launches of
+ * one kernel compile once. */
+long alloy_program_cache_builds(alloy_device *dev);
+
 #endif

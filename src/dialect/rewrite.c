@@ -149,6 +149,12 @@ static void rewrite_address_space(const rw *r, int i) {
             return;
         }
     }
+    /* `constant` on a pointer, reference or parameter means read-only data:
+     * keep that as `const` (unless a `const` already stands next to it). */
+    if (is_const && !is(r, prev_sig(r, i), "const") && !is(r, next_sig(r, i), "const")) {
+        alloy_sb_append(r->out, "const   ");
+        return;
+    }
     blank(r->out, r->src, r->t[i].start, r->t[i].start + r->t[i].len);
 }
 

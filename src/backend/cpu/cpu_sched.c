@@ -25,6 +25,25 @@
 
 #include "fiber.h"
 
+/* ThreadSanitizer must be told about every stack switch (it keeps a shadow
+ * call stack per context); the annotations vanish in normal builds. */
+#if defined(__SANITIZE_THREAD__)
+#define ALLOY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ALLOY_TSAN 1
+#endif
+#endif
+#ifdef ALLOY_TSAN
+void *__tsan_get_current_fiber(void);
+void *__tsan_create_fiber(unsigned flags);
+void __tsan_destroy_fiber(void *fiber);
+void __tsan_switch_to_fiber(void *fiber, unsigned flags);
+#define TSAN_SWITCH(ctx) __tsan_switch_to_fiber((ctx), 0)
+#else
+#define TSAN_SWITCH(ctx) ((void)0)
+#endif
+
 enum { F_RUN = 0, F_BARRIER = 1, F_SIMD = 2, F_DONE = 3 };
 
 typedef struct sched_fiber {
@@ -35,6 +54,9 @@ typedef struct sched_fiber {
     unsigned sg, lane;
     unsigned state;
     unsigned wait_gen;
+#ifdef ALLOY_TSAN
+    void *tsan;
+#endif
 } sched_fiber;
 
 typedef struct simd_state {
@@ -55,6 +77,9 @@ struct alloy_cpu_sched {
 
     /* the group being run */
     void *main_sp;
+#ifdef ALLOY_TSAN
+    void *tsan_main;
+#endif
     const alloy_cpu_group *group;
     alloy_cpu_thread_fn fn;
     unsigned n, cur, live;
@@ -71,6 +96,10 @@ static _Thread_local alloy_cpu_sched *tls_sched;
 static void sched_destroy(void *p) {
     alloy_cpu_sched *s = p;
     if (!s) return;
+#ifdef ALLOY_TSAN
+    for (unsigned i = 0; s->fibers && i < ALLOY_CPU_MAX_FIBERS; i++)
+        if (s->fibers[i].tsan) __tsan_destroy_fiber(s->fibers[i].tsan);
+#endif
     for (unsigned i = 0; i < s->n_stacks; i++) alloy_fiber_stack_free(&s->stacks[i]);
     free(s->stacks);
     free(s->fibers);
@@ -119,11 +148,13 @@ static void yield_blocked(alloy_cpu_sched *s, sched_fiber *self) {
             f->state = F_RUN;
             if (f == self) return;
             s->cur = i;
+            TSAN_SWITCH(f->tsan);
             alloy_fiber_switch(&self->sp, f->sp);
             return;
         }
     }
     s->deadlock = 1;
+    TSAN_SWITCH(s->tsan_main);
     alloy_fiber_switch(&self->sp, s->main_sp); /* never resumed */
 }
 
@@ -145,7 +176,10 @@ static void thread_exit(alloy_cpu_sched *s, sched_fiber *f) {
         s->bar_arrived = 0;
         s->bar_gen++;
     }
-    if (s->live == 0) alloy_fiber_switch(&f->sp, s->main_sp); /* never resumed */
+    if (s->live == 0) {
+        TSAN_SWITCH(s->tsan_main);
+        alloy_fiber_switch(&f->sp, s->main_sp); /* never resumed */
+    }
     yield_blocked(s, f);                                      /* never returns */
 }
 
@@ -317,6 +351,10 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
                 f->state = F_RUN;
                 f->wait_gen = 0;
                 f->sp = alloy_fiber_make(&s->stacks[i], fiber_entry, f);
+#ifdef ALLOY_TSAN
+                if (f->tsan) __tsan_destroy_fiber(f->tsan); /* drop the old shadow stack */
+                f->tsan = __tsan_create_fiber(0);
+#endif
                 s->sg[f->sg].live++;
                 s->sg[f->sg].live_mask |= 1u << f->lane;
             }
@@ -326,6 +364,10 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
     s->bar_arrived = 0;
     s->bar_gen = 0;
     s->deadlock = 0;
+#ifdef ALLOY_TSAN
+    s->tsan_main = __tsan_get_current_fiber();
+#endif
+    TSAN_SWITCH(s->fibers[0].tsan);
     alloy_fiber_switch(&s->main_sp, s->fibers[0].sp);
     alloy_status st = ALLOY_OK;
     if (s->deadlock) {

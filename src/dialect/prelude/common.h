@@ -210,17 +210,24 @@ template <class H, class S> struct alloy_mix {
 template <class T> struct alloy_calc { typedef T type; };
 template <int K> struct alloy_calc<alloy_fp16<K>> { typedef float type; };
 
+/* Scalars a half/bfloat operator takes on its other side: any scalar but
+ * itself; half + bfloat is handled by half's operators only. */
+template <class S, int K> struct alloy_fp16_other {
+    static constexpr bool value = alloy_is_scalar<S>::value && !alloy_same<S, alloy_fp16<K>>::value &&
+                                  !(K == 1 && alloy_frank<S>::value == 2);
+};
+
 #define ALLOY_FP16_ARITH(op)                                                                   \
     friend ALLOY_FN alloy_fp16 operator op(alloy_fp16 a, alloy_fp16 b) {                      \
         return alloy_fp16(float(a) op float(b));                                               \
     }                                                                                          \
-    template <class S, alloy_if<alloy_is_scalar<S>::value && !alloy_same<S, alloy_fp16>::value> = 0> \
+    template <class S, alloy_if<alloy_fp16_other<S, K>::value> = 0> \
     friend ALLOY_FN typename alloy_mix<alloy_fp16, S>::type operator op(alloy_fp16 a, S b) {   \
         typedef typename alloy_mix<alloy_fp16, S>::type R;                                     \
         typedef typename alloy_calc<R>::type C;                                                \
         return R(C(float(a)) op C(b));                                                         \
     }                                                                                          \
-    template <class S, alloy_if<alloy_is_scalar<S>::value && !alloy_same<S, alloy_fp16>::value> = 0> \
+    template <class S, alloy_if<alloy_fp16_other<S, K>::value> = 0> \
     friend ALLOY_FN typename alloy_mix<alloy_fp16, S>::type operator op(S a, alloy_fp16 b) {   \
         typedef typename alloy_mix<alloy_fp16, S>::type R;                                     \
         typedef typename alloy_calc<R>::type C;                                                \
@@ -233,12 +240,12 @@ template <int K> struct alloy_calc<alloy_fp16<K>> { typedef float type; };
 
 #define ALLOY_FP16_CMP(op)                                                                     \
     friend ALLOY_FN bool operator op(alloy_fp16 a, alloy_fp16 b) { return float(a) op float(b); } \
-    template <class S, alloy_if<alloy_is_scalar<S>::value && !alloy_same<S, alloy_fp16>::value> = 0> \
+    template <class S, alloy_if<alloy_fp16_other<S, K>::value> = 0> \
     friend ALLOY_FN bool operator op(alloy_fp16 a, S b) {                                      \
         typedef typename alloy_calc<typename alloy_mix<alloy_fp16, S>::type>::type C;          \
         return C(float(a)) op C(b);                                                            \
     }                                                                                          \
-    template <class S, alloy_if<alloy_is_scalar<S>::value && !alloy_same<S, alloy_fp16>::value> = 0> \
+    template <class S, alloy_if<alloy_fp16_other<S, K>::value> = 0> \
     friend ALLOY_FN bool operator op(S a, alloy_fp16 b) {                                      \
         typedef typename alloy_calc<typename alloy_mix<alloy_fp16, S>::type>::type C;          \
         return C(a) op C(float(b));                                                            \
@@ -1064,8 +1071,8 @@ ALLOY_MAP1(ctz)
 /* mulhi: high half of the full product */
 template <class I, alloy_if<alloy_is_int<I>::value> = 0> ALLOY_FN I mulhi(I a, I b) {
     if (sizeof(I) < 8) {
-        long p = (long)a * (long)b;
-        return I(p >> (sizeof(I) * 8));
+        if (alloy_is_signed<I>::value) return I(((long)a * (long)b) >> (sizeof(I) * 8));
+        return I(((unsigned long)a * (unsigned long)b) >> (sizeof(I) * 8));
     }
     unsigned long ua = (unsigned long)a, ub = (unsigned long)b;
     unsigned long al = ua & 0xffffffffu, ah = ua >> 32, bl = ub & 0xffffffffu, bh = ub >> 32;
