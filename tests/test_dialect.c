@@ -300,7 +300,7 @@ static void test_rewrite_address_spaces(void) {
     CHECK_REWRITE("threadgroup float& r = buf[0];", "            float& r = buf[0];");
     CHECK_REWRITE("constant float K = 2.0f;", "ALLOY_CONSTANT float K = 2.0f;");
     CHECK_REWRITE("constant float lut[3] = {1, 2, 3};", "ALLOY_CONSTANT float lut[3] = {1, 2, 3};");
-    CHECK_REWRITE("constant float* p = q;", "         float* p = q;");
+    CHECK_REWRITE("constant float* p = q;", "const    float* p = q;");
     CHECK_REWRITE("constant constexpr int N = 3;", "static   constexpr int N = 3;");
     CHECK_REWRITE("static constant int N = 3;", "static const    int N = 3;");
     CHECK_REWRITE("static constant constexpr const int N = 3;",
