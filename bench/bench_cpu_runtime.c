@@ -39,7 +39,7 @@ static double run_softcap(alloy_kernel *k, alloy_array *x, alloy_array *cap, all
     BENCH_CHECK(alloy_launch_new(&l));
     BENCH_CHECK(alloy_launch_add_output_array(l, out));
     BENCH_CHECK(alloy_launch_set_grid(l, n, 1, 1));
-    BENCH_CHECK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    BENCH_CHECK(alloy_launch_set_threadgroup(l, n < 256 ? n : 256, 1, 1));
     alloy_array *in[2] = {x, cap}, *res;
     double t0 = bench_now();
     BENCH_CHECK(alloy_kernel_apply(k, 2, in, l, NULL, &res));

@@ -341,4 +341,107 @@ static inline int seed_check_tol(const char *what, const float *got, const doubl
 
 static inline uint32_t seed_round_up(uint32_t x, uint32_t m) { return (x + m - 1) / m * m; }
 
+/* The rigorous bound for fp32 sums of `terms` products accumulated with fma
+ * in any order: |err| <= (terms+2)*u*sum|terms| (u = 2^-24), from abssum (the
+ * sum of the absolute values of the terms, as the ref_* functions give it).
+ * A wrong, missing or duplicated term is O(|term|) and breaks it. */
+static inline void seed_sum_bound(const double *abssum, size_t n, int64_t terms, double *bound) {
+    for (size_t i = 0; i < n; i++) bound[i] = (double)(terms + 2) * SEED_U32 * abssum[i] + 1e-30;
+}
+
+/* Largest |got - ref| / bound over n elements (<= 1 means within the bound;
+ * NaN counts as infinitely wrong); the index of the worst goes to *worst. */
+static inline double seed_bound_ratio(const float *got, const double *ref, const double *bound,
+                                      size_t n, size_t *worst) {
+    double m = 0;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = fabs((double)got[i] - ref[i]) / (bound[i] > 0 ? bound[i] : 1e-300);
+        if (isnan(r)) { m = INFINITY; w = i; break; }
+        if (r > m) { m = r; w = i; }
+    }
+    if (worst) *worst = w;
+    return m;
+}
+
+/* Verifies the output of examples/ivf_topk_l2.metal (b queries Qm (b,d), a
+ * list X (m,d) with global ids[m], K slots per query) against a
+ * double-precision brute force, tolerating fp32-vs-double reordering of
+ * near-ties:
+ * - every slot written (no NaN, no `id_sentinel`);
+ * - slots >= m: +inf and -1;
+ * - vals non-decreasing; ids valid (in ids[]) and distinct within a query;
+ * - vals[s] is the fp32 distance of the row it names, and equals the s-th
+ *   smallest double distance, both within rtol.
+ * rtol: a squared distance is a sum of d positive terms, each (x-q)^2 with
+ * one rounding in the difference (doubled by squaring) and one in the fma:
+ * relative error <= (d+3)*u; we allow 4*(d+4)*u.
+ * Each problem (the first few printed) counts as a harness failure; returns
+ * the number of problems. *worst_ratio (may be NULL) receives the largest
+ * value error as a fraction of the tolerance. */
+static inline int seed_ivf_verify(const float *Qm, const float *X, const int32_t *ids, int64_t b,
+                                  int64_t m, int64_t d, int K, const float *vals,
+                                  const int32_t *out_ids, int32_t id_sentinel,
+                                  double *worst_ratio) {
+    double *rv = (double *)malloc(sizeof(double) * (size_t)(b * K + 1));
+    int64_t *rr = (int64_t *)malloc(sizeof(int64_t) * (size_t)(b * K + 1));
+    ref_topk_l2(Qm, X, b, m, d, K, rv, rr);
+    double rtol = 4.0 * (double)(d + 4) * SEED_U32, worst = 0;
+    int bad = 0;
+#define SEED_IVF_BAD(...)                                                                   \
+    do {                                                                                    \
+        if (bad < 5) {                                                                      \
+            fprintf(stderr, "  FAIL ivf_topk_l2: ");                                        \
+            fprintf(stderr, __VA_ARGS__);                                                   \
+            fputc('\n', stderr);                                                            \
+        }                                                                                   \
+        bad++;                                                                              \
+        harness_current_failed++;                                                           \
+    } while (0)
+    for (int64_t q = 0; q < b; q++)
+        for (int s = 0; s < K; s++) {
+            size_t o = (size_t)(q * K + s);
+            float v = vals[o];
+            int32_t id = out_ids[o];
+            if (isnan(v) || id == id_sentinel) {
+                SEED_IVF_BAD("query %lld slot %d not written (val %g id %d)", (long long)q, s, v, id);
+                worst = INFINITY;
+                continue;
+            }
+            if (s >= m) {
+                if (!(isinf(v) && v > 0 && id == -1))
+                    SEED_IVF_BAD("query %lld slot %d (m=%lld): want +inf/-1, got %g/%d",
+                                 (long long)q, s, (long long)m, v, id);
+                continue;
+            }
+            int64_t row = -1;
+            for (int64_t r = 0; r < m && row < 0; r++)
+                if (ids[r] == id) row = r;
+            if (row < 0) {
+                SEED_IVF_BAD("query %lld slot %d: invalid id %d", (long long)q, s, id);
+                worst = INFINITY;
+                continue;
+            }
+            if (s > 0 && !(vals[o - 1] <= v))
+                SEED_IVF_BAD("query %lld: slot %d (%g) < slot %d (%g)", (long long)q, s, v, s - 1,
+                             vals[o - 1]);
+            for (int t = 0; t < s; t++)
+                if (out_ids[q * K + t] == id) SEED_IVF_BAD("query %lld: id %d twice", (long long)q, id);
+            double dist = ref_l2sq(Qm + q * d, X, d, row);
+            double e1 = fabs(v - dist) / (rtol * dist + 1e-30),
+                   e2 = fabs(v - rv[o]) / (rtol * rv[o] + 1e-30);
+            if (!(e1 <= worst)) worst = e1;
+            if (!(e2 <= worst)) worst = e2;
+            if (!(e1 <= 1) || !(e2 <= 1))
+                SEED_IVF_BAD("query %lld slot %d: val %.9g, its row's distance %.9g, reference %.9g",
+                             (long long)q, s, v, dist, rv[o]);
+        }
+#undef SEED_IVF_BAD
+    free(rv);
+    free(rr);
+    if (worst_ratio) *worst_ratio = worst;
+    return bad;
+}
+
+
 #endif

@@ -68,65 +68,13 @@ static int run_ivf(alloy_device *dev, seed_kernel *sk, const ivf_case *c, const 
 /* ids[r] = 1000 + 3r (so ids are not rows); row of an id: (id-1000)/3. */
 static int32_t id_of(int64_t r) { return (int32_t)(1000 + 3 * r); }
 
-/* Verification that tolerates fp32-vs-double reordering of near-ties:
- * - every slot written (no NaN / sentinel);
- * - slots >= m: +inf and -1;
- * - vals non-decreasing; ids valid and distinct within a query;
- * - out_vals[s] is the fp32 distance of the row it names, and equals the
- *   s-th smallest double distance, both within rtol.
- * rtol: a squared distance is a sum of d positive terms, each (x-q)^2 with
- * one rounding in the difference (doubled by squaring) and one in the fma:
- * relative error <= (d+3)*u; we allow 4*(d+4)*u. */
-static void verify(const ivf_case *c, const float *Qm, const float *X, const float *vals,
-                   const int32_t *ids) {
-    double *rv = malloc(sizeof(double) * (size_t)(c->b * c->K));
-    int64_t *rr = malloc(sizeof(int64_t) * (size_t)(c->b * c->K));
-    ref_topk_l2(Qm, X, c->b, c->m, c->d, c->K, rv, rr);
-    double rtol = 4.0 * (double)(c->d + 4) * SEED_U32;
-    int bad = 0;
-    for (int64_t q = 0; q < c->b && bad < 5; q++)
-        for (int s = 0; s < c->K && bad < 5; s++) {
-            size_t o = (size_t)(q * c->K + s);
-            float v = vals[o];
-            int32_t id = ids[o];
-            if (isnan(v) || id == ID_SENTINEL) {
-                CHECK_MSG(0, "query %lld slot %d not written (val %g id %d)", (long long)q, s, v, id);
-                bad++;
-                continue;
-            }
-            if (s >= c->m) {
-                if (!(isinf(v) && v > 0 && id == -1)) {
-                    CHECK_MSG(0, "query %lld slot %d (m=%lld): want +inf/-1, got %g/%d", (long long)q,
-                              s, (long long)c->m, v, id);
-                    bad++;
-                }
-                continue;
-            }
-            int64_t row = (id - 1000) / 3;
-            if (id < 1000 || (id - 1000) % 3 || row >= c->m) {
-                CHECK_MSG(0, "query %lld slot %d: invalid id %d", (long long)q, s, id);
-                bad++;
-                continue;
-            }
-            if (s > 0 && !(vals[o - 1] <= v)) {
-                CHECK_MSG(0, "query %lld: slot %d (%g) < slot %d (%g)", (long long)q, s, v, s - 1,
-                          vals[o - 1]);
-                bad++;
-            }
-            for (int t = 0; t < s; t++)
-                if (ids[q * c->K + t] == id) {
-                    CHECK_MSG(0, "query %lld: id %d twice", (long long)q, id);
-                    bad++;
-                }
-            double dist = ref_l2sq(Qm + q * c->d, X, c->d, row);
-            if (fabs(v - dist) > rtol * dist + 1e-30 || fabs(v - rv[o]) > rtol * rv[o] + 1e-30) {
-                CHECK_MSG(0, "query %lld slot %d: val %.9g, its row's distance %.9g, reference %.9g",
-                          (long long)q, s, v, dist, rv[o]);
-                bad++;
-            }
-        }
-    free(rv);
-    free(rr);
+/* Verification (tests/seed_refs.h, seed_ivf_verify): every slot written,
+ * the +inf / -1 tail, ascending values, valid distinct ids, and values that
+ * match both the named row's distance and the brute-force reference within
+ * 4*(d+4)*u relative. Problems count as failures there. */
+static void verify(const ivf_case *c, const float *Qm, const float *X, const int32_t *ids,
+                   const float *vals, const int32_t *out_ids) {
+    (void)seed_ivf_verify(Qm, X, ids, c->b, c->m, c->d, c->K, vals, out_ids, ID_SENTINEL, NULL);
 }
 
 static void run_case(alloy_device *dev, seed_kernel *sk, ivf_case c) {
@@ -140,7 +88,7 @@ static void run_case(alloy_device *dev, seed_kernel *sk, ivf_case c) {
     for (int64_t r = 0; r < c.m; r++) ids[r] = id_of(r);
     if (run_ivf(dev, sk, &c, Qm, X, ids, vals, oid, 0)) {
         int before = harness_current_failed;
-        verify(&c, Qm, X, vals, oid);
+        verify(&c, Qm, X, ids, vals, oid);
         if (harness_current_failed != before)
             fprintf(stderr, "    in case b=%lld m=%lld d=%lld K=%d tpb=%u\n", (long long)c.b,
                     (long long)c.m, (long long)c.d, c.K, c.tpb);
@@ -201,7 +149,7 @@ static void test_ivf_ties(void) {
         ids[r] = id_of(r);
     }
     if (run_ivf(dev, &sk, &c, Qm, X, ids, vals, oid, 0)) {
-        verify(&c, Qm, X, vals, oid);
+        verify(&c, Qm, X, ids, vals, oid);
         for (int64_t q = 0; q < c.b; q++)
             for (int s = 1; s < c.K; s++) {
                 size_t o = (size_t)(q * c.K + s);

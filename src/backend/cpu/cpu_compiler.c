@@ -86,6 +86,18 @@ static int run_capture(char *const argv[], char **out, int *status) {
     return 0;
 }
 
+/* The flags every kernel is built with. Hidden visibility keeps one kernel's
+ * inline helpers from binding to another loaded kernel's copies (only the
+ * entry points are exported); MSL's char is signed on every target. The list
+ * is part of the compiler identity, so changing it never reuses old objects. */
+static const char *const flags[] = {
+    "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
+    "-fno-math-errno", "-fvisibility=hidden", "-fsigned-char", "-g0",
+#if defined(__linux__)
+    "-Wl,-z,defs",
+#endif
+    "-x", "c++"};
+
 static void compiler_init(void) {
     const char *env = getenv("ALLOY_CXX");
     snprintf(cc.command, sizeof cc.command, "%s", env && *env ? env : "c++");
@@ -116,8 +128,13 @@ static void compiler_init(void) {
         cc.have_version = len > 0;
     }
     free(out);
-    snprintf(cc.identity, sizeof cc.identity, "%s | %s | %s", cc.command,
-             cc.have_version ? cc.version : "(not found)", alloy_cpu_arch());
+    char flag_text[512] = "";
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        strncat(flag_text, flags[i], sizeof flag_text - strlen(flag_text) - 2);
+        strcat(flag_text, " ");
+    }
+    snprintf(cc.identity, sizeof cc.identity, "%s | %s | %s | %s", cc.command,
+             cc.have_version ? cc.version : "(not found)", alloy_cpu_arch(), flag_text);
 }
 
 const char *alloy_cpu_compiler_command(void) {
@@ -138,13 +155,6 @@ const char *alloy_cpu_compiler_identity(void) {
 alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, char **log) {
     pthread_once(&cc.once, compiler_init);
     *log = NULL;
-    static const char *const flags[] = {
-        "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
-        "-fno-math-errno", "-g0",
-#if defined(__linux__)
-        "-Wl,-z,defs",
-#endif
-        "-x", "c++"};
     char *argv[MAX_CXX_ARGS + 2];
     int n = 0;
     for (int i = 0; i < cc.cxx_argc; i++) argv[n++] = cc.cxx_argv[i];

@@ -12,9 +12,14 @@
  * exchange while slow lanes still read the previous result, and it cannot
  * get two exchanges ahead (the one in between needs every live lane).
  *
+ * Fibers live as long as their OS thread and run one kernel thread after
+ * another: a finished thread parks its fiber, which the next group resumes
+ * (so a kernel thread starts with the floating-point control state the
+ * previous one on that fiber left, normally the default).
+ *
  * If a fiber must wait and no fiber at all can run, the group is deadlocked:
  * the scheduler returns to the OS thread's own context and abandons the
- * suspended fibers (their stacks are simply reused by the next group). */
+ * blocked fibers (their stacks get fresh contexts for the next group). */
 #include "cpu_sched.h"
 
 #include <pthread.h>
@@ -54,6 +59,7 @@ typedef struct sched_fiber {
     unsigned sg, lane;
     unsigned state;
     unsigned wait_gen;
+    int parked; /* suspended in thread_exit: can be resumed for a new thread */
 #ifdef ALLOY_TSAN
     void *tsan;
 #endif
@@ -155,7 +161,9 @@ static void yield_blocked(alloy_cpu_sched *s, sched_fiber *self) {
     }
     s->deadlock = 1;
     TSAN_SWITCH(s->tsan_main);
-    alloy_fiber_switch(&self->sp, s->main_sp); /* never resumed */
+    /* A blocked fiber is abandoned here; a finished one (from thread_exit)
+     * stays parked and may be resumed by a later group. */
+    alloy_fiber_switch(&self->sp, s->main_sp);
 }
 
 static void simd_complete(simd_state *g) {
@@ -178,16 +186,22 @@ static void thread_exit(alloy_cpu_sched *s, sched_fiber *f) {
     }
     if (s->live == 0) {
         TSAN_SWITCH(s->tsan_main);
-        alloy_fiber_switch(&f->sp, s->main_sp); /* never resumed */
+        alloy_fiber_switch(&f->sp, s->main_sp); /* resumed by a later group */
+        return;
     }
-    yield_blocked(s, f);                                      /* never returns */
+    yield_blocked(s, f); /* returns when a later group resumes this fiber */
 }
 
+/* A fiber runs one kernel thread after another: when a thread returns the
+ * fiber parks in thread_exit, and the next group that needs this slot simply
+ * resumes it there (its fields already describe the new thread). */
 static void fiber_entry(void *arg) {
     sched_fiber *f = arg;
-    alloy_cpu_sched *s = f->s;
-    s->fn(s->group, f->lx, f->ly, f->lz);
-    thread_exit(s, f);
+    for (;;) {
+        alloy_cpu_sched *s = f->s;
+        s->fn(s->group, f->lx, f->ly, f->lz);
+        thread_exit(s, f);
+    }
 }
 
 /* ---- services ----------------------------------------------------------- */
@@ -350,11 +364,13 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
                 f->lane = l % ALLOY_CPU_SIMD_WIDTH;
                 f->state = F_RUN;
                 f->wait_gen = 0;
-                f->sp = alloy_fiber_make(&s->stacks[i], fiber_entry, f);
+                if (!f->parked) { /* never used, or abandoned by a deadlock */
+                    f->sp = alloy_fiber_make(&s->stacks[i], fiber_entry, f);
 #ifdef ALLOY_TSAN
-                if (f->tsan) __tsan_destroy_fiber(f->tsan); /* drop the old shadow stack */
-                f->tsan = __tsan_create_fiber(0);
+                    if (f->tsan) __tsan_destroy_fiber(f->tsan); /* drop the stale shadow stack */
+                    f->tsan = __tsan_create_fiber(0);
 #endif
+                }
                 s->sg[f->sg].live++;
                 s->sg[f->sg].live_mask |= 1u << f->lane;
             }
@@ -369,6 +385,7 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
 #endif
     TSAN_SWITCH(s->fibers[0].tsan);
     alloy_fiber_switch(&s->main_sp, s->fibers[0].sp);
+    for (unsigned k = 0; k < s->n; k++) s->fibers[k].parked = s->fibers[k].state == F_DONE;
     alloy_status st = ALLOY_OK;
     if (s->deadlock) {
         deadlock_message(s, kernel_name, msg, msg_len);

@@ -7,39 +7,86 @@
  * cpu.h; CUDA: after the CUDA definitions of the hooks below), so that
  * body-only MSL compiles as C++17. It includes no header at all (cold compile
  * time matters, and NVRTC has no standard library): only compiler builtins,
- * reached through hook macros a backend may predefine:
- *   ALLOY_FN            how functions are marked (default `inline`;
+ * reached through hook macros a backend may predefine (the defaults under
+ * NVRTC/nvcc are in parentheses):
+ *   ALLOY_FN            how functions are marked (`inline`;
  *                       CUDA: `__device__ __forceinline__`)
- *   ALLOY_LIBM(f)       the libm function `f` (default `__builtin_##f`)
- *   ALLOY_LIBM_FAST(f)  the same for metal::fast:: (default ALLOY_LIBM(f))
- *   ALLOY_MEMCPY        bit copies (default __builtin_memcpy)
+ *   ALLOY_LIBM(f)       the libm function `f` (`__builtin_##f`; CUDA `::f`)
+ *   ALLOY_LIBM_FAST(f)  the same for metal::fast:: (ALLOY_LIBM(f))
+ *   ALLOY_MEMCPY        bit copies (__builtin_memcpy; CUDA memcpy)
  *   ALLOY_POPC32/64 ALLOY_CLZ32/64 ALLOY_CTZ32/64  bit counting (nonzero
- *                       arguments only for clz/ctz; defaults: __builtin_*)
+ *                       arguments only for clz/ctz; __builtin_*; CUDA __popc..)
+ *   ALLOY_INFF ALLOY_NANF ALLOY_INF ALLOY_NAN  constant Inf/NaN
+ * Under NVRTC, CUDA's predeclared vector structs (float4, ...) keep their
+ * names: the MSL names are macros for alloy_float4 etc. there (checked with
+ * NVRTC 13, with and without --device-as-default-execution-space).
+ * Float and double overloads of the math functions are constrained
+ * templates, so that a global non-template one (CUDA's math functions, or
+ * <math.h> included by a header) is preferred instead of being ambiguous.
  * Everything MSL keeps in namespace metal lives there; the generated code
  * says `using namespace metal;` before the user's header. MLX's helpers
  * (elem_to_loc, ceildiv, Limits) are global, as in MLX. */
 #ifndef ALLOY_PRELUDE_COMMON_H
 #define ALLOY_PRELUDE_COMMON_H
 
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define ALLOY_PRELUDE_CUDA 1 /* defaults for NVRTC (which lacks these builtins) */
+#endif
+
 #ifndef ALLOY_FN
+#ifdef ALLOY_PRELUDE_CUDA
+#define ALLOY_FN __device__ __forceinline__
+#else
 #define ALLOY_FN inline
 #endif
+#endif
 #ifndef ALLOY_LIBM
+#ifdef ALLOY_PRELUDE_CUDA
+#define ALLOY_LIBM(f) ::f
+#else
 #define ALLOY_LIBM(f) __builtin_##f
+#endif
 #endif
 #ifndef ALLOY_LIBM_FAST
 #define ALLOY_LIBM_FAST(f) ALLOY_LIBM(f)
 #endif
 #ifndef ALLOY_MEMCPY
+#ifdef ALLOY_PRELUDE_CUDA
+#define ALLOY_MEMCPY memcpy
+#else
 #define ALLOY_MEMCPY __builtin_memcpy
 #endif
+#endif
 #ifndef ALLOY_POPC32
+#ifdef ALLOY_PRELUDE_CUDA
+#define ALLOY_POPC32(x) __popc(x)
+#define ALLOY_POPC64(x) __popcll(x)
+#define ALLOY_CLZ32(x) __clz(x)
+#define ALLOY_CLZ64(x) __clzll(x)
+#define ALLOY_CTZ32(x) (__ffs(x) - 1)
+#define ALLOY_CTZ64(x) (__ffsll(x) - 1)
+#else
 #define ALLOY_POPC32(x) __builtin_popcount(x)
 #define ALLOY_POPC64(x) __builtin_popcountll(x)
 #define ALLOY_CLZ32(x) __builtin_clz(x)
 #define ALLOY_CLZ64(x) __builtin_clzll(x)
 #define ALLOY_CTZ32(x) __builtin_ctz(x)
 #define ALLOY_CTZ64(x) __builtin_ctzll(x)
+#endif
+#endif
+/* constant infinities and NaNs */
+#ifndef ALLOY_INFF
+#ifdef ALLOY_PRELUDE_CUDA
+#define ALLOY_INFF __builtin_bit_cast(float, 0x7f800000u)
+#define ALLOY_NANF __builtin_bit_cast(float, 0x7fc00000u)
+#define ALLOY_INF __builtin_bit_cast(double, 0x7ff0000000000000ull)
+#define ALLOY_NAN __builtin_bit_cast(double, 0x7ff8000000000000ull)
+#else
+#define ALLOY_INFF __builtin_inff()
+#define ALLOY_NANF __builtin_nanf("")
+#define ALLOY_INF __builtin_inf()
+#define ALLOY_NAN __builtin_nan("")
+#endif
 #endif
 #ifndef METAL_FUNC
 #define METAL_FUNC ALLOY_FN
@@ -300,33 +347,53 @@ template <int K> struct alloy_fp16 {
 /* ==== constants (MSL names) ============================================== */
 
 #ifndef INFINITY
-#define INFINITY (__builtin_inff ())
+#ifdef ALLOY_PRELUDE_CUDA
+#define INFINITY ALLOY_INFF
+#else
+#define INFINITY (__builtin_inff ()) /* as <math.h> spells it */
+#endif
 #endif
 #ifndef NAN
+#ifdef ALLOY_PRELUDE_CUDA
+#define NAN ALLOY_NANF
+#else
 #define NAN (__builtin_nanf (""))
 #endif
+#endif
 #ifndef HUGE_VALF
-#define HUGE_VALF (__builtin_huge_valf ())
+#define HUGE_VALF INFINITY
 #endif
 #ifndef MAXFLOAT
 #define MAXFLOAT 0x1.fffffep+127f
 #endif
 #ifndef FLT_MAX
+#ifdef __FLT_MAX__ /* as <float.h> spells them */
 #define FLT_MAX __FLT_MAX__
 #define FLT_MIN __FLT_MIN__
 #define FLT_EPSILON __FLT_EPSILON__
-#define FLT_DIG __FLT_DIG__
-#define FLT_MANT_DIG __FLT_MANT_DIG__
-#define FLT_MAX_EXP __FLT_MAX_EXP__
-#define FLT_MIN_EXP __FLT_MIN_EXP__
-#define FLT_MAX_10_EXP __FLT_MAX_10_EXP__
-#define FLT_MIN_10_EXP __FLT_MIN_10_EXP__
-#define FLT_RADIX __FLT_RADIX__
+#else
+#define FLT_MAX 0x1.fffffep+127f
+#define FLT_MIN 0x1p-126f
+#define FLT_EPSILON 0x1p-23f
+#endif
+#define FLT_DIG 6
+#define FLT_MANT_DIG 24
+#define FLT_MAX_EXP 128
+#define FLT_MIN_EXP (-125)
+#define FLT_MAX_10_EXP 38
+#define FLT_MIN_10_EXP (-37)
+#define FLT_RADIX 2
 #endif
 #ifndef DBL_MAX
+#ifdef __DBL_MAX__
 #define DBL_MAX __DBL_MAX__
 #define DBL_MIN __DBL_MIN__
 #define DBL_EPSILON __DBL_EPSILON__
+#else
+#define DBL_MAX 0x1.fffffffffffffp+1023
+#define DBL_MIN 0x1p-1022
+#define DBL_EPSILON 0x1p-52
+#endif
 #endif
 #define HALF_MAX (half::alloy_from_bits(0x7bff))
 #define HALF_MIN (half::alloy_from_bits(0x0400))
@@ -665,6 +732,41 @@ template <class T, int N, int... I> struct alloy_swz_proxy {
     template <class X> ALLOY_FN alloy_swz_proxy &operator>>=(const X &o) { return *this = V(*this) >> o; }
 };
 
+/* NVRTC predeclares CUDA's own vector structs (float4, int2, ...); under
+ * CUDA the MSL names are macros for alloy_ names so both can coexist. */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define char2 alloy_char2
+#define char3 alloy_char3
+#define char4 alloy_char4
+#define uchar2 alloy_uchar2
+#define uchar3 alloy_uchar3
+#define uchar4 alloy_uchar4
+#define short2 alloy_short2
+#define short3 alloy_short3
+#define short4 alloy_short4
+#define ushort2 alloy_ushort2
+#define ushort3 alloy_ushort3
+#define ushort4 alloy_ushort4
+#define int2 alloy_int2
+#define int3 alloy_int3
+#define int4 alloy_int4
+#define uint2 alloy_uint2
+#define uint3 alloy_uint3
+#define uint4 alloy_uint4
+#define long2 alloy_long2
+#define long3 alloy_long3
+#define long4 alloy_long4
+#define ulong2 alloy_ulong2
+#define ulong3 alloy_ulong3
+#define ulong4 alloy_ulong4
+#define float2 alloy_float2
+#define float3 alloy_float3
+#define float4 alloy_float4
+#define double2 alloy_double2
+#define double3 alloy_double3
+#define double4 alloy_double4
+#endif
+
 #define ALLOY_VEC_TYPEDEFS(name, T)                                                            \
     typedef alloy_vec<T, 2> name##2;                                                           \
     typedef alloy_vec<T, 3> name##3;                                                           \
@@ -712,6 +814,9 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
 #define ALLOY_SCALARS3(A, B, C)                                                                \
     alloy_if<alloy_is_scalar<A>::value && alloy_is_scalar<B>::value && alloy_is_scalar<C>::value> = 0
 
+/* Template parameter constraining F to exactly T. */
+#define ALLOY_IS(F, T) alloy_if<alloy_same<F, T>::value> = 0
+
 /* Applies a scalar function componentwise. */
 #define ALLOY_MAP1(name)                                                                       \
     template <class T, int N> ALLOY_FN alloy_vec<T, N> name(const alloy_vec<T, N> &v) {       \
@@ -744,8 +849,8 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
 /* One-argument libm function for float, double, half, bfloat, integers
  * (computed in float) and vectors; HOOK is ALLOY_LIBM or ALLOY_LIBM_FAST. */
 #define ALLOY_MATH1(name, cf, HOOK)                                                            \
-    ALLOY_FN float name(float x) { return HOOK(cf##f)(x); }                                    \
-    ALLOY_FN double name(double x) { return HOOK(cf)(x); }                                     \
+    template <class F, ALLOY_IS(F, float)> ALLOY_FN float name(F x) { return HOOK(cf##f)(x); } \
+    template <class F, ALLOY_IS(F, double)> ALLOY_FN double name(F x) { return HOOK(cf)(x); }  \
     ALLOY_FN half name(half x) { return half(HOOK(cf##f)(float(x))); }                         \
     ALLOY_FN bfloat name(bfloat x) { return bfloat(HOOK(cf##f)(float(x))); }                   \
     template <class I, alloy_if<alloy_is_int<I>::value> = 0> ALLOY_FN float name(I x) {        \
@@ -794,8 +899,8 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
     ALLOY_MATH2(atan2, atan2, HOOK)                                                            \
     ALLOY_MATH2(pow, pow, HOOK)                                                                \
     ALLOY_MATH2(powr, pow, HOOK)                                                               \
-    ALLOY_FN float exp10(float x) { return HOOK(powf)(10.0f, x); }                             \
-    ALLOY_FN double exp10(double x) { return HOOK(pow)(10.0, x); }                             \
+    template <class F, ALLOY_IS(F, float)> ALLOY_FN float exp10(F x) { return HOOK(powf)(10.0f, x); } \
+    template <class F, ALLOY_IS(F, double)> ALLOY_FN double exp10(F x) { return HOOK(pow)(10.0, x); } \
     template <int K> ALLOY_FN alloy_fp16<K> exp10(alloy_fp16<K> x) {                           \
         return alloy_fp16<K>(HOOK(powf)(10.0f, float(x)));                                     \
     }                                                                                          \
@@ -803,8 +908,8 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
         return exp10(float(x));                                                                \
     }                                                                                          \
     ALLOY_MAP1(exp10)                                                                          \
-    ALLOY_FN float rsqrt(float x) { return 1.0f / HOOK(sqrtf)(x); }                            \
-    ALLOY_FN double rsqrt(double x) { return 1.0 / HOOK(sqrt)(x); }                            \
+    template <class F, ALLOY_IS(F, float)> ALLOY_FN float rsqrt(F x) { return 1.0f / HOOK(sqrtf)(x); } \
+    template <class F, ALLOY_IS(F, double)> ALLOY_FN double rsqrt(F x) { return 1.0 / HOOK(sqrt)(x); } \
     template <int K> ALLOY_FN alloy_fp16<K> rsqrt(alloy_fp16<K> x) {                           \
         return alloy_fp16<K>(1.0f / HOOK(sqrtf)(float(x)));                                    \
     }                                                                                          \
@@ -837,8 +942,8 @@ ALLOY_MATH2(fmod, fmod, ALLOY_LIBM)
 ALLOY_MATH2(copysign, copysign, ALLOY_LIBM)
 
 /* abs: |x| for floating types, integers keep their type */
-ALLOY_FN float abs(float x) { return ALLOY_LIBM(fabsf)(x); }
-ALLOY_FN double abs(double x) { return ALLOY_LIBM(fabs)(x); }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN float abs(F x) { return ALLOY_LIBM(fabsf)(x); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN double abs(F x) { return ALLOY_LIBM(fabs)(x); }
 template <int K> ALLOY_FN alloy_fp16<K> abs(alloy_fp16<K> x) {
     return alloy_fp16<K>(alloy_bits_tag(), (ushort)(x.alloy_bits & 0x7fffu));
 }
@@ -963,11 +1068,11 @@ ALLOY_FN alloy_vec<T, N> select(const alloy_vec<T, N> &a, const alloy_vec<T, N> 
 }
 
 /* classification by bits (independent of -ffast-math) */
-ALLOY_FN bool isnan(float x) { return (alloy_fbits(x) & 0x7fffffffu) > 0x7f800000u; }
-ALLOY_FN bool isinf(float x) { return (alloy_fbits(x) & 0x7fffffffu) == 0x7f800000u; }
-ALLOY_FN bool isfinite(float x) { return (alloy_fbits(x) & 0x7fffffffu) < 0x7f800000u; }
-ALLOY_FN bool signbit(float x) { return (alloy_fbits(x) >> 31) != 0; }
-ALLOY_FN bool isnormal(float x) {
+template <class F, ALLOY_IS(F, float)> ALLOY_FN bool isnan(F x) { return (alloy_fbits(x) & 0x7fffffffu) > 0x7f800000u; }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN bool isinf(F x) { return (alloy_fbits(x) & 0x7fffffffu) == 0x7f800000u; }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN bool isfinite(F x) { return (alloy_fbits(x) & 0x7fffffffu) < 0x7f800000u; }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN bool signbit(F x) { return (alloy_fbits(x) >> 31) != 0; }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN bool isnormal(F x) {
     unsigned e = (alloy_fbits(x) >> 23) & 0xffu;
     return e != 0 && e != 0xffu;
 }
@@ -976,11 +1081,11 @@ ALLOY_FN unsigned long alloy_dbits(double x) {
     ALLOY_MEMCPY(&u, &x, 8);
     return u;
 }
-ALLOY_FN bool isnan(double x) { return (alloy_dbits(x) << 1) > (0x7ff0000000000000ul << 1); }
-ALLOY_FN bool isinf(double x) { return (alloy_dbits(x) << 1) == (0x7ff0000000000000ul << 1); }
-ALLOY_FN bool isfinite(double x) { return (alloy_dbits(x) << 1) < (0x7ff0000000000000ul << 1); }
-ALLOY_FN bool signbit(double x) { return (alloy_dbits(x) >> 63) != 0; }
-ALLOY_FN bool isnormal(double x) {
+template <class F, ALLOY_IS(F, double)> ALLOY_FN bool isnan(F x) { return (alloy_dbits(x) << 1) > (0x7ff0000000000000ul << 1); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN bool isinf(F x) { return (alloy_dbits(x) << 1) == (0x7ff0000000000000ul << 1); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN bool isfinite(F x) { return (alloy_dbits(x) << 1) < (0x7ff0000000000000ul << 1); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN bool signbit(F x) { return (alloy_dbits(x) >> 63) != 0; }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN bool isnormal(F x) {
     unsigned long e = (alloy_dbits(x) >> 52) & 0x7fful;
     return e != 0 && e != 0x7fful;
 }
@@ -1025,8 +1130,8 @@ template <class T, alloy_if<(alloy_frank<T>::value > 0)> = 0> ALLOY_FN T modf(T 
     ip = trunc(x);
     return isinf(x) ? copysign(T(0), x) : T(x - ip);
 }
-ALLOY_FN float ldexp(float x, int e) { return ALLOY_LIBM(ldexpf)(x, e); }
-ALLOY_FN double ldexp(double x, int e) { return ALLOY_LIBM(ldexp)(x, e); }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN float ldexp(F x, int e) { return ALLOY_LIBM(ldexpf)(x, e); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN double ldexp(F x, int e) { return ALLOY_LIBM(ldexp)(x, e); }
 template <int K> ALLOY_FN alloy_fp16<K> ldexp(alloy_fp16<K> x, int e) {
     return alloy_fp16<K>(ALLOY_LIBM(ldexpf)(float(x), e));
 }
@@ -1035,8 +1140,8 @@ template <class T, int N> ALLOY_FN alloy_vec<T, N> ldexp(const alloy_vec<T, N> &
     for (int i = 0; i < N; i++) r.alloy_e[i] = ldexp(x.alloy_e[i], e.alloy_e[i]);
     return r;
 }
-ALLOY_FN float frexp(float x, int &e) { return ALLOY_LIBM(frexpf)(x, &e); }
-ALLOY_FN double frexp(double x, int &e) { return ALLOY_LIBM(frexp)(x, &e); }
+template <class F, ALLOY_IS(F, float)> ALLOY_FN float frexp(F x, int &e) { return ALLOY_LIBM(frexpf)(x, &e); }
+template <class F, ALLOY_IS(F, double)> ALLOY_FN double frexp(F x, int &e) { return ALLOY_LIBM(frexp)(x, &e); }
 template <int K> ALLOY_FN alloy_fp16<K> frexp(alloy_fp16<K> x, int &e) {
     return alloy_fp16<K>(ALLOY_LIBM(frexpf)(float(x), &e));
 }
@@ -1256,25 +1361,25 @@ template <> struct numeric_limits<float> {
     static constexpr bool is_specialized = true, is_signed = true, is_integer = false;
     static constexpr bool has_infinity = true, has_quiet_NaN = true;
     static constexpr int digits = 24;
-    static constexpr float min() { return __FLT_MIN__; }
-    static constexpr float lowest() { return -__FLT_MAX__; }
-    static constexpr float max() { return __FLT_MAX__; }
-    static constexpr float epsilon() { return __FLT_EPSILON__; }
-    static constexpr float denorm_min() { return __FLT_DENORM_MIN__; }
-    static constexpr float infinity() { return __builtin_inff(); }
-    static constexpr float quiet_NaN() { return __builtin_nanf(""); }
+    static constexpr float min() { return 0x1p-126f; }
+    static constexpr float lowest() { return -0x1.fffffep+127f; }
+    static constexpr float max() { return 0x1.fffffep+127f; }
+    static constexpr float epsilon() { return 0x1p-23f; }
+    static constexpr float denorm_min() { return 0x1p-149f; }
+    static constexpr float infinity() { return ALLOY_INFF; }
+    static constexpr float quiet_NaN() { return ALLOY_NANF; }
 };
 template <> struct numeric_limits<double> {
     static constexpr bool is_specialized = true, is_signed = true, is_integer = false;
     static constexpr bool has_infinity = true, has_quiet_NaN = true;
     static constexpr int digits = 53;
-    static constexpr double min() { return __DBL_MIN__; }
-    static constexpr double lowest() { return -__DBL_MAX__; }
-    static constexpr double max() { return __DBL_MAX__; }
-    static constexpr double epsilon() { return __DBL_EPSILON__; }
-    static constexpr double denorm_min() { return __DBL_DENORM_MIN__; }
-    static constexpr double infinity() { return __builtin_inf(); }
-    static constexpr double quiet_NaN() { return __builtin_nan(""); }
+    static constexpr double min() { return 0x1p-1022; }
+    static constexpr double lowest() { return -0x1.fffffffffffffp+1023; }
+    static constexpr double max() { return 0x1.fffffffffffffp+1023; }
+    static constexpr double epsilon() { return 0x1p-52; }
+    static constexpr double denorm_min() { return 0x1p-1074; }
+    static constexpr double infinity() { return ALLOY_INF; }
+    static constexpr double quiet_NaN() { return ALLOY_NAN; }
 };
 template <int K> struct numeric_limits<alloy_fp16<K>> {
     typedef alloy_fp16<K> T;
@@ -1389,6 +1494,7 @@ template <class T, int C, int R> ALLOY_FN simdgroup_matrix<T, C, R> make_filled_
 #undef ALLOY_ELEMENTARY
 #undef ALLOY_SCALARS2
 #undef ALLOY_SCALARS3
+#undef ALLOY_IS
 
 /* ==== MLX helpers (global, as MLX's utils.h has them) ==================== */
 

@@ -9,7 +9,11 @@
  * deposit the caller's value with svc->simd_exchange and compute their result
  * locally over the active lanes only. When the group has no scheduler (loop
  * mode), the caller is treated as a lone lane 0 and barriers do nothing: the
- * runtime must run every kernel that synchronises on fibers. */
+ * runtime must run every kernel that synchronises on fibers.
+ * Helpers read the internal `alloy_cur_group` of their own kernel object, so
+ * kernels should be built with -fvisibility=hidden (the entry points are
+ * exported explicitly): otherwise an inline helper of one loaded kernel can
+ * interpose another's. */
 #ifndef ALLOY_PRELUDE_CPU_H
 #define ALLOY_PRELUDE_CPU_H
 
