@@ -49,6 +49,11 @@ static int harness_passed, harness_failed, harness_skipped, harness_current_fail
         }                                                                                   \
     } while (0)
 
+/* Whether the last error message contains `needle` (NULL: no requirement). */
+static inline int harness_message_has(const char *needle) {
+    return !needle || strstr(alloy_last_error(), needle) != NULL;
+}
+
 /* An alloy call that must fail with `want` and a message containing `needle`. */
 #define CHECK_FAILS(expr, want, needle)                                                     \
     do {                                                                                    \
@@ -58,9 +63,9 @@ static int harness_passed, harness_failed, harness_skipped, harness_current_fail
                     #expr, alloy_status_name(st_), alloy_status_name(want),                 \
                     alloy_last_error());                                                    \
             harness_current_failed++;                                                       \
-        } else if ((needle) && !strstr(alloy_last_error(), (needle))) {                     \
+        } else if (!harness_message_has(needle)) {                                          \
             fprintf(stderr, "  FAIL %s:%d: message of %s lacks \"%s\": %s\n", __FILE__,     \
-                    __LINE__, #expr, (needle), alloy_last_error());                         \
+                    __LINE__, #expr, (const char *)(needle), alloy_last_error());           \
             harness_current_failed++;                                                       \
         }                                                                                   \
     } while (0)

@@ -45,6 +45,20 @@ alloy_status alloy_stream_synchronize(alloy_stream *stream);
 alloy_device *alloy_stream_device(const alloy_stream *stream);
 void alloy_stream_free(alloy_stream *stream); /* no-op on a default stream */
 
+/* Wraps a stream created elsewhere: on CUDA a CUstream / cudaStream_t (for
+ * example PyTorch's current stream); alloy never destroys it. NULL means the
+ * device's legacy default stream. On the CPU any value gives an in-order
+ * stream. Free the wrapper with alloy_stream_free. */
+alloy_status alloy_stream_wrap(alloy_device *device, void *native, alloy_stream **out);
+
+/* The backend's handle (CUstream on CUDA, NULL on the CPU). */
+void *alloy_stream_native(const alloy_stream *stream);
+
+/* Makes `waiter` wait, on the device and without blocking the host, until
+ * the work queued on `signaller` so far has finished (an event). Both streams
+ * must be on the same device. */
+alloy_status alloy_stream_wait(alloy_stream *waiter, alloy_stream *signaller);
+
 #ifdef __cplusplus
 }
 #endif

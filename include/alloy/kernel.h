@@ -70,6 +70,13 @@ alloy_status alloy_launch_set_threadgroup(alloy_launch *launch, uint32_t x, uint
 alloy_status alloy_launch_set_init_value(alloy_launch *launch, double value);
 alloy_status alloy_launch_set_verbose(alloy_launch *launch, int verbose);
 
+/* Dynamic threadgroup memory (an alloy extension, like the `shared_memory`
+ * of MLX's cuda_kernel): `bytes` per threadgroup, seen by the body as
+ * `threadgroup uchar* alloy_threadgroup_memory` (16-byte aligned). This is how a
+ * kernel gets more than 48 KB on CUDA (up to the device's limit, 227 KB on
+ * Hopper); declared `threadgroup` arrays stay static and small. */
+alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *launch, size_t bytes);
+
 /* Template arguments become `constexpr int N = ...;`, `constexpr bool B =
  * ...;` or `using T = float;` at the top of the body. */
 alloy_status alloy_launch_add_template_int(alloy_launch *launch, const char *name, int64_t value);

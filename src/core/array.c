@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "array_internal.h"
+#include "builtin_kernels.h"
 #include "error.h"
 #include "halfconv.h"
 
@@ -94,6 +95,21 @@ alloy_status alloy_array_from_host(alloy_device *dev, alloy_dtype dtype, int ndi
     return ALLOY_OK;
 }
 
+/* v as a float rounded to odd (an inexact result keeps an odd last bit).
+ * Narrowing that float to half or bfloat16 then rounds v correctly: float has
+ * more than two extra bits, so no tie is invented by a first rounding (a
+ * plain (float)v would turn 1 + 2^-11 + 2^-40 into a half-way case). */
+static float to_float_round_odd(double v) {
+    float f = (float)v;
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u || (double)f == v || (u & 1u)) return f;
+    int toward_minus = (double)f > v, negative = (u >> 31) != 0;
+    u = toward_minus != negative ? u - 1 : u + 1; /* the odd neighbour on v's side */
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 void alloy_scalar_to_bytes(alloy_dtype dtype, double v, void *out) {
     switch (dtype) {
     case ALLOY_BOOL: *(uint8_t *)out = v != 0; break;
@@ -105,8 +121,8 @@ void alloy_scalar_to_bytes(alloy_dtype dtype, double v, void *out) {
     case ALLOY_UINT32: *(uint32_t *)out = (uint32_t)v; break;
     case ALLOY_INT64: *(int64_t *)out = (int64_t)v; break;
     case ALLOY_UINT64: *(uint64_t *)out = (uint64_t)v; break;
-    case ALLOY_FLOAT16: *(uint16_t *)out = alloy_float_to_half_bits((float)v); break;
-    case ALLOY_BFLOAT16: *(uint16_t *)out = alloy_float_to_bfloat_bits((float)v); break;
+    case ALLOY_FLOAT16: *(uint16_t *)out = alloy_float_to_half_bits(to_float_round_odd(v)); break;
+    case ALLOY_BFLOAT16: *(uint16_t *)out = alloy_float_to_bfloat_bits(to_float_round_odd(v)); break;
     case ALLOY_FLOAT32: *(float *)out = (float)v; break;
     case ALLOY_FLOAT64: *(double *)out = v; break;
     default: break;
@@ -170,10 +186,11 @@ size_t alloy_array_nbytes(const alloy_array *a) {
 }
 
 int alloy_array_is_row_contiguous(const alloy_array *a) {
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] == 0) return 1; /* empty: no element is ever addressed */
     int64_t s = 1;
     for (int i = a->ndim - 1; i >= 0; i--) {
         if (a->shape[i] == 1) continue; /* the stride of a length-1 axis never matters */
-        if (a->shape[i] == 0) return 1;
         if (a->strides[i] != s) return 0;
         s *= a->shape[i];
     }
@@ -228,12 +245,17 @@ alloy_status alloy_array_copy_to_host(const alloy_array *a, void *dst, size_t ds
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "destination holds %zu bytes, the array needs %zu", dst_bytes, n);
     if (!n) return ALLOY_OK;
-    alloy_status st = need_host(a, "copy_to_host");
-    if (st != ALLOY_OK) return st;
     alloy_device *dev = a->device;
     if (alloy_array_is_row_contiguous(a))
         return dev->backend->mem_copy(dev, dst, alloy_array_data(a), n, ALLOY_COPY_DEVICE_TO_HOST,
                                       dev->default_stream);
+    if (!dev->backend->host_accessible) { /* gather on the device, then copy */
+        alloy_array *c = NULL;
+        alloy_status st = alloy_array_contiguous(a, &c);
+        if (st == ALLOY_OK) st = alloy_array_copy_to_host(c, dst, dst_bytes);
+        alloy_array_free(c);
+        return st;
+    }
     int64_t rm[ALLOY_MAX_NDIM];
     row_major_strides(a->ndim, a->shape, rm);
     alloy_host_strided_copy(dst, rm, alloy_array_data(a), a->strides, a->ndim, a->shape,
@@ -268,23 +290,16 @@ alloy_status alloy_array_fill(alloy_array *a, double value) {
     size_t item = alloy_dtype_size(a->dtype);
     unsigned char one[8];
     alloy_scalar_to_bytes(a->dtype, value, one);
-    if (a->device->backend->host_accessible) {
-        if (alloy_array_is_row_contiguous(a)) {
-            char *p = alloy_array_data(a);
-            for (int64_t i = 0; i < n; i++) memcpy(p + i * (int64_t)item, one, item);
-            return ALLOY_OK;
-        }
+    alloy_device *dev = a->device;
+    if (alloy_array_is_row_contiguous(a))
+        return dev->backend->mem_fill(dev, alloy_array_data(a), (size_t)n, one, item,
+                                      dev->default_stream);
+    if (dev->backend->host_accessible) {
         int64_t zero[ALLOY_MAX_NDIM] = {0};
         alloy_host_strided_copy(alloy_array_data(a), a->strides, one, zero, a->ndim, a->shape, item);
         return ALLOY_OK;
     }
-    /* Other devices: build the pattern on the host and copy it over. */
-    char *host = malloc((size_t)n * item);
-    if (!host) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory filling an array");
-    for (int64_t i = 0; i < n; i++) memcpy(host + i * (int64_t)item, one, item);
-    alloy_status st = alloy_array_copy_from_host(a, host, (size_t)n * item);
-    free(host);
-    return st;
+    return need_host(a, "fill");
 }
 
 alloy_status alloy_array_contiguous(const alloy_array *a, alloy_array **out) {
@@ -301,7 +316,7 @@ alloy_status alloy_array_contiguous(const alloy_array *a, alloy_array **out) {
         alloy_host_strided_copy(c->base, c->strides, alloy_array_data(a), a->strides, a->ndim,
                                 a->shape, alloy_dtype_size(a->dtype));
     } else {
-        st = need_host(a, "making a contiguous copy");
+        st = alloy_builtin_gather(a, c);
     }
     if (st != ALLOY_OK) {
         alloy_array_free(c);

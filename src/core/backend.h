@@ -40,6 +40,7 @@ typedef struct alloy_launch_args {
     alloy_arg *args;
     uint32_t grid[3];
     uint32_t threadgroup[3]; /* already clamped, product <= max */
+    size_t threadgroup_memory; /* dynamic threadgroup memory bytes (0: none) */
 } alloy_launch_args;
 
 /* What the core asks a backend to compile. */
@@ -86,9 +87,20 @@ struct alloy_backend {
     alloy_status (*mem_copy)(alloy_device *dev, void *dst, const void *src, size_t bytes,
                              alloy_copy_kind kind, alloy_stream *stream);
 
+    /* Fills `count` elements of `elem_size` bytes (1, 2, 4 or 8) at dst with
+     * the pattern. */
+    alloy_status (*mem_fill)(alloy_device *dev, void *dst, size_t count, const void *pattern,
+                             size_t elem_size, alloy_stream *stream);
+
     alloy_status (*stream_create)(alloy_device *dev, void **impl);
-    void (*stream_destroy)(alloy_device *dev, void *impl);
+    /* Wraps a native stream the caller owns (never destroyed by alloy). */
+    alloy_status (*stream_wrap)(alloy_device *dev, void *native, void **impl);
+    void (*stream_destroy)(alloy_device *dev, void *impl); /* wrapped: frees the wrapper only */
+    /* impl NULL: every stream of the device. */
     alloy_status (*stream_sync)(alloy_device *dev, void *impl);
+    void *(*stream_native)(alloy_device *dev, void *impl);
+    /* waiter waits for the work queued on signaller so far (an event). */
+    alloy_status (*stream_wait)(alloy_device *dev, void *waiter, void *signaller);
 
     /* Compile (or load from the disk cache) into a loaded program. On a
      * compile error: ALLOY_ERROR_COMPILE, *log holds the raw compiler output
@@ -100,8 +112,18 @@ struct alloy_backend {
     char *(*program_report)(alloy_device *dev, void *program);
     alloy_status (*launch)(alloy_device *dev, void *program, const alloy_launch_args *args,
                            alloy_stream *stream);
+
+    /* Optional, may be NULL: compiles a source for this backend's target
+     * without any device (e.g. NVRTC without a GPU), for compile-only checks
+     * (ALLOY_COMPILE_CHECK=<backend>). ALLOY_ERROR_COMPILE with *log on
+     * failure; ALLOY_ERROR_UNAVAILABLE when the compiler is missing. */
+    alloy_status (*compile_check)(const alloy_compile_job *job, char **log);
 };
 
+/* The backend of that name compiled into this build, or NULL. */
+const alloy_backend *alloy_backend_named(const char *name);
+
 extern const alloy_backend alloy_cpu_backend;
+extern const alloy_backend alloy_cuda_backend;
 
 #endif

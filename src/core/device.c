@@ -155,6 +155,11 @@ alloy_status alloy_device_get(const char *name, alloy_device **out) {
     return open_device(s, ordinal, out);
 }
 
+const alloy_backend *alloy_backend_named(const char *name) {
+    backend_slot *s = slot_named(name, strlen(name));
+    return s ? s->backend : NULL;
+}
+
 const char *alloy_device_name(const alloy_device *d) { return d ? d->name : "(null)"; }
 const char *alloy_device_description(const alloy_device *d) { return d ? d->description : ""; }
 alloy_backend_kind alloy_device_backend(const alloy_device *d) { return d->backend->kind; }
@@ -190,6 +195,34 @@ alloy_status alloy_stream_synchronize(alloy_stream *s) {
 }
 
 alloy_device *alloy_stream_device(const alloy_stream *s) { return s ? s->device : NULL; }
+
+alloy_status alloy_stream_wrap(alloy_device *d, void *native, alloy_stream **out) {
+    if (!d || !out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "device or out is NULL");
+    alloy_stream *s = calloc(1, sizeof *s);
+    if (!s) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory wrapping a stream");
+    s->device = d;
+    alloy_status st = d->backend->stream_wrap(d, native, &s->impl);
+    if (st != ALLOY_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return ALLOY_OK;
+}
+
+void *alloy_stream_native(const alloy_stream *s) {
+    return s ? s->device->backend->stream_native(s->device, s->impl) : NULL;
+}
+
+alloy_status alloy_stream_wait(alloy_stream *waiter, alloy_stream *signaller) {
+    if (!waiter || !signaller) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "stream is NULL");
+    if (waiter->device != signaller->device)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "streams on different devices (%s, %s) cannot wait on each other",
+                           waiter->device->name, signaller->device->name);
+    if (waiter == signaller || waiter->impl == signaller->impl) return ALLOY_OK;
+    return waiter->device->backend->stream_wait(waiter->device, waiter->impl, signaller->impl);
+}
 
 void alloy_stream_free(alloy_stream *s) {
     if (!s || s->is_default) return;

@@ -310,6 +310,44 @@ static void make_job(const alloy_kernel *k, alloy_device *dev, const char *sourc
     job->uses_sync = uses_sync;
 }
 
+/* ALLOY_COMPILE_CHECK=<backend> (e.g. cuda): every new specialisation is
+ * also compiled for that backend's target, without a device, and a failure
+ * fails the launch. CI uses it to compile every test kernel with NVRTC on a
+ * machine without a GPU. */
+static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inputs,
+                                  const alloy_launch *l) {
+    const char *name = getenv("ALLOY_COMPILE_CHECK");
+    if (!name || !*name) return ALLOY_OK;
+    const alloy_backend *b = alloy_backend_named(name);
+    if (!b || !b->compile_check)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "ALLOY_COMPILE_CHECK=%s: no backend of that name can compile without a "
+                           "device", name);
+    alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
+    alloy_codegen_output out[k->n_outputs];
+    for (int i = 0; i < k->n_inputs; i++)
+        in[i] = (alloy_codegen_input){k->input_names[i], inputs[i]->dtype, inputs[i]->ndim == 0};
+    for (int i = 0; i < k->n_outputs; i++)
+        out[i] = (alloy_codegen_output){k->output_names[i], l->outputs[i].dtype};
+    alloy_codegen_request req = {b->target, k->name, k->source, k->header, k->n_inputs, in,
+                                 k->n_outputs, out, k->atomic_outputs, l->n_templates, l->templates};
+    alloy_codegen_result res;
+    memset(&res, 0, sizeof res);
+    alloy_status st = alloy_codegen(&req, &res);
+    if (st != ALLOY_OK) return st;
+    char hash[65];
+    alloy_sha256_hex(res.source, strlen(res.source), hash);
+    alloy_compile_job job = {k->name, res.source, hash, res.uses_sync};
+    char *log = NULL;
+    st = b->compile_check(&job, &log);
+    if (st == ALLOY_ERROR_COMPILE)
+        alloy_error_with_text(st, log ? log : "", "kernel '%s' failed the %s compile check "
+                              "(ALLOY_COMPILE_CHECK=%s); the compiler said:\n", k->name, b->name, name);
+    free(log);
+    alloy_codegen_result_clear(&res);
+    return st;
+}
+
 /* Finds or builds the specialisation for these inputs and launch.
  * *origin: 1 memory, 2 disk, 0 compiled now (for alloy_kernel_compile). */
 static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
@@ -339,6 +377,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     make_job(k, dev, res.source, res.uses_sync, hash, &job);
     void *program = NULL;
     st = alloy_program_cache_get(dev, &job, &program, origin, log);
+    if (st == ALLOY_OK) st = compile_check(k, inputs, l);
     if (st != ALLOY_OK) {
         free(key);
         alloy_codegen_result_clear(&res);
@@ -484,7 +523,8 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
         st = alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': built %d arguments for %d slots", k->name,
                          n, spec->n_slots);
     if (st == ALLOY_OK && l->grid[0] && l->grid[1] && l->grid[2]) {
-        alloy_launch_args la = {.kernel_name = k->name, .n_args = n, .args = args};
+        alloy_launch_args la = {.kernel_name = k->name, .n_args = n, .args = args,
+                                .threadgroup_memory = l->threadgroup_memory};
         memcpy(la.grid, l->grid, sizeof la.grid);
         memcpy(la.threadgroup, tg, sizeof la.threadgroup);
         st = dev->backend->launch(dev, spec->program, &la, stream);

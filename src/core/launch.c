@@ -153,6 +153,15 @@ alloy_status alloy_launch_set_verbose(alloy_launch *l, int verbose) {
     return ALLOY_OK;
 }
 
+alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *l, size_t bytes) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    if (bytes > ((size_t)1 << 30))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "threadgroup memory of %zu bytes is not plausible (at most 1 GiB)", bytes);
+    l->threadgroup_memory = bytes;
+    return ALLOY_OK;
+}
+
 static alloy_status add_template(alloy_launch *l, const char *name, alloy_template_kind kind,
                                  int64_t iv, alloy_dtype dv) {
     if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");

@@ -19,6 +19,7 @@ struct alloy_launch {
     int has_init;
     double init_value;
     int verbose;
+    size_t threadgroup_memory;
     alloy_template_arg *templates;
     int n_templates, cap_templates;
 };

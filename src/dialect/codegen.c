@@ -34,6 +34,8 @@ typedef struct emitter {
     /* the value of a thread attribute, by name */
     const char *(*attribute_expr)(const char *name);
     void (*entry_points)(alloy_strbuf *sb, int uses_sync);
+    /* the launch's dynamic threadgroup memory (`alloy_threadgroup_memory`) */
+    const char *threadgroup_memory_expr;
 } emitter;
 
 /* ---- CPU ----------------------------------------------------------------- */
@@ -119,7 +121,8 @@ static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
 }
 
 static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_attribute_locals,
-                                    cpu_attribute_expr, cpu_entry_points};
+                                    cpu_attribute_expr, cpu_entry_points,
+                                    "(unsigned char*)alloy_g->tg_memory"};
 
 /* ---- common -------------------------------------------------------------- */
 
@@ -312,6 +315,9 @@ static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions 
                         alloy_attribute_is_vector(a) ? "uint3" : "uint", name,
                         em->attribute_expr(name));
     }
+    if (mentioned(m, "alloy_threadgroup_memory"))
+        alloy_sb_printf(sb, "  [[maybe_unused]] unsigned char* alloy_threadgroup_memory = %s;\n",
+                        em->threadgroup_memory_expr);
 }
 
 static void emit_templates(alloy_strbuf *sb, const alloy_codegen_request *req) {

@@ -21,7 +21,7 @@
 #ifndef ALLOY_CPU_ABI_H
 #define ALLOY_CPU_ABI_H
 
-#define ALLOY_CPU_ABI_VERSION 1u
+#define ALLOY_CPU_ABI_VERSION 2u
 #define ALLOY_CPU_SIMD_WIDTH 32u
 #define ALLOY_CPU_SIMD_SLOT 64u /* bytes per lane in a SIMD exchange */
 
@@ -64,6 +64,7 @@ typedef struct alloy_cpu_group {
     unsigned group_id[3];   /* threadgroup_position_in_grid */
     unsigned size[3];       /* threads_per_threadgroup: actual size (edges partial) */
     alloy_cpu_sched *sched; /* fiber scheduler; NULL in loop mode */
+    void *tg_memory;        /* the launch's dynamic threadgroup memory (per worker) */
 } alloy_cpu_group;
 
 #ifdef __cplusplus

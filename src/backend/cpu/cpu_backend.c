@@ -10,6 +10,7 @@
  * the process, and kernel code may be running on other threads. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,33 @@ static void cpu_stream_destroy(alloy_device *dev, void *impl) { (void)dev, (void
 static alloy_status cpu_stream_sync(alloy_device *dev, void *impl) {
     (void)dev, (void)impl;
     return ALLOY_OK; /* launches and copies finished before they returned */
+}
+
+static alloy_status cpu_stream_wrap(alloy_device *dev, void *native, void **impl) {
+    (void)native;
+    return cpu_stream_create(dev, impl);
+}
+
+static void *cpu_stream_native(alloy_device *dev, void *impl) {
+    (void)dev, (void)impl;
+    return NULL;
+}
+
+static alloy_status cpu_stream_wait(alloy_device *dev, void *waiter, void *signaller) {
+    (void)dev, (void)waiter, (void)signaller;
+    return ALLOY_OK; /* work is finished when its call returns */
+}
+
+static alloy_status cpu_mem_fill(alloy_device *dev, void *dst, size_t count, const void *pattern,
+                                 size_t elem_size, alloy_stream *stream) {
+    (void)dev, (void)stream;
+    unsigned char *d = dst;
+    if (elem_size == 1) {
+        memset(d, *(const unsigned char *)pattern, count);
+        return ALLOY_OK;
+    }
+    for (size_t i = 0; i < count; i++) memcpy(d + i * elem_size, pattern, elem_size);
+    return ALLOY_OK;
 }
 
 /* ---- compile and load --------------------------------------------------- */
@@ -277,6 +305,7 @@ static char *cpu_program_report(alloy_device *dev, void *program) {
 
 typedef struct cpu_launch_ctx {
     alloy_cpu_launch l;
+    size_t tg_memory; /* dynamic threadgroup memory bytes per group */
     const cpu_program *prog;
     const char *kernel_name;
     atomic_int failed;
@@ -298,10 +327,48 @@ static void group_at(const alloy_cpu_launch *l, size_t index, alloy_cpu_group *g
     }
 }
 
+/* Each worker's dynamic threadgroup memory, grown on demand, kept for the
+ * thread's life (freed by the key's destructor when the thread exits). */
+static pthread_key_t tg_memory_key;
+static pthread_once_t tg_memory_once = PTHREAD_ONCE_INIT;
+typedef struct { void *p; size_t n; } tg_block;
+static void tg_memory_free(void *b) {
+    free(((tg_block *)b)->p);
+    free(b);
+}
+static void tg_memory_init(void) { pthread_key_create(&tg_memory_key, tg_memory_free); }
+
+static void *worker_tg_memory(size_t bytes) {
+    pthread_once(&tg_memory_once, tg_memory_init);
+    tg_block *b = pthread_getspecific(tg_memory_key);
+    if (!b) {
+        if (!(b = calloc(1, sizeof *b))) return NULL;
+        pthread_setspecific(tg_memory_key, b);
+    }
+    if (b->n < bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes) != 0) return NULL;
+        free(b->p);
+        b->p = p;
+        b->n = bytes;
+    }
+    return b->p;
+}
+
 static int run_group_task(void *arg, size_t index) {
     cpu_launch_ctx *c = arg;
     alloy_cpu_group g;
     group_at(&c->l, index, &g);
+    g.tg_memory = NULL;
+    if (c->tg_memory && !(g.tg_memory = worker_tg_memory(c->tg_memory))) {
+        if (!atomic_exchange(&c->failed, 1)) {
+            c->status = ALLOY_ERROR_OUT_OF_MEMORY;
+            snprintf(c->msg, sizeof c->msg,
+                     "kernel '%s': out of memory for %zu bytes of threadgroup memory",
+                     c->kernel_name, c->tg_memory);
+        }
+        return 1;
+    }
     if (!c->prog->uses_sync) {
         c->prog->group_loop(&g);
         return 0;
@@ -357,6 +424,7 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
         n_threads *= args->grid[d];
     }
     c.prog = prog;
+    c.tg_memory = args->threadgroup_memory;
     c.kernel_name = args->kernel_name ? args->kernel_name : "?";
     atomic_init(&c.failed, 0);
     c.status = ALLOY_OK;
@@ -384,9 +452,13 @@ const alloy_backend alloy_cpu_backend = {
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .mem_copy = cpu_mem_copy,
+    .mem_fill = cpu_mem_fill,
     .stream_create = cpu_stream_create,
+    .stream_wrap = cpu_stream_wrap,
     .stream_destroy = cpu_stream_destroy,
     .stream_sync = cpu_stream_sync,
+    .stream_native = cpu_stream_native,
+    .stream_wait = cpu_stream_wait,
     .compile = cpu_compile,
     .program_report = cpu_program_report,
     .launch = cpu_launch,

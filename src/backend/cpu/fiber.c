@@ -19,6 +19,26 @@
 /* The trampoline lives in the assembly below; its address is only taken. */
 void alloy_fiber_trampoline(void);
 
+/* AddressSanitizer keeps "shadow" poison for the redzones of the frames of
+ * instrumented functions. A fiber that is abandoned or switched away from for
+ * good never returns from its frames, so their poison stays on its stack (and
+ * on the address range after munmap). A fresh context, and a freed stack,
+ * have nothing live on them: clear the poison, or ASan reports the next write
+ * there (the initial frame below, or anything later mapped at that address). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ALLOY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALLOY_ASAN 1
+#endif
+#endif
+#ifdef ALLOY_ASAN
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+#define ASAN_FRESH(lo, hi) __asan_unpoison_memory_region((lo), (size_t)((char *)(hi) - (char *)(lo)))
+#else
+#define ASAN_FRESH(lo, hi) ((void)0)
+#endif
+
 #if defined(__x86_64__)
 
 #if defined(__CET__)
@@ -74,6 +94,7 @@ __asm__(
 void *alloy_fiber_make(const alloy_fiber_stack *st, void (*entry)(void *), void *arg) {
     uint32_t mxcsr = 0;
     uint16_t fpucw = 0;
+    ASAN_FRESH(st->lo, st->hi);
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(fpucw));
     /* After `ret` into the trampoline rsp = hi - 16 (16-byte aligned), so
@@ -148,6 +169,7 @@ __asm__(
 
 void *alloy_fiber_make(const alloy_fiber_stack *st, void (*entry)(void *), void *arg) {
     uint64_t fpcr;
+    ASAN_FRESH(st->lo, st->hi);
     __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
     uintptr_t hi = (uintptr_t)st->hi & ~(uintptr_t)15;
     uint64_t *sp = (uint64_t *)(hi - 176);
@@ -214,6 +236,9 @@ int alloy_fiber_stack_alloc(alloy_fiber_stack *st, size_t size) {
 }
 
 void alloy_fiber_stack_free(alloy_fiber_stack *st) {
-    if (st->map) munmap(st->map, st->map_len);
+    if (st->map) {
+        ASAN_FRESH(st->lo, st->hi);
+        munmap(st->map, st->map_len);
+    }
     memset(st, 0, sizeof *st);
 }
