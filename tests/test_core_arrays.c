@@ -10,6 +10,8 @@
  * conversion built on frexp/ldexp/rint (independent of the library's
  * bit-twiddling one). Tests that need host memory views use the "cpu" device;
  * the rest use the harness device (ALLOY_DEVICE or cpu). */
+#include <pthread.h>
+
 #include "harness.h"
 
 static alloy_device *cpu(void) {
@@ -413,6 +415,39 @@ static void test_wrap_deleter_runs_once(void) {
     CHECK(deleter_calls == 0);
 }
 
+/* Retain/free from several threads at once: the count never drops to zero
+ * early, and the deleter runs once, after the last free. */
+static void *retain_free_many(void *arg) {
+    alloy_array *a = arg;
+    for (int i = 0; i < 20000; i++) {
+        alloy_array_retain(a);
+        if (i % 7 == 0) alloy_array_retain(a), alloy_array_free(a);
+        alloy_array_free(a);
+    }
+    return NULL;
+}
+
+static void test_refcount_across_threads(void) {
+    int64_t n = 33;
+    float *buf = malloc((size_t)n * sizeof *buf);
+    alloy_array *a = NULL;
+    deleter_calls = 0;
+    CHECK_OK(alloy_array_wrap(cpu(), buf, ALLOY_FLOAT32, 1, &n, NULL, 0, counting_deleter, buf, &a));
+    if (!a) {
+        free(buf);
+        return;
+    }
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) CHECK(pthread_create(&t[i], NULL, retain_free_many, a) == 0);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    CHECK(deleter_calls == 0);
+    CHECK_OK(alloy_array_fill(a, 2.0)); /* still alive */
+    alloy_array_free(a);
+    CHECK(deleter_calls == 1);
+    CHECK(deleter_last_user == buf);
+    free(buf);
+}
+
 /* A wrapped strided view (every dtype): its metadata, copy_to_host gathering
  * vs a C loop, contiguous(), fill touching only the view's elements, and
  * copy_from_host scattering into it. */
@@ -714,6 +749,7 @@ int main(void) {
     RUN(test_scalar_every_dtype);
     RUN(test_rank_limits_and_bad_shapes);
     RUN(test_wrap_deleter_runs_once);
+    RUN(test_refcount_across_threads);
     RUN(test_strided_views);
     RUN(test_row_contiguity_rules);
     RUN(test_fill_every_dtype);

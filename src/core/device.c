@@ -119,7 +119,7 @@ static backend_slot *slot_named(const char *name, size_t len) {
 alloy_status alloy_device_get(const char *name, alloy_device **out) {
     if (!out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_device_get: out is NULL");
     pthread_once(&probe_once, probe_all);
-    if (!name || !*name || strcmp(name, "auto") == 0) {
+    if (!name || strcmp(name, "auto") == 0) {
         const char *env = getenv("ALLOY_DEVICE");
         if (env && *env && strcmp(env, "auto") != 0) return alloy_device_get(env, out);
         /* The best available: the first backend in order of preference that

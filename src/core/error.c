@@ -13,6 +13,19 @@
 static _Thread_local char *tl_message;
 static _Thread_local size_t tl_cap;
 
+/* A thread's message buffer is freed when the thread exits (a pthread key's
+ * destructor), so threads that come and go do not leak it. */
+static pthread_key_t message_key;
+static pthread_once_t message_key_once = PTHREAD_ONCE_INIT;
+
+static void free_message(void *p) {
+    free(p);
+    tl_message = NULL;
+    tl_cap = 0;
+}
+
+static void make_message_key(void) { pthread_key_create(&message_key, free_message); }
+
 const char *alloy_status_name(alloy_status status) {
     switch (status) {
     case ALLOY_OK: return "ALLOY_OK";
@@ -43,6 +56,8 @@ static void set_message(const char *prefix, size_t prefix_len, const char *text)
         if (!p) return; /* keep the old message rather than crash */
         tl_message = p;
         tl_cap = need;
+        pthread_once(&message_key_once, make_message_key);
+        pthread_setspecific(message_key, p);
     }
     memcpy(tl_message, prefix, prefix_len);
     if (tlen) memcpy(tl_message + prefix_len, text, tlen);

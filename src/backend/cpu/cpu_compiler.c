@@ -133,8 +133,13 @@ static void compiler_init(void) {
         strncat(flag_text, flags[i], sizeof flag_text - strlen(flag_text) - 2);
         strcat(flag_text, " ");
     }
-    snprintf(cc.identity, sizeof cc.identity, "%s | %s | %s | %s", cc.command,
-             cc.have_version ? cc.version : "(not found)", alloy_cpu_arch(), flag_text);
+    /* Built with the string buffer: the parts may exceed any fixed size. */
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+    alloy_sb_printf(&sb, "%s | %s | %s | %s", cc.command,
+                    cc.have_version ? cc.version : "(not found)", alloy_cpu_arch(), flag_text);
+    snprintf(cc.identity, sizeof cc.identity, "%s", sb.data ? sb.data : "");
+    alloy_sb_free(&sb);
 }
 
 const char *alloy_cpu_compiler_command(void) {
