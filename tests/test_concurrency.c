@@ -67,8 +67,9 @@ static uint64_t wrand(worker *w) {
     return w->rng * 2685821657736338717ull;
 }
 
-/* Starts NTHREADS workers on fn (they meet at start_line first if `barrier`),
- * joins them and turns their failures into harness failures. */
+/* Starts NTHREADS workers on fn (each waits at start_line before its first
+ * launch, so they all start together), joins them and turns their failures
+ * into harness failures. */
 static void run_workers(void *(*fn)(void *), void *arg, worker *ws) {
     pthread_t th[NTHREADS];
     uint64_t seed = harness_rand_u64();
@@ -96,9 +97,10 @@ static void run_workers(void *(*fn)(void *), void *arg, worker *ws) {
                   ws[t].first);
 }
 
-/* One 1-D launch of k on `in` (NULL-terminated list of up to 2 inputs),
- * output of n elements of odt, copied to host_out. Optional bool and int
- * template arguments (name NULL: none). Returns 0, or -1 after wfail. */
+/* One 1-D launch of k on n_in inputs (at most 2): an output of n elements of
+ * odt (pre-filled with 77, so unwritten elements show), copied to host_out;
+ * an optional bool template argument (tbool NULL: none). Returns 0, or -1
+ * after wfail. */
 typedef struct one_launch {
     alloy_kernel *k;
     int n_in;

@@ -289,15 +289,19 @@ static int nocxx_child(void) {
     alloy_array *in = NULL, *out = NULL;
     alloy_array_from_host(dev, ALLOY_FLOAT32, 1, &n, x, &in);
     alloy_status st = alloy_kernel_apply(k, 1, &in, l, NULL, &out);
+    int rc = 0;
     if (st != ALLOY_ERROR_COMPILER_MISSING) {
         fprintf(stderr, "  child: %s: %s\n", alloy_status_name(st), alloy_last_error());
-        return 4;
-    }
-    if (!strstr(alloy_last_error(), "/nonexistent/c++")) {
+        rc = 4;
+    } else if (!strstr(alloy_last_error(), "/nonexistent/c++")) {
         fprintf(stderr, "  child: message does not name the compiler: %s\n", alloy_last_error());
-        return 5;
+        rc = 5;
     }
-    return 0;
+    alloy_array_free(in);
+    alloy_array_free(out);
+    alloy_launch_free(l);
+    alloy_kernel_free(k);
+    return rc;
 }
 
 static int run_child_env(const char *mode, const char *a1, const char *a2, const char *env_name,
@@ -388,18 +392,24 @@ static int cache_child(const char *dir, int want_from) {
         fprintf(stderr, "  child compile: %s\n", alloy_last_error());
         return 4;
     }
+    int rc = 0;
     if (alloy_kernel_apply(k, 1, &in, l, NULL, &out) != ALLOY_OK) {
         fprintf(stderr, "  child apply: %s\n", alloy_last_error());
-        return 5;
+        rc = 5;
+    } else {
+        alloy_array_copy_to_host(out, got, sizeof got);
+        for (int i = 0; i < 50; i++)
+            if (got[i] != x[i] * 3 + 1) rc = 6;
+        if (!rc && want_from >= 0 && from != want_from) {
+            fprintf(stderr, "  child: from_cache = %d, want %d\n", from, want_from);
+            rc = 7;
+        }
     }
-    alloy_array_copy_to_host(out, got, sizeof got);
-    for (int i = 0; i < 50; i++)
-        if (got[i] != x[i] * 3 + 1) return 6;
-    if (want_from >= 0 && from != want_from) {
-        fprintf(stderr, "  child: from_cache = %d, want %d\n", from, want_from);
-        return 7;
-    }
-    return 0;
+    alloy_array_free(in);
+    alloy_array_free(out);
+    alloy_launch_free(l);
+    alloy_kernel_free(k);
+    return rc;
 }
 
 static int run_child_env(const char *mode, const char *a1, const char *a2, const char *env_name,
