@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh — everything the GPU machine is for, in one call:
+# build, the whole test suite on CUDA, compute-sanitizer (memcheck, racecheck)
+# over the kernel tests, the benchmarks, and a summary table at the end.
+# Logs go under $OUT (the device tool brings that folder back).
+#   ALLOY_GPU_STEPS="build test sanitize bench" selects steps (default: all).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+STEPS=${ALLOY_GPU_STEPS:-build test sanitize bench}
+JOBS=${JOBS:-$(nproc)}
+export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
+summary=()
+note() { summary+=("$(printf '| %-28s | %s |' "$1" "$2")"); }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+note "device" "$(head -1 "$OUT/gpu.txt")"
+
+if has build; then
+    if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
+       cmake --build build-gpu -j "$JOBS" >> "$OUT/build.log" 2>&1; then
+        note "build" "ok"
+    else
+        note "build" "FAILED (build.log)"; tail -30 "$OUT/build.log"
+    fi
+    build-gpu/alloy info > "$OUT/info.txt" 2>&1; cat "$OUT/info.txt"
+fi
+
+if has test; then
+    ALLOY_DEVICE=cuda ctest --test-dir build-gpu -j 4 --timeout 600 --output-on-failure \
+        > "$OUT/tests-cuda.log" 2>&1
+    note "tests (ALLOY_DEVICE=cuda)" "$(grep -E 'tests passed|tests failed' "$OUT/tests-cuda.log" | tail -1)"
+    grep -E "^\s+[0-9]+ - " "$OUT/tests-cuda.log" | head -40
+fi
+
+if has sanitize; then
+    for tool in memcheck racecheck; do
+        fails=0; ran=0
+        for t in build-gpu/tests/test_seed_* build-gpu/tests/test_msl_* build-gpu/tests/test_cuda_kernels \
+                 build-gpu/tests/test_kernel_api; do
+            [ -x "$t" ] || continue
+            ran=$((ran + 1))
+            if ! ALLOY_DEVICE=cuda compute-sanitizer --tool "$tool" --error-exitcode 86 \
+                    --target-processes all "$t" >> "$OUT/sanitizer-$tool.log" 2>&1; then
+                fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer-$tool.log"
+            fi
+        done
+        note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"
+    done
+fi
+
+if has bench; then
+    for b in build-gpu/bench/bench_*; do
+        [ -x "$b" ] || continue
+        name=$(basename "$b")
+        if ALLOY_DEVICE=cuda "$b" > "$OUT/$name.txt" 2>&1; then note "$name" "ok ($name.txt)"
+        else note "$name" "FAILED ($name.txt)"; fi
+        cat "$OUT/$name.txt"
+    done
+fi
+
+echo
+echo "| step | result |"
+echo "|---|---|"
+printf '%s\n' "${summary[@]}"
