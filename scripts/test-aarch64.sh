@@ -17,5 +17,6 @@ cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 cmake --build "$dir" -j "$JOBS"
 echo "=== aarch64: test under qemu-user"
 ALLOY_CXX=aarch64-linux-gnu-g++ QEMU_LD_PREFIX=/usr/aarch64-linux-gnu \
+    ALLOY_TEST_LAUNCHER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
     -E "${ALLOY_AARCH64_EXCLUDE:-test_cli}"

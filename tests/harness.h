@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloy/alloy.h"
 
@@ -116,6 +117,27 @@ static inline double harness_uniform(double lo, double hi) {
 }
 static inline void harness_fill_f32(float *x, size_t n, double lo, double hi) {
     for (size_t i = 0; i < n; i++) x[i] = (float)harness_uniform(lo, hi);
+}
+
+/* Replaces the process with `path` (argv[0] included in argv), through the
+ * launcher in ALLOY_TEST_LAUNCHER when set (e.g. "qemu-aarch64 -L /usr/...",
+ * for tests of a cross build that start programs of that build). Returns
+ * only on failure. */
+static inline void harness_exec(const char *path, char *const argv[]) {
+    const char *launcher = getenv("ALLOY_TEST_LAUNCHER");
+    if (!launcher || !*launcher) {
+        execv(path, argv);
+        return;
+    }
+    char buf[1024];
+    char *args[64];
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", launcher);
+    for (char *tok = strtok(buf, " "); tok && n < 32; tok = strtok(NULL, " ")) args[n++] = tok;
+    args[n++] = (char *)path;
+    for (int i = 1; argv[i] && n < 63; i++) args[n++] = argv[i];
+    args[n] = NULL;
+    execvp(args[0], args);
 }
 
 /* The device tests run on: ALLOY_DEVICE (e.g. "cuda") or "cpu". */

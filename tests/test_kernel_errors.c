@@ -420,7 +420,8 @@ static int run_child_env(const char *mode, const char *a1, const char *a2, const
     if (pid == 0) {
         if (env_name) setenv(env_name, env_value, 1);
         if (!strcmp(mode, "--nocxx-child")) setenv("ALLOY_CACHE", "0", 1);
-        execl(argv0, argv0, mode, a1, a2, (char *)NULL);
+        char *child_argv[] = {(char *)argv0, (char *)mode, (char *)a1, (char *)a2, NULL};
+        harness_exec(argv0, child_argv);
         _exit(99);
     }
     int status = 0;
