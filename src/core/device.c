@@ -22,6 +22,7 @@ typedef struct backend_slot {
 } backend_slot;
 
 static backend_slot SLOTS[] = {
+    {&alloy_cuda_backend, ALLOY_OK, 0, "", {0}},
     {&alloy_cpu_backend, ALLOY_OK, 0, "", {0}},
 };
 #define N_SLOTS ((int)(sizeof SLOTS / sizeof SLOTS[0]))
@@ -148,8 +149,9 @@ alloy_status alloy_device_get(const char *name, alloy_device **out) {
         long v = strtol(colon + 1, &end, 10);
         if (!colon[1] || *end || v < 0 || v > 1000)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "bad device ordinal in '%s': use %.*s:N with N >= 0", name,
-                               (int)blen, name);
+                               "bad device ordinal in '%s': use %.*s:N with N >= 0 (valid names: "
+                               "cpu, cuda, cuda:N, auto)",
+                               name, (int)blen, name);
         ordinal = (int)v;
     }
     return open_device(s, ordinal, out);

@@ -14,7 +14,11 @@
  * `<in>_shape/_strides/_ndim` and the thread attributes. The argument slots
  * follow the order in dialect.h. The common part is target independent; a
  * target supplies an emitter (how arguments and attributes are reached, and
- * the entry points). Only the CPU emitter exists so far. */
+ * the entry points): the CPU's body function reads a slot array and is
+ * called by exported group/thread loops; the CUDA body is the
+ * `extern "C" __global__ void alloy_kernel(...)` itself, with one typed
+ * parameter per slot plus the launch info, and out-of-grid threads return
+ * before the body. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +31,11 @@
 
 typedef struct emitter {
     const char *target_name;
-    /* opens the body function; leaves `alloy_a` (the slot array) in scope */
-    void (*open_function)(alloy_strbuf *sb);
+    /* opens the function that holds the body (slots: see compute_slots) */
+    void (*open_function)(alloy_strbuf *sb, const alloy_codegen_request *req,
+                          const unsigned *slots);
+    /* declares the inputs and outputs under the names the body uses */
+    void (*arguments)(alloy_strbuf *sb, const alloy_codegen_request *req, const unsigned *slots);
     /* locals that the attribute expressions use (when any attribute is used) */
     void (*attribute_locals)(alloy_strbuf *sb);
     /* the value of a thread attribute, by name */
@@ -38,14 +45,56 @@ typedef struct emitter {
     const char *threadgroup_memory_expr;
 } emitter;
 
+static const char *type_name(alloy_dtype dt);
+
 /* ---- CPU ----------------------------------------------------------------- */
 
-static void cpu_open_function(alloy_strbuf *sb) {
+static void cpu_open_function(alloy_strbuf *sb, const alloy_codegen_request *req,
+                              const unsigned *slots) {
+    (void)req;
+    (void)slots;
     alloy_sb_append(sb,
                     "static inline __attribute__((always_inline)) void alloy_kernel_body("
                     "const alloy_cpu_group *alloy_g,\n"
                     "    unsigned alloy_lx, unsigned alloy_ly, unsigned alloy_lz) {\n"
                     "  [[maybe_unused]] void *const *alloy_a = alloy_g->launch->args;\n");
+}
+
+/* `alloy_a[k]` is the address of slot k's value (a buffer's data, a shape
+ * array, ...). */
+static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
+                          const unsigned *slots) {
+    int k = 0;
+    for (int i = 0; i < req->n_inputs; i++) {
+        const alloy_codegen_input *in = &req->inputs[i];
+        const char *t = type_name(in->dtype);
+        if (in->is_scalar) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *(const %s*)alloy_a[%d];\n", t,
+                            in->name, t, k++);
+            continue;
+        }
+        alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = (const %s*)alloy_a[%d];\n", t,
+                        in->name, t, k++);
+        if (slots[i] & ALLOY_SLOT_SHAPE)
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int* %s_shape = (const int*)alloy_a[%d];\n", in->name,
+                            k++);
+        if (slots[i] & ALLOY_SLOT_STRIDES)
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a[%d];\n",
+                            in->name, k++);
+        if (slots[i] & ALLOY_SLOT_NDIM)
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = *(const int*)alloy_a[%d];\n", in->name,
+                            k++);
+    }
+    for (int j = 0; j < req->n_outputs; j++) {
+        const alloy_codegen_output *o = &req->outputs[j];
+        const char *t = type_name(o->dtype);
+        if (req->atomic_outputs)
+            alloy_sb_printf(sb, "  [[maybe_unused]] atomic<%s>* %s = (atomic<%s>*)alloy_a[%d];\n",
+                            t, o->name, t, k++);
+        else
+            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = (%s*)alloy_a[%d];\n", t, o->name, t,
+                            k++);
+    }
 }
 
 static void cpu_attribute_locals(alloy_strbuf *sb) {
@@ -120,9 +169,137 @@ static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
         uses_sync ? 1 : 0);
 }
 
-static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_attribute_locals,
-                                    cpu_attribute_expr, cpu_entry_points,
+static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
+                                    cpu_attribute_locals, cpu_attribute_expr, cpu_entry_points,
                                     "(unsigned char*)alloy_g->tg_memory"};
+
+/* ---- CUDA ---------------------------------------------------------------- */
+
+/* The body is the kernel itself: one parameter per slot (dialect.h order),
+ * then the launch info. Buffers (0-d inputs too) are typed device pointers;
+ * shapes and strides come by value as __grid_constant__ structs (the body
+ * indexes them through a pointer without a local copy); ndim is an int. */
+static void cuda_open_function(alloy_strbuf *sb, const alloy_codegen_request *req,
+                               const unsigned *slots) {
+    int k = 0;
+    alloy_sb_append(sb, "extern \"C\" __global__ void ALLOY_CUDA_LAUNCH_BOUNDS alloy_kernel(\n");
+    for (int i = 0; i < req->n_inputs; i++) {
+        alloy_sb_printf(sb, "    const %s* alloy_a%d,\n", type_name(req->inputs[i].dtype), k++);
+        if (slots[i] & ALLOY_SLOT_SHAPE)
+            alloy_sb_printf(sb, "    const __grid_constant__ alloy_i32x8 alloy_a%d,\n", k++);
+        if (slots[i] & ALLOY_SLOT_STRIDES)
+            alloy_sb_printf(sb, "    const __grid_constant__ alloy_i64x8 alloy_a%d,\n", k++);
+        if (slots[i] & ALLOY_SLOT_NDIM) alloy_sb_printf(sb, "    int alloy_a%d,\n", k++);
+    }
+    for (int j = 0; j < req->n_outputs; j++)
+        alloy_sb_printf(sb, "    %s* alloy_a%d,\n", type_name(req->outputs[j].dtype), k++);
+    alloy_sb_append(
+        sb,
+        "    const alloy_launch_info alloy_info) {\n"
+        "  /* threads outside the grid never run the body (the SIMD functions see\n"
+        "     them as exited lanes; barriers count exited threads as arrived) */\n"
+        "  if ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x >= alloy_info.grid[0] ||\n"
+        "      (unsigned long long)blockIdx.y * blockDim.y + threadIdx.y >= alloy_info.grid[1] ||\n"
+        "      (unsigned long long)blockIdx.z * blockDim.z + threadIdx.z >= alloy_info.grid[2])\n"
+        "    return;\n");
+}
+
+static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
+                           const unsigned *slots) {
+    int k = 0;
+    for (int i = 0; i < req->n_inputs; i++) {
+        const alloy_codegen_input *in = &req->inputs[i];
+        const char *t = type_name(in->dtype);
+        if (in->is_scalar) {
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *alloy_a%d;\n", t, in->name, k++);
+            continue;
+        }
+        alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = alloy_a%d;\n", t, in->name, k++);
+        if (slots[i] & ALLOY_SLOT_SHAPE)
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int* %s_shape = alloy_a%d.v;\n", in->name,
+                            k++);
+        if (slots[i] & ALLOY_SLOT_STRIDES)
+            alloy_sb_printf(sb,
+                            "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a%d.v;\n",
+                            in->name, k++);
+        if (slots[i] & ALLOY_SLOT_NDIM)
+            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = alloy_a%d;\n", in->name, k++);
+    }
+    for (int j = 0; j < req->n_outputs; j++) {
+        const alloy_codegen_output *o = &req->outputs[j];
+        const char *t = type_name(o->dtype);
+        if (req->atomic_outputs)
+            alloy_sb_printf(sb, "  [[maybe_unused]] atomic<%s>* %s = (atomic<%s>*)alloy_a%d;\n", t,
+                            o->name, t, k++);
+        else
+            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = alloy_a%d;\n", t, o->name, k++);
+    }
+}
+
+/* The same formulas as the CPU's: alloy_sz is the actual size of this
+ * thread's group (partial at the grid's edges), alloy_L the linear index in
+ * it, alloy_Llast the linear index of its last thread + 1, alloy_T the
+ * dispatch size. */
+static void cuda_attribute_locals(alloy_strbuf *sb) {
+    alloy_sb_append(
+        sb,
+        "  [[maybe_unused]] const unsigned alloy_sz[3] = {\n"
+        "      alloy_info.grid[0] - blockIdx.x * blockDim.x < blockDim.x ? "
+        "alloy_info.grid[0] - blockIdx.x * blockDim.x : blockDim.x,\n"
+        "      alloy_info.grid[1] - blockIdx.y * blockDim.y < blockDim.y ? "
+        "alloy_info.grid[1] - blockIdx.y * blockDim.y : blockDim.y,\n"
+        "      alloy_info.grid[2] - blockIdx.z * blockDim.z < blockDim.z ? "
+        "alloy_info.grid[2] - blockIdx.z * blockDim.z : blockDim.z};\n"
+        "  [[maybe_unused]] const unsigned alloy_L = threadIdx.x + threadIdx.y * blockDim.x + "
+        "threadIdx.z * blockDim.x * blockDim.y;\n"
+        "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * blockDim.x * "
+        "blockDim.y + (alloy_sz[1] - 1u) * blockDim.x + alloy_sz[0];\n"
+        "  [[maybe_unused]] const unsigned alloy_T = blockDim.x * blockDim.y * blockDim.z;\n");
+}
+
+static const struct {
+    const char *name, *expr;
+} cuda_attributes[] = {
+    {"thread_position_in_grid",
+     "uint3(blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y, "
+     "blockIdx.z * blockDim.z + threadIdx.z)"},
+    {"thread_position_in_threadgroup", "uint3(threadIdx.x, threadIdx.y, threadIdx.z)"},
+    {"threadgroup_position_in_grid", "uint3(blockIdx.x, blockIdx.y, blockIdx.z)"},
+    {"threads_per_threadgroup", "uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2])"},
+    {"dispatch_threads_per_threadgroup", "uint3(blockDim.x, blockDim.y, blockDim.z)"},
+    {"threads_per_grid", "uint3(alloy_info.grid[0], alloy_info.grid[1], alloy_info.grid[2])"},
+    {"grid_size", "uint3(alloy_info.grid[0], alloy_info.grid[1], alloy_info.grid[2])"},
+    {"grid_origin", "uint3(0u, 0u, 0u)"},
+    {"threadgroups_per_grid", "uint3(gridDim.x, gridDim.y, gridDim.z)"},
+    {"thread_index_in_threadgroup", "alloy_L"},
+    {"thread_index_in_simdgroup", "alloy_L % 32u"},
+    {"simdgroup_index_in_threadgroup", "alloy_L / 32u"},
+    {"simdgroups_per_threadgroup", "(alloy_Llast + 31u) / 32u"},
+    {"dispatch_simdgroups_per_threadgroup", "(alloy_T + 31u) / 32u"},
+    {"threads_per_simdgroup", "32u"},
+    {"thread_execution_width", "32u"},
+    {"thread_index_in_quadgroup", "alloy_L % 4u"},
+    {"quadgroup_index_in_threadgroup", "alloy_L / 4u"},
+    {"quadgroups_per_threadgroup", "(alloy_Llast + 3u) / 4u"},
+    {"dispatch_quadgroups_per_threadgroup", "(alloy_T + 3u) / 4u"},
+};
+
+static const char *cuda_attribute_expr(const char *name) {
+    for (size_t i = 0; i < sizeof cuda_attributes / sizeof *cuda_attributes; i++)
+        if (strcmp(cuda_attributes[i].name, name) == 0) return cuda_attributes[i].expr;
+    return NULL;
+}
+
+/* The kernel is the body's function: nothing follows it. (Nothing may: a
+ * thread that returned from the body must exit, see cuda.h.) */
+static void cuda_entry_points(alloy_strbuf *sb, int uses_sync) {
+    (void)sb;
+    (void)uses_sync;
+}
+
+static const emitter cuda_emitter = {"CUDA", cuda_open_function, cuda_arguments,
+                                     cuda_attribute_locals, cuda_attribute_expr,
+                                     cuda_entry_points, "alloy_dyn_smem"};
 
 /* ---- common -------------------------------------------------------------- */
 
@@ -259,49 +436,23 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
     return ALLOY_OK;
 }
 
-static void emit_arguments(alloy_strbuf *sb, const alloy_codegen_request *req, const mentions *m,
-                           unsigned *slots, int *n_slots) {
+/* Which optional slots each input gets (by the identifiers mentioned), and
+ * the total number of slots. */
+static void compute_slots(const alloy_codegen_request *req, const mentions *m, unsigned *slots,
+                          int *n_slots) {
     int k = 0;
     for (int i = 0; i < req->n_inputs; i++) {
         const alloy_codegen_input *in = &req->inputs[i];
-        const char *t = type_name(in->dtype);
-        if (in->is_scalar) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *(const %s*)alloy_a[%d];\n", t,
-                            in->name, t, k++);
-            slots[i] = 0;
-            continue;
-        }
-        alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = (const %s*)alloy_a[%d];\n", t,
-                        in->name, t, k++);
         unsigned s = 0;
-        if (mentioned_suffix(m, in->name, "_shape")) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const int* %s_shape = (const int*)alloy_a[%d];\n", in->name,
-                            k++);
-            s |= ALLOY_SLOT_SHAPE;
-        }
-        if (mentioned_suffix(m, in->name, "_strides")) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a[%d];\n",
-                            in->name, k++);
-            s |= ALLOY_SLOT_STRIDES;
-        }
-        if (mentioned_suffix(m, in->name, "_ndim")) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = *(const int*)alloy_a[%d];\n", in->name,
-                            k++);
-            s |= ALLOY_SLOT_NDIM;
+        if (!in->is_scalar) { /* a 0-d input never gets shape slots */
+            if (mentioned_suffix(m, in->name, "_shape")) s |= ALLOY_SLOT_SHAPE;
+            if (mentioned_suffix(m, in->name, "_strides")) s |= ALLOY_SLOT_STRIDES;
+            if (mentioned_suffix(m, in->name, "_ndim")) s |= ALLOY_SLOT_NDIM;
         }
         slots[i] = s;
+        k += 1 + (s & 1u) + ((s >> 1) & 1u) + ((s >> 2) & 1u); /* data, then each slot */
     }
-    for (int j = 0; j < req->n_outputs; j++) {
-        const alloy_codegen_output *o = &req->outputs[j];
-        const char *t = type_name(o->dtype);
-        if (req->atomic_outputs)
-            alloy_sb_printf(sb, "  [[maybe_unused]] atomic<%s>* %s = (atomic<%s>*)alloy_a[%d];\n",
-                            t, o->name, t, k++);
-        else
-            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = (%s*)alloy_a[%d];\n", t, o->name, t,
-                            k++);
-    }
-    *n_slots = k;
+    *n_slots = k + req->n_outputs;
 }
 
 static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions *m) {
@@ -359,8 +510,8 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
         em = &cpu_emitter;
         break;
     case ALLOY_TARGET_CUDA:
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
-                           "kernel '%s': code generation for CUDA is not implemented yet", kname);
+        em = &cuda_emitter;
+        break;
     default:
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel '%s': unknown codegen target %d",
                            kname, (int)req->target);
@@ -411,8 +562,9 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
 
     /* plumbing */
     int n_slots = 0;
-    em->open_function(&sb);
-    emit_arguments(&sb, req, &m, slots, &n_slots);
+    compute_slots(req, &m, slots, &n_slots);
+    em->open_function(&sb, req, slots);
+    em->arguments(&sb, req, slots);
     emit_attributes(&sb, em, &m);
     emit_templates(&sb, req);
 

@@ -2,8 +2,10 @@
  *
  * The CPU prelude is the CPU ABI header (both sides of the dlopen boundary
  * must agree on it), the MSL definitions shared by all targets, and the CPU
- * specific part, in that order. The files are embedded into the library at
- * build time; the concatenation is built once, thread-safely. */
+ * specific part, in that order. The CUDA prelude is the CUDA values of the
+ * shared part's hooks, the shared part, and the CUDA specific part. The files
+ * are embedded into the library at build time; each concatenation is built
+ * once, thread-safely. */
 #include <pthread.h>
 #include <string.h>
 
@@ -15,19 +17,27 @@ static const char *const cpu_files[] = {
     "src/backend/cpu/cpu_abi.h",
     "src/dialect/prelude/common.h",
     "src/dialect/prelude/cpu.h",
+    NULL,
+};
+static const char *const cuda_files[] = {
+    "src/dialect/prelude/cuda_hooks.h",
+    "src/dialect/prelude/common.h",
+    "src/dialect/prelude/cuda.h",
+    NULL,
 };
 
-static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
-static char *cpu_prelude; /* lives until the process ends */
+static pthread_once_t cpu_once = PTHREAD_ONCE_INIT, cuda_once = PTHREAD_ONCE_INIT;
+static char *cpu_prelude, *cuda_prelude; /* live until the process ends */
 
-static void build_cpu_prelude(void) {
+/* The files concatenated, or NULL (a build without them, or no memory). */
+static char *concatenate(const char *const *files) {
     alloy_strbuf sb;
     alloy_sb_init(&sb);
-    for (size_t i = 0; i < sizeof cpu_files / sizeof *cpu_files; i++) {
-        const char *text = alloy_embedded(cpu_files[i]);
+    for (size_t i = 0; files[i]; i++) {
+        const char *text = alloy_embedded(files[i]);
         if (!text) {
             alloy_sb_free(&sb);
-            return; /* a build without the prelude: alloy_prelude reports NULL */
+            return NULL; /* a build without the prelude: alloy_prelude reports NULL */
         }
         alloy_sb_append(&sb, text);
         size_t n = strlen(text);
@@ -35,10 +45,13 @@ static void build_cpu_prelude(void) {
     }
     if (sb.failed) {
         alloy_sb_free(&sb);
-        return;
+        return NULL;
     }
-    cpu_prelude = alloy_sb_take(&sb);
+    return alloy_sb_take(&sb);
 }
+
+static void build_cpu_prelude(void) { cpu_prelude = concatenate(cpu_files); }
+static void build_cuda_prelude(void) { cuda_prelude = concatenate(cuda_files); }
 
 const char *alloy_prelude(alloy_codegen_target target) {
     switch (target) {
@@ -46,7 +59,9 @@ const char *alloy_prelude(alloy_codegen_target target) {
         pthread_once(&cpu_once, build_cpu_prelude);
         return cpu_prelude;
     case ALLOY_TARGET_CUDA:
+        pthread_once(&cuda_once, build_cuda_prelude);
+        return cuda_prelude;
     default:
-        return NULL; /* not written yet */
+        return NULL;
     }
 }

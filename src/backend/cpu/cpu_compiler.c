@@ -171,12 +171,17 @@ alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, 
     char *out = NULL;
     int status = 0;
     int err = run_capture(argv, &out, &status);
-    if (err != 0)
+    /* Exit status 127 with no output is how a failed exec shows where the
+     * spawn cannot report it directly (e.g. under qemu-user). */
+    if (!err && WIFEXITED(status) && WEXITSTATUS(status) == 127 && (!out || !*out)) err = ENOENT;
+    if (err != 0) {
+        free(out);
         return alloy_error(ALLOY_ERROR_COMPILER_MISSING,
                            "cannot run the C++ compiler '%s' (%s): the CPU backend compiles "
                            "kernels with it. Install g++ or clang++, or set ALLOY_CXX to a C++17 "
                            "compiler command",
                            cc.command, strerror(err));
+    }
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         free(out);
         return ALLOY_OK;
@@ -188,9 +193,6 @@ alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, 
     if (WIFSIGNALED(status))
         alloy_sb_printf(&sb, "\n(the compiler '%s' was killed by signal %d)\n", cc.command,
                         WTERMSIG(status));
-    else if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && sb.len == 0)
-        alloy_sb_printf(&sb, "(the compiler '%s' exited with status 127: not found?)\n",
-                        cc.command);
     *log = alloy_sb_take(&sb);
     return ALLOY_ERROR_COMPILE;
 }

@@ -93,6 +93,7 @@ typedef struct alloy_cuda_driver {
     CUresult (*cuDevicePrimaryCtxRelease_v2)(CUdevice dev);
     CUresult (*cuCtxSetCurrent)(CUcontext ctx);
     CUresult (*cuCtxGetCurrent)(CUcontext *pctx);
+    CUresult (*cuCtxSynchronize)(void);
     CUresult (*cuMemAlloc_v2)(CUdeviceptr *dptr, size_t bytesize);
     CUresult (*cuMemFree_v2)(CUdeviceptr dptr);
     CUresult (*cuMemGetInfo_v2)(size_t *free, size_t *total);

@@ -19,7 +19,7 @@ typedef struct cuda_allocator {
     size_t live_buckets;
     size_t live_count;
     cuda_block *free_small[64 * 4]; /* reusable blocks by size class */
-    cuda_block *free_large;         /* reusable blocks over ALLOY_CUDA_LARGE_BLOCK */
+    cuda_block *free_large;         /* reusable blocks over 64 MiB */
     cuda_block *pending;            /* freed, waiting for the streams' fences */
     size_t pending_bytes;
     cuda_block *spare_nodes;        /* recycled bookkeeping nodes */
@@ -51,6 +51,11 @@ typedef struct cuda_device {
     pthread_mutex_t streams_lock;
     cuda_stream *streams;   /* every live stream (created and wrapped) */
     int n_streams;
+    /* Fences of destroyed streams that had not completed yet (memory freed
+     * before may still wait on them); destroyed once complete. */
+    CUevent *retired;
+    int n_retired, cap_retired;
+    _Atomic(const char *) last_kernel; /* the last kernel launched on any stream */
 } cuda_device;
 
 struct cuda_stream {
@@ -122,8 +127,9 @@ alloy_status alloy_cuda_mem_copy(alloy_device *dev, void *dst, const void *src, 
                                  alloy_copy_kind kind, alloy_stream *stream);
 alloy_status alloy_cuda_mem_fill(alloy_device *dev, void *dst, size_t count, const void *pattern,
                                  size_t elem_size, alloy_stream *stream);
-/* Called with the streams lock held when the device goes back to one stream. */
-void alloy_cuda_allocator_streams_changed(cuda_device *d);
+/* Streams lock held: a stream left the device; its fence (recorded after
+ * its last work) is handed over. */
+void alloy_cuda_allocator_stream_gone(cuda_device *d, CUevent fence);
 
 /* cuda_stream.c */
 alloy_status alloy_cuda_stream_create(alloy_device *dev, void **impl);
@@ -134,6 +140,9 @@ void *alloy_cuda_stream_native(alloy_device *dev, void *impl);
 alloy_status alloy_cuda_stream_wait(alloy_device *dev, void *waiter, void *signaller);
 /* Synchronises one stream; a failure names the last kernel launched on it. */
 alloy_status alloy_cuda_sync_one(cuda_stream *s);
+/* The error for a failed enqueue on s (copy, fill): a sticky fault from an
+ * earlier kernel names that kernel. */
+alloy_status alloy_cuda_enqueue_error(cuda_stream *s, CUresult r, const char *call, const char *what);
 /* Work was queued on s (after the enqueue call returned). */
 static inline void cuda_stream_mark(cuda_stream *s) {
     atomic_store_explicit(&s->dirty, 1, memory_order_relaxed);

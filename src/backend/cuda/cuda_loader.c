@@ -78,6 +78,7 @@ static void load_driver(void) {
     SYM(alloy_cu, lib, cuDevicePrimaryCtxRelease_v2, 1);
     SYM(alloy_cu, lib, cuCtxSetCurrent, 1);
     SYM(alloy_cu, lib, cuCtxGetCurrent, 1);
+    SYM(alloy_cu, lib, cuCtxSynchronize, 1);
     SYM(alloy_cu, lib, cuMemAlloc_v2, 1);
     SYM(alloy_cu, lib, cuMemFree_v2, 1);
     SYM(alloy_cu, lib, cuMemGetInfo_v2, 1);
@@ -111,7 +112,7 @@ static void load_driver(void) {
                  alloy_cuda_error_text(r, e, sizeof e));
         return; /* keep the library: the table is complete, only unusable */
     }
-    driver_ok = 1;
+    __atomic_store_n(&driver_ok, 1, __ATOMIC_RELEASE);
     return;
 fail:
     snprintf(driver_why, sizeof driver_why,
@@ -166,7 +167,15 @@ fail:
 }
 
 static void load_nvrtc(void) {
-    static const char *const NAMES[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+    /* Newest first, except under a CUDA 12 driver, which cannot load what
+     * NVRTC 13 produces: then NVRTC 12 first. */
+    static const char *const NEWEST[] = {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"};
+    static const char *const FOR12[] = {"libnvrtc.so.12", "libnvrtc.so", "libnvrtc.so.13"};
+    int drv = 0;
+    if (__atomic_load_n(&driver_ok, __ATOMIC_ACQUIRE) &&
+        alloy_cu.cuDriverGetVersion(&drv) != ALLOY_CUDA_SUCCESS)
+        drv = 0;
+    const char *const *NAMES = drv && drv < 13000 ? FOR12 : NEWEST;
     const char *env_dirs[2] = {getenv("CUDA_HOME"), getenv("CUDA_PATH")};
     char dirs[3][PATH_MAX];
     int n_dirs = 0;
@@ -181,7 +190,7 @@ static void load_nvrtc(void) {
     const char *lib_dir = NULL;
     for (int d = 0; d <= n_dirs && !lib; d++)
         for (int k = 0; k < 3 && !lib; k++) {
-            if (d < n_dirs) snprintf(path, sizeof path, "%s/%s", dirs[d], NAMES[k]);
+            if (d < n_dirs) snprintf(path, sizeof path, "%.4000s/%s", dirs[d], NAMES[k]);
             else snprintf(path, sizeof path, "%s", NAMES[k]);
             if (d < n_dirs && !file_exists(path)) {
                 alloy_sb_printf(&tried, "\n  %s: no such file", path);
@@ -219,7 +228,7 @@ static void load_nvrtc(void) {
     if (dladdr(fn_addr, &info) && info.dli_fname)
         snprintf(nvrtc_path, sizeof nvrtc_path, "%s", info.dli_fname);
     else
-        snprintf(nvrtc_path, sizeof nvrtc_path, "%s", path);
+        snprintf(nvrtc_path, sizeof nvrtc_path, "%.4000s", path);
     if (lib_dir) include_dir_from_lib_dir(lib_dir);
     if (!include_dir[0]) {
         char dir[PATH_MAX];
@@ -239,7 +248,7 @@ static void load_nvrtc(void) {
 
     int major = 0, minor = 0;
     if (alloy_nvrtc_api.nvrtcVersion(&major, &minor) != ALLOY_NVRTC_SUCCESS) {
-        snprintf(nvrtc_why, sizeof nvrtc_why, "%s: nvrtcVersion failed", nvrtc_path);
+        snprintf(nvrtc_why, sizeof nvrtc_why, "%.1900s: nvrtcVersion failed", nvrtc_path);
         memset(&alloy_nvrtc_api, 0, sizeof alloy_nvrtc_api);
         return;
     }

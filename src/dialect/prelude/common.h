@@ -17,6 +17,8 @@
  *   ALLOY_POPC32/64 ALLOY_CLZ32/64 ALLOY_CTZ32/64  bit counting (nonzero
  *                       arguments only for clz/ctz; __builtin_*; CUDA __popc..)
  *   ALLOY_INFF ALLOY_NANF ALLOY_INF ALLOY_NAN  constant Inf/NaN
+ *   ALLOY_F2H ALLOY_H2F ALLOY_F2BF ALLOY_BF2F  float <-> half/bfloat bits
+ *                       (the portable alloy_f2h ... below)
  * Under NVRTC, CUDA's predeclared vector structs (float4, ...) keep their
  * names: the MSL names are macros for alloy_float4 etc. there (checked with
  * NVRTC 13, with and without --device-as-default-execution-space).
@@ -225,6 +227,21 @@ ALLOY_FN ushort alloy_f2bf(float f) {
 }
 ALLOY_FN float alloy_bf2f(ushort b) { return alloy_bitsf((unsigned)b << 16); }
 
+/* The conversions half and bfloat use (a backend may predefine hardware
+ * ones with the same results, e.g. CUDA's cvt instructions). */
+#ifndef ALLOY_F2H
+#define ALLOY_F2H alloy_f2h
+#endif
+#ifndef ALLOY_H2F
+#define ALLOY_H2F alloy_h2f
+#endif
+#ifndef ALLOY_F2BF
+#define ALLOY_F2BF alloy_f2bf
+#endif
+#ifndef ALLOY_BF2F
+#define ALLOY_BF2F alloy_bf2f
+#endif
+
 /* double -> float rounding to odd (sticky last bit), so that a second
  * rounding to half/bfloat is correctly rounded from the double. */
 ALLOY_FN float alloy_d2f_odd(double d) {
@@ -305,12 +322,12 @@ template <int K> struct alloy_fp16 {
 
     alloy_fp16() = default;
     constexpr alloy_fp16(alloy_bits_tag, ushort b) : alloy_bits(b) {}
-    ALLOY_FN alloy_fp16(float f) : alloy_bits(K == 0 ? alloy_f2h(f) : alloy_f2bf(f)) {}
+    ALLOY_FN alloy_fp16(float f) : alloy_bits(K == 0 ? ALLOY_F2H(f) : ALLOY_F2BF(f)) {}
     ALLOY_FN explicit alloy_fp16(double d) : alloy_fp16(alloy_d2f_odd(d)) {}
     template <class I, alloy_if<alloy_is_int<I>::value> = 0>
     ALLOY_FN explicit alloy_fp16(I i) : alloy_fp16(alloy_d2f_odd((double)i)) {}
     ALLOY_FN explicit alloy_fp16(alloy_fp16<1 - K> o) : alloy_fp16(float(o)) {}
-    ALLOY_FN operator float() const { return K == 0 ? alloy_h2f(alloy_bits) : alloy_bf2f(alloy_bits); }
+    ALLOY_FN operator float() const { return K == 0 ? ALLOY_H2F(alloy_bits) : ALLOY_BF2F(alloy_bits); }
     static constexpr alloy_fp16 alloy_from_bits(ushort b) { return alloy_fp16(alloy_bits_tag(), b); }
 
     ALLOY_FP16_ARITH(+)
