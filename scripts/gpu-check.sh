@@ -52,13 +52,23 @@ if has sanitize; then
 fi
 
 if has bench; then
-    for b in build-gpu/bench/bench_*; do
+    for name in bench_cuda_runtime bench_examples; do
+        b=build-gpu/bench/$name
         [ -x "$b" ] || continue
-        name=$(basename "$b")
         if ALLOY_DEVICE=cuda "$b" > "$OUT/$name.txt" 2>&1; then note "$name" "ok ($name.txt)"
         else note "$name" "FAILED ($name.txt)"; fi
         cat "$OUT/$name.txt"
     done
+    # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
+    if python3 bench/peer_cublas.py > "$OUT/peer_cublas.txt" 2>&1; then
+        cat "$OUT/peer_cublas.txt"
+        g=$(awk '/^GEMM_MS/ {print $2}' "$OUT/bench_cuda_runtime.txt")
+        c=$(awk '/^CUBLAS_MS/ {print $2}' "$OUT/peer_cublas.txt")
+        [ -n "$g" ] && [ -n "$c" ] &&
+            note "gemm_av / cuBLAS SGEMM 4096^3" "$(awk -v g="$g" -v c="$c" 'BEGIN {printf "%.3f (alloy %.2f ms, cuBLAS %.2f ms)", c / g, g, c}')"
+    else
+        note "cuBLAS peer" "unavailable (peer_cublas.txt)"
+    fi
 fi
 
 echo

@@ -25,6 +25,25 @@ static inline alloy_device *ku_device(void) {
     return dev;
 }
 
+static inline void ku_release_array(void *a) { alloy_array_free((alloy_array *)a); }
+
+/* A view (shape, strides, offset in elements) of a device copy of `n_elems`
+ * elements of host memory: how tests build strided inputs on any device
+ * (wrapping host memory directly only works on the CPU). The view keeps the
+ * copy alive. */
+static inline alloy_status ku_view_of_host(const void *buf, int64_t n_elems, alloy_dtype dt,
+                                           int ndim, const int64_t *shape,
+                                           const int64_t *strides, int64_t offset,
+                                           alloy_array **out) {
+    alloy_array *base = NULL;
+    alloy_status st = alloy_array_from_host(ku_device(), dt, 1, &n_elems, buf, &base);
+    if (st != ALLOY_OK) return st;
+    st = alloy_array_wrap(ku_device(), alloy_array_data(base), dt, ndim, shape, strides, offset,
+                          ku_release_array, base, out);
+    if (st != ALLOY_OK) alloy_array_free(base);
+    return st;
+}
+
 /* A 1-D array holding a copy of n elements of host data (NULL on failure,
  * after a recorded check failure). */
 static inline alloy_array *ku_array(alloy_dtype dtype, int64_t n, const void *data) {

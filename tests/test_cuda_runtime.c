@@ -710,11 +710,8 @@ static void test_wrap_external_streams(void) {
         alloy_stream_free(E);
         CHECK(destroy(ext) == 0);
         release(dev);
-        /* A bogus handle is refused. */
-        alloy_stream *bogus = NULL;
-        int not_a_stream = 0;
-        alloy_status st = alloy_stream_wrap(DEV, &not_a_stream, &bogus);
-        if (st == ALLOY_OK) alloy_stream_free(bogus); /* drivers may not detect it: tolerated */
+        /* (A pointer that is not a stream cannot be checked: the driver
+         * dereferences it. The API documents that the handle must be valid.) */
     }
     dlclose(lib);
 }

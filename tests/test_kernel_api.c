@@ -520,8 +520,7 @@ static void test_row_contiguous(void) {
     for (int i = 0; i < 24; i++) raw[i] = buf[i];
     for (int mode = 0; mode < 3; mode++) {
         alloy_array *v = NULL;
-        CHECK_OK(alloy_array_wrap(ku_device(), buf, ALLOY_FLOAT32, 2, shape, strides, 0, NULL,
-                                  NULL, &v));
+        CHECK_OK(ku_view_of_host(buf, 24, ALLOY_FLOAT32, 2, shape, strides, 0, &v));
         if (!v) return;
         CHECK(!alloy_array_is_row_contiguous(v));
         ku_spec s;
@@ -555,7 +554,7 @@ static void test_row_contiguous(void) {
     /* an offset view, row-contiguous after the offset: passed with the offset */
     alloy_array *v = NULL;
     int64_t n = 10;
-    CHECK_OK(alloy_array_wrap(ku_device(), buf, ALLOY_FLOAT32, 1, &n, NULL, 5, NULL, NULL, &v));
+    CHECK_OK(ku_view_of_host(buf, 24, ALLOY_FLOAT32, 1, &n, NULL, 5, &v));
     float got[10];
     ku_spec s;
     memset(&s, 0, sizeof s);

@@ -111,6 +111,70 @@ static void test_memcpy(void) {
     seed_kernel_free(&sk);
 }
 
+/* The bandwidth variants: 4 floats (16 bytes) per thread, with element-wise
+ * fallbacks for the tail and for unaligned views (an offset of one element
+ * keeps a view row-contiguous, so it reaches the kernel unaligned). */
+static void test_soft_cap_vec4(void) {
+    alloy_device *dev = harness_device();
+    seed_kernel sk;
+    if (!seed_kernel_load("soft_cap_vec4.metal", &sk)) return;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int64_t n = sizes[s];
+        uint32_t g = (uint32_t)((n + 3) / 4);
+        run_soft_cap(dev, &sk, 1, &n, 2.5, g, 256);
+        run_soft_cap(dev, &sk, 1, &n, 15.0, seed_round_up(g, 64), 64);
+    }
+    int64_t shape2[2] = {7, 33};
+    run_soft_cap(dev, &sk, 2, shape2, 30.0, (7 * 33 + 3) / 4, 64);
+    /* unaligned: a view starting one float into a buffer */
+    int64_t n = 1001, nb = 1002;
+    float *x = malloc(sizeof(float) * (size_t)nb);
+    harness_fill_f32(x, (size_t)nb, -40, 40);
+    alloy_array *base = seed_array(dev, ALLOY_FLOAT32, 1, &nb, x), *view = NULL, *cap = NULL, *out = NULL;
+    if (base) CHECK_OK(alloy_array_wrap(dev, alloy_array_data(base), ALLOY_FLOAT32, 1, &n, NULL, 1,
+                                        NULL, NULL, &view));
+    CHECK_OK(alloy_array_scalar(dev, ALLOY_FLOAT32, 5.0, &cap));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output(l, 1, &n, ALLOY_FLOAT32));
+    CHECK_OK(alloy_launch_set_init_value(l, NAN));
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((n + 3) / 4), 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 128, 1, 1));
+    alloy_array *in[2] = {view, cap};
+    if (view) CHECK_OK(alloy_kernel_apply(sk.kernel, 2, in, l, NULL, &out));
+    float *got = seed_host(out);
+    if (got) {
+        double *ref = malloc(sizeof(double) * (size_t)n);
+        ref_soft_cap(x + 1, (size_t)n, 5.0, ref);
+        CHECK(seed_unwritten(got, ref, (size_t)n) == 0);
+        seed_check_tol("soft_cap_vec4 unaligned", got, ref, (size_t)n, 1e-6, 1e-5);
+        free(ref);
+    }
+    free(got);
+    alloy_array_free(out);
+    alloy_array_free(cap);
+    alloy_array_free(view);
+    alloy_array_free(base);
+    alloy_launch_free(l);
+    free(x);
+    seed_kernel_free(&sk);
+}
+
+static void test_memcpy_vec4(void) {
+    alloy_device *dev = harness_device();
+    seed_kernel sk;
+    if (!seed_kernel_load("memcpy_vec4.metal", &sk)) return;
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int64_t n = sizes[s];
+        run_memcpy(dev, &sk, ALLOY_FLOAT32, 1, &n, (uint32_t)((n * 4 + 15) / 16));
+        run_memcpy(dev, &sk, ALLOY_UINT8, 1, &n, seed_round_up((uint32_t)((n + 15) / 16), 256));
+    }
+    int64_t shape3[3] = {3, 11, 5};
+    run_memcpy(dev, &sk, ALLOY_INT16, 3, shape3, (3 * 11 * 5 * 2 + 15) / 16);
+    run_memcpy(dev, &sk, ALLOY_FLOAT64, 3, shape3, 1024);
+    seed_kernel_free(&sk);
+}
+
 /* exp with T = float32. Tolerance: expf is within a few ulp in libm, CUDA
  * and Metal's precise mode; for |x| <= 30 the rounding of x itself is exact
  * (x is the given float). rtol 1e-5 (~80 ulp) leaves room for a relaxed exp. */
@@ -203,6 +267,8 @@ int main(void) {
     harness_seed();
     RUN(test_soft_cap);
     RUN(test_memcpy);
+    RUN(test_soft_cap_vec4);
+    RUN(test_memcpy_vec4);
     RUN(test_exp);
     return harness_finish();
 }

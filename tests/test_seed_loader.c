@@ -130,6 +130,7 @@ static void test_all_examples_construct(void) {
         int n_in, n_out;
     } files[] = {
         {"soft_cap.metal", "soft_cap", 2, 1},       {"memcpy.metal", "memcpy", 1, 1},
+        {"soft_cap_vec4.metal", "soft_cap_vec4", 2, 1}, {"memcpy_vec4.metal", "memcpy_vec4", 1, 1},
         {"exp.metal", "myexp", 1, 1},               {"depthwise3.metal", "depthwise3", 3, 1},
         {"qr_col_dot.metal", "qr_col_dot", 2, 1},   {"qr_col_dot_simd.metal", "qr_col_dot_simd", 2, 1},
         {"qr_update_vec.metal", "qr_update_vec", 3, 1}, {"gemm_av.metal", "gemm_av", 2, 1},

@@ -48,7 +48,9 @@ void alloy_stream_free(alloy_stream *stream); /* no-op on a default stream */
 /* Wraps a stream created elsewhere: on CUDA a CUstream / cudaStream_t (for
  * example PyTorch's current stream); alloy never destroys it. NULL means the
  * device's legacy default stream. On the CPU any value gives an in-order
- * stream. Free the wrapper with alloy_stream_free. */
+ * stream. The handle must be a live stream of this device's primary context
+ * (a stream of another context is refused; a pointer that is not a stream
+ * at all cannot be detected). Free the wrapper with alloy_stream_free. */
 alloy_status alloy_stream_wrap(alloy_device *device, void *native, alloy_stream **out);
 
 /* The backend's handle (CUstream on CUDA, NULL on the CPU). */

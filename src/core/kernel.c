@@ -19,7 +19,8 @@
 #include "strbuf.h"
 
 typedef struct specialization {
-    char *key;
+    unsigned char *key;
+    size_t key_len;
     alloy_device *device;
     void *program;
     unsigned *input_slots;
@@ -245,21 +246,60 @@ static alloy_status clamp_threadgroup(const alloy_kernel *k, const alloy_launch 
 
 /* ---- specialisation ----------------------------------------------------- */
 
-static char *spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                      const alloy_launch *l) {
-    alloy_strbuf sb;
-    alloy_sb_init(&sb);
-    alloy_sb_printf(&sb, "%p|", (void *)dev);
-    for (int i = 0; i < k->n_inputs; i++)
-        alloy_sb_printf(&sb, "%d%s,", (int)inputs[i]->dtype, inputs[i]->ndim ? "" : "s");
-    alloy_sb_append(&sb, "|");
-    for (int i = 0; i < l->n_outputs; i++) alloy_sb_printf(&sb, "%d,", (int)l->outputs[i].dtype);
-    alloy_sb_append(&sb, "|");
+/* The specialisation key: raw bytes (device, input dtypes and 0-d flags,
+ * output dtypes, template arguments), built without formatting or
+ * allocation when it fits the caller's buffer — this runs on every launch. */
+typedef struct spec_keybuf {
+    unsigned char local[512];
+    unsigned char *data;
+    size_t len, cap;
+} spec_keybuf;
+
+static int key_put(spec_keybuf *b, const void *p, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = 2 * (b->len + n);
+        unsigned char *d = malloc(cap);
+        if (!d) return 0;
+        memcpy(d, b->data, b->len);
+        if (b->data != b->local) free(b->data);
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    return 1;
+}
+
+static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
+                    const alloy_launch *l, spec_keybuf *b) {
+    b->data = b->local;
+    b->len = 0;
+    b->cap = sizeof b->local;
+    int ok = key_put(b, &dev, sizeof dev);
+    for (int i = 0; i < k->n_inputs; i++) {
+        unsigned char c[2] = {(unsigned char)inputs[i]->dtype, inputs[i]->ndim == 0};
+        ok &= key_put(b, c, 2);
+    }
+    for (int i = 0; i < l->n_outputs; i++) {
+        unsigned char c = (unsigned char)l->outputs[i].dtype;
+        ok &= key_put(b, &c, 1);
+    }
     for (int i = 0; i < l->n_templates; i++) {
         const alloy_template_arg *t = &l->templates[i];
-        alloy_sb_printf(&sb, "%s=%d:%lld:%d,", t->name, (int)t->kind, (long long)t->ivalue, (int)t->dvalue);
+        ok &= key_put(b, t->name, strlen(t->name) + 1);
+        ok &= key_put(b, &t->kind, sizeof t->kind);
+        ok &= key_put(b, &t->ivalue, sizeof t->ivalue);
+        ok &= key_put(b, &t->dvalue, sizeof t->dvalue);
     }
-    return alloy_sb_take(&sb);
+    return ok;
+}
+
+static void key_release(spec_keybuf *b) {
+    if (b->data != b->local) free(b->data);
+}
+
+static int key_equal(const specialization *s, const spec_keybuf *b) {
+    return s->key_len == b->len && memcmp(s->key, b->data, b->len) == 0;
 }
 
 static alloy_status generate(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
@@ -352,13 +392,16 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
  * *origin: 1 memory, 2 disk, 0 compiled now (for alloy_kernel_compile). */
 static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
                              const alloy_launch *l, specialization **out, int *origin, char **log) {
-    char *key = spec_key(k, dev, inputs, l);
-    if (!key) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+    spec_keybuf key;
+    if (!spec_key(k, dev, inputs, l, &key)) {
+        key_release(&key);
+        return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+    }
     pthread_mutex_lock(&k->lock);
     for (specialization *s = k->specs; s; s = s->next)
-        if (strcmp(s->key, key) == 0) {
+        if (key_equal(s, &key)) {
             pthread_mutex_unlock(&k->lock);
-            free(key);
+            key_release(&key);
             *out = s;
             if (origin) *origin = 1;
             if (log) *log = NULL;
@@ -369,7 +412,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     alloy_codegen_result res;
     alloy_status st = generate(k, dev, inputs, l, &res);
     if (st != ALLOY_OK) {
-        free(key);
+        key_release(&key);
         return st;
     }
     char hash[65];
@@ -379,17 +422,23 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     st = alloy_program_cache_get(dev, &job, &program, origin, log);
     if (st == ALLOY_OK) st = compile_check(k, inputs, l);
     if (st != ALLOY_OK) {
-        free(key);
+        key_release(&key);
         alloy_codegen_result_clear(&res);
         return st;
     }
     specialization *s = calloc(1, sizeof *s);
-    if (!s) {
-        free(key);
+    unsigned char *stored = malloc(key.len);
+    if (!s || !stored) {
+        free(s);
+        free(stored);
+        key_release(&key);
         alloy_codegen_result_clear(&res);
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
-    s->key = key;
+    memcpy(stored, key.data, key.len);
+    s->key = stored;
+    s->key_len = key.len;
+    key_release(&key);
     s->device = dev;
     s->program = program;
     s->input_slots = res.input_slots;
@@ -400,7 +449,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     alloy_codegen_result_clear(&res);
     pthread_mutex_lock(&k->lock);
     for (specialization *o = k->specs; o; o = o->next)
-        if (strcmp(o->key, key) == 0) { /* another thread won the race: use its entry */
+        if (o->key_len == s->key_len && memcmp(o->key, s->key, s->key_len) == 0) { /* another thread won the race: use its entry */
             pthread_mutex_unlock(&k->lock);
             free(s->key);
             free(s->input_slots);

@@ -390,8 +390,10 @@ static void append_file_name(alloy_strbuf *sb, const char *name) {
     }
 }
 
+/* Requests are checked (check_request) before any type is printed, so an
+ * invalid dtype never reaches the output; "void" keeps printf safe anyway. */
 static const char *type_name(alloy_dtype dt) {
-    return (unsigned)dt < (unsigned)ALLOY_DTYPE_COUNT ? alloy_dtype_msl_name(dt) : NULL;
+    return (unsigned)dt < (unsigned)ALLOY_DTYPE_COUNT ? alloy_dtype_msl_name(dt) : "void";
 }
 
 static alloy_status check_request(const alloy_codegen_request *req, const char *kname) {
@@ -407,7 +409,7 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
     for (int i = 0; i < req->n_inputs; i++) {
         if (req->inputs[i].name && alloy_check_identifier(req->inputs[i].name, "input") != ALLOY_OK)
             return ALLOY_ERROR_INVALID_ARGUMENT;
-        if (!req->inputs[i].name || !type_name(req->inputs[i].dtype))
+        if (!req->inputs[i].name || (unsigned)req->inputs[i].dtype >= (unsigned)ALLOY_DTYPE_COUNT)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "kernel '%s': input %d has no name or an invalid dtype (%d)",
                                kname, i, (int)req->inputs[i].dtype);
@@ -416,7 +418,7 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
         if (req->outputs[i].name &&
             alloy_check_identifier(req->outputs[i].name, "output") != ALLOY_OK)
             return ALLOY_ERROR_INVALID_ARGUMENT;
-        if (!req->outputs[i].name || !type_name(req->outputs[i].dtype))
+        if (!req->outputs[i].name || (unsigned)req->outputs[i].dtype >= (unsigned)ALLOY_DTYPE_COUNT)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "kernel '%s': output %d has no name or an invalid dtype (%d)",
                                kname, i, (int)req->outputs[i].dtype);
@@ -424,7 +426,7 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
     for (int i = 0; i < req->n_templates; i++) {
         const alloy_template_arg *t = &req->templates[i];
         if (!memchr(t->name, 0, sizeof t->name) || !t->name[0] ||
-            (t->kind == ALLOY_TEMPLATE_DTYPE && !type_name(t->dvalue)) ||
+            (t->kind == ALLOY_TEMPLATE_DTYPE && (unsigned)t->dvalue >= (unsigned)ALLOY_DTYPE_COUNT) ||
             (t->kind != ALLOY_TEMPLATE_DTYPE && t->kind != ALLOY_TEMPLATE_INT &&
              t->kind != ALLOY_TEMPLATE_BOOL))
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,

@@ -88,6 +88,28 @@ static char *trimmed_copy(const char *s) {
     return c;
 }
 
+/* NVRTC writes `file(LINE): error: ...`; the host compilers write
+ * `file:LINE:COL: error: ...`. Rewrite NVRTC's form in place to `file:LINE:`
+ * so every backend's messages point at the body the same way. */
+static void normalize_locations(char *log) {
+    for (char *line = log; line && *line;) {
+        char *end = strchr(line, '\n');
+        char *open = line;
+        while (*open && open != end && *open != '(' && *open != ' ') open++;
+        if (*open == '(' && open > line) {
+            char *d = open + 1;
+            while (*d >= '0' && *d <= '9') d++;
+            if (d > open + 1 && d[0] == ')' && d[1] == ':') {
+                /* "name(123): " -> "name:123: " (same length: one space pad) */
+                *open = ':';
+                d[0] = ':';
+                d[1] = ' ';
+            }
+        }
+        line = end ? end + 1 : NULL;
+    }
+}
+
 /* Compiles src for `arch` ("sm_90", "sm_90a", "compute_90"). On success
  * *image (malloc'd) holds a cubin (sm_*) or NUL-terminated PTX. *log gets
  * the NVRTC output (errors or warnings; NULL if none). */
@@ -120,6 +142,7 @@ static alloy_status run_nvrtc(const char *src, const char *kernel_name, const ch
         if (raw && nv->nvrtcGetProgramLog(prog, raw) == ALLOY_NVRTC_SUCCESS) {
             raw[log_size] = 0;
             *log = trimmed_copy(raw);
+            if (*log) normalize_locations(*log);
         }
         free(raw);
     }

@@ -135,11 +135,12 @@ static int file_exists(const char *path) { return access(path, R_OK) == 0; }
 /* Sets include_dir from a directory holding the NVRTC library
  * (<root>/lib64 or <root>/lib → <root>/include). */
 static void include_dir_from_lib_dir(const char *lib_dir) {
+    if (strlen(lib_dir) > PATH_MAX) return;
     char cand[PATH_MAX + 64];
-    snprintf(cand, sizeof cand, "%s/../include/cuda_fp16.h", lib_dir);
+    snprintf(cand, sizeof cand, "%.*s/../include/cuda_fp16.h", PATH_MAX, lib_dir);
     if (!include_dir[0] && file_exists(cand)) {
         char resolved[PATH_MAX];
-        snprintf(cand, sizeof cand, "%s/../include", lib_dir);
+        snprintf(cand, sizeof cand, "%.*s/../include", PATH_MAX, lib_dir);
         if (realpath(cand, resolved)) snprintf(include_dir, sizeof include_dir, "%s", resolved);
     }
 }
