@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh — everything the GPU machine is for, in one call:
-# build, the whole test suite on CUDA, compute-sanitizer (memcheck, racecheck)
-# over the kernel tests, the benchmarks, and a summary table at the end.
+# build, the whole test suite on CUDA, the benchmarks, compute-sanitizer
+# (memcheck, racecheck) over the kernel tests, and a summary table at the end.
 # Logs go under $OUT (the device tool brings that folder back).
-#   ALLOY_GPU_STEPS="build test sanitize bench" selects steps (default: all).
+#   ALLOY_GPU_STEPS="build test bench sanitize" selects steps (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-STEPS=${ALLOY_GPU_STEPS:-build test sanitize bench}
+STEPS=${ALLOY_GPU_STEPS:-build test bench sanitize}
 JOBS=${JOBS:-$(nproc)}
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
 summary=()
@@ -35,22 +35,6 @@ if has test; then
     grep -E "^\s+[0-9]+ - " "$OUT/tests-cuda.log" | head -40
 fi
 
-if has sanitize; then
-    for tool in memcheck racecheck; do
-        fails=0; ran=0
-        for t in build-gpu/tests/test_seed_* build-gpu/tests/test_msl_* build-gpu/tests/test_cuda_kernels \
-                 build-gpu/tests/test_kernel_api; do
-            [ -x "$t" ] || continue
-            ran=$((ran + 1))
-            if ! ALLOY_DEVICE=cuda compute-sanitizer --tool "$tool" --error-exitcode 86 \
-                    --target-processes all "$t" >> "$OUT/sanitizer-$tool.log" 2>&1; then
-                fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer-$tool.log"
-            fi
-        done
-        note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"
-    done
-fi
-
 if has bench; then
     for name in bench_cuda_runtime bench_examples; do
         b=build-gpu/bench/$name
@@ -69,6 +53,22 @@ if has bench; then
     else
         note "cuBLAS peer" "unavailable (peer_cublas.txt)"
     fi
+fi
+
+if has sanitize; then
+    for tool in memcheck racecheck; do
+        fails=0; ran=0
+        for t in build-gpu/tests/test_seed_* build-gpu/tests/test_msl_* build-gpu/tests/test_cuda_kernels \
+                 build-gpu/tests/test_kernel_api; do
+            [ -x "$t" ] || continue
+            ran=$((ran + 1))
+            if ! ALLOY_DEVICE=cuda compute-sanitizer --tool "$tool" --error-exitcode 86 \
+                    --target-processes all "$t" >> "$OUT/sanitizer-$tool.log" 2>&1; then
+                fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer-$tool.log"
+            fi
+        done
+        note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"
+    done
 fi
 
 echo
