@@ -32,7 +32,7 @@ var_set MAIN || stage main build
 # intercept_tls_get_addr=0: LeakSanitizer can crash at exit scanning the
 # thread-local threadgroup memory of dlopen'd kernels (a sanitizer runtime bug).
 var_set ASAN || ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 stage asan build-asan -DALLOY_SANITIZE=address,undefined -DALLOY_BUILD_BENCH=OFF
-var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R 'concurrency|cpu_sched'
+var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R '^test_(concurrency|cpu_sched)$'
 
 if ! var_set AARCH64; then
     if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
