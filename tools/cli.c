@@ -429,3 +429,13 @@ void cli_join_names(char *buf, size_t len, char *const *names, int n) {
     for (int k = 0; k < n && used < len; k++)
         used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "", names[k]);
 }
+
+int cli_require_name(const example_kernel *ex, int is_output, const char *given) {
+    char *const *names = is_output ? ex->outputs : ex->inputs;
+    int n = is_output ? ex->n_outputs : ex->n_inputs;
+    if (cli_find_name(names, n, given) >= 0) return CLI_OK;
+    char list[1024];
+    cli_join_names(list, sizeof list, names, n);
+    return cli_usage("kernel %s has no %s \"%s\" (its %ss: %s)", ex->name,
+                     is_output ? "output" : "input", given, is_output ? "output" : "input", list);
+}

@@ -93,5 +93,8 @@ int cli_kernel_setup(const cli_kernel_opts *o, example_kernel *ex, alloy_device 
 int cli_find_name(char *const *names, int n, const char *name);
 /* "a, b, c" (or "(none)") into buf. */
 void cli_join_names(char *buf, size_t len, char *const *names, int n);
+/* CLI_OK if the kernel has an input (is_output 0) or output (1) called
+ * `given`; else a usage error listing the names it has. */
+int cli_require_name(const example_kernel *ex, int is_output, const char *given);
 
 #endif

@@ -137,24 +137,15 @@ int cmd_compile(int argc, char **argv) {
     alloy_compile_result result;
     memset(&result, 0, sizeof result);
     char *source = NULL;
-    char names[1024];
     alloy_status st;
 
     if ((st = alloy_launch_new(&launch)) != ALLOY_OK) return cli_alloy_error(st);
     if ((rc = cli_kernel_setup(&ko, &ex, &device, &kernel, launch))) goto done;
 
     for (int k = 0; k < n_in; k++)
-        if (cli_find_name(ex.inputs, ex.n_inputs, ins[k].name) < 0) {
-            cli_join_names(names, sizeof names, ex.inputs, ex.n_inputs);
-            rc = cli_usage("kernel %s has no input \"%s\" (its inputs: %s)", ex.name, ins[k].name, names);
-            goto done;
-        }
+        if ((rc = cli_require_name(&ex, 0, ins[k].name))) goto done;
     for (int k = 0; k < n_out; k++)
-        if (cli_find_name(ex.outputs, ex.n_outputs, outs[k].name) < 0) {
-            cli_join_names(names, sizeof names, ex.outputs, ex.n_outputs);
-            rc = cli_usage("kernel %s has no output \"%s\" (its outputs: %s)", ex.name, outs[k].name, names);
-            goto done;
-        }
+        if ((rc = cli_require_name(&ex, 1, outs[k].name))) goto done;
     for (int j = 0; j < ex.n_inputs; j++) {
         const arg_spec *in = NULL;
         for (int k = 0; k < n_in; k++)

@@ -307,46 +307,7 @@ template <class T> ALLOY_FN T atomic_fetch_min_explicit(volatile atomic<T> *a, a
 ALLOY_FN uint alloy_sgm_lane() {
     return alloy_simd_xchg((unsigned char)0).lane;
 }
-
-template <class T, int C, int R> ALLOY_FN simdgroup_matrix<T, C, R>::simdgroup_matrix(T diagonal) {
-    int row, col;
-    alloy_sgm_coord(alloy_sgm_lane(), row, col);
-    alloy_el.alloy_e[0] = row == col ? diagonal : T(0);
-    alloy_el.alloy_e[1] = row == col + 1 ? diagonal : T(0);
-}
-
-/* Element (r, c) lives at src[(origin.y + r) * elements_per_row + origin.x + c];
- * transpose swaps r and c. */
-template <class T, class U>
-ALLOY_FN void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const U *src, ulong elements_per_row = 8,
-                             ulong2 matrix_origin = ulong2(0, 0), bool transpose_matrix = false) {
-    int row, col;
-    alloy_sgm_coord(alloy_sgm_lane(), row, col);
-    for (int k = 0; k < 2; k++) {
-        ulong r = (ulong)row, c = (ulong)(col + k);
-        if (transpose_matrix) {
-            ulong t = r;
-            r = c;
-            c = t;
-        }
-        d.alloy_el.alloy_e[k] = T(src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c]);
-    }
-}
-template <class T, class U>
-ALLOY_FN void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, U *dst, ulong elements_per_row = 8,
-                              ulong2 matrix_origin = ulong2(0, 0), bool transpose_matrix = false) {
-    int row, col;
-    alloy_sgm_coord(alloy_sgm_lane(), row, col);
-    for (int k = 0; k < 2; k++) {
-        ulong r = (ulong)row, c = (ulong)(col + k);
-        if (transpose_matrix) {
-            ulong t = r;
-            r = c;
-            c = t;
-        }
-        dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = U(a.alloy_el.alloy_e[k]);
-    }
-}
+ALLOY_FN uint alloy_simd_lane_id() { return alloy_sgm_lane(); }
 
 /* Gathers a and b from every lane, then computes the caller's two elements
  * of a*b (+ c) with float accumulation. */

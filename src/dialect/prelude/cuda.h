@@ -65,6 +65,7 @@ ALLOY_FN uint alloy_lane() {
     asm("mov.u32 %0, %%laneid;" : "=r"(l));
     return l;
 }
+ALLOY_FN uint alloy_simd_lane_id() { return alloy_lane(); }
 /* Lanes of the caller's warp that exist in the threadgroup (the last warp
  * of a group whose size is not a multiple of 32 is short). */
 ALLOY_FN uint alloy_exist_mask() {
@@ -522,46 +523,6 @@ ALLOY_ATOMIC_MINMAX(min, atomicMin, alloy_op_min)
 /* The lane that holds (row, col) (col even): the inverse of alloy_sgm_coord. */
 ALLOY_FN uint alloy_sgm_owner(uint row, uint col) {
     return ((row & 4u) << 2) | ((col & 4u) << 1) | ((row & 2u) << 1) | ((row & 1u) << 1) | ((col >> 1) & 1u);
-}
-
-template <class T, int C, int R> ALLOY_FN simdgroup_matrix<T, C, R>::simdgroup_matrix(T diagonal) {
-    int row, col;
-    alloy_sgm_coord(alloy_lane(), row, col);
-    alloy_el.alloy_e[0] = row == col ? diagonal : T(0);
-    alloy_el.alloy_e[1] = row == col + 1 ? diagonal : T(0);
-}
-
-/* Element (r, c) lives at src[(origin.y + r) * elements_per_row + origin.x + c];
- * transpose swaps r and c. */
-template <class T, class U>
-ALLOY_FN void simdgroup_load(simdgroup_matrix<T, 8, 8> &d, const U *src, ulong elements_per_row = 8,
-                             ulong2 matrix_origin = ulong2(0, 0), bool transpose_matrix = false) {
-    int row, col;
-    alloy_sgm_coord(alloy_lane(), row, col);
-    for (int k = 0; k < 2; k++) {
-        ulong r = (ulong)row, c = (ulong)(col + k);
-        if (transpose_matrix) {
-            ulong t = r;
-            r = c;
-            c = t;
-        }
-        d.alloy_el.alloy_e[k] = T(src[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c]);
-    }
-}
-template <class T, class U>
-ALLOY_FN void simdgroup_store(const simdgroup_matrix<T, 8, 8> &a, U *dst, ulong elements_per_row = 8,
-                              ulong2 matrix_origin = ulong2(0, 0), bool transpose_matrix = false) {
-    int row, col;
-    alloy_sgm_coord(alloy_lane(), row, col);
-    for (int k = 0; k < 2; k++) {
-        ulong r = (ulong)row, c = (ulong)(col + k);
-        if (transpose_matrix) {
-            ulong t = r;
-            r = c;
-            c = t;
-        }
-        dst[(matrix_origin.y + r) * elements_per_row + matrix_origin.x + c] = U(a.alloy_el.alloy_e[k]);
-    }
 }
 
 /* d = a*b (+ c) with float FMAs on every lane (see above). */
