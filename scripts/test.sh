@@ -7,6 +7,9 @@
 #   aarch64   the fiber and scheduler tests cross-built for AArch64, run under
 #             qemu-user (needs gcc-aarch64-linux-gnu and qemu-user; skipped with
 #             a message when they are missing, unless CI=true)
+#   python    the Python package: a venv under build/python-venv, numpy, pytest
+#             and scikit-build-core from PyPI, `pip install .`, then pytest over
+#             python/tests (PYTHON picks the interpreter, default python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -44,5 +47,21 @@ if ! var_set AARCH64; then
         echo "=== aarch64: SKIPPED (install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-user)"
         summary+=("aarch64: skipped (no cross toolchain)")
     fi
+fi
+if ! var_set PYTHON; then
+    echo "=== python: venv, pip install ., pytest"
+    venv=build/python-venv
+    [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q numpy pytest scikit-build-core
+    # No build isolation: the venv already has scikit-build-core, and the
+    # build directory (build-wheel/) is reused between runs.
+    "$venv/bin/python" -m pip install -q --no-build-isolation .
+    set +e
+    "$venv/bin/python" -m pytest python/tests -q -p no:cacheprovider
+    rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then echo "python: pytest collected no tests" >&2; exit 1; fi
+    [ "$rc" -eq 0 ] || exit "$rc"
+    summary+=("python: ok")
 fi
 printf '%s\n' "=== summary" "${summary[@]}"

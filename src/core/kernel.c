@@ -479,10 +479,12 @@ static alloy_status resolve_device(const alloy_kernel *k, int n_inputs, alloy_ar
     return ALLOY_OK;
 }
 
+/* What verbose prints: the source after the prelude (which the generated
+ * source embeds after a comment line and a #line directive). */
 static const char *body_of(const char *source, alloy_codegen_target target) {
     const char *prelude = alloy_prelude(target);
-    size_t n = prelude ? strlen(prelude) : 0;
-    return strncmp(source, prelude ? prelude : "", n) == 0 ? source + n : source;
+    const char *at = prelude && *prelude ? strstr(source, prelude) : NULL;
+    return at ? at + strlen(prelude) : source;
 }
 
 static alloy_status fill_shape_arg(const alloy_kernel *k, int i, const alloy_array *a, alloy_arg *arg) {
