@@ -3,12 +3,12 @@
 # build, the whole test suite on CUDA, the benchmarks, compute-sanitizer
 # (memcheck, racecheck) over the kernel tests, and a summary table at the end.
 # Logs go under $OUT (the device tool brings that folder back).
-#   ALLOY_GPU_STEPS="build test bench sanitize" selects steps (default: all).
+#   ALLOY_GPU_STEPS="build test bench python sanitize" selects steps (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-STEPS=${ALLOY_GPU_STEPS:-build test bench sanitize}
+STEPS=${ALLOY_GPU_STEPS:-build test bench python sanitize}
 JOBS=${JOBS:-$(nproc)}
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
 summary=()
@@ -16,7 +16,8 @@ note() { summary+=("$(printf '| %-28s | %s |' "$1" "$2")"); }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 # At most 8 files come back from $OUT: info.txt, build.log, tests-cuda.log,
-# the two bench outputs, the peer's, and one log per sanitizer tool.
+# bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt,
+# python.log, bench_python.txt, sanitizer.log.
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/info.txt" 2>&1
 note "device" "$(head -1 "$OUT/info.txt")"
 
@@ -46,14 +47,36 @@ if has bench; then
         cat "$OUT/$name.txt"
     done
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
-    if python3 bench/peer_cublas.py > "$OUT/peer_cublas.txt" 2>&1; then
-        cat "$OUT/peer_cublas.txt"
+    if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then
+        cat "$OUT/peer.tmp" | tee -a "$OUT/bench_cuda_runtime.txt"
         g=$(awk '/^GEMM_MS/ {print $2}' "$OUT/bench_cuda_runtime.txt")
-        c=$(awk '/^CUBLAS_MS/ {print $2}' "$OUT/peer_cublas.txt")
+        c=$(awk '/^CUBLAS_MS/ {print $2}' "$OUT/peer.tmp")
         [ -n "$g" ] && [ -n "$c" ] &&
             note "gemm_av / cuBLAS SGEMM 4096^3" "$(awk -v g="$g" -v c="$c" 'BEGIN {printf "%.3f (alloy %.2f ms, cuBLAS %.2f ms)", c / g, g, c}')"
     else
-        note "cuBLAS peer" "unavailable (peer_cublas.txt)"
+        note "cuBLAS peer" "unavailable"; cat "$OUT/peer.tmp"
+    fi
+    rm -f "$OUT/peer.tmp"
+fi
+
+if has python; then
+    # The extension built by CMake with the machine's python3 (the one with
+    # PyTorch and CuPy); pytest may come as wheels in .whl (no network there).
+    if ! python3 -c 'import pytest' 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+        python3 -m pip install -q --no-index --no-deps --target /tmp/alloy-site .whl/*.whl
+        export PYTHONPATH=/tmp/alloy-site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    if cmake -S . -B build-gpu -DALLOY_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
+            > "$OUT/python.log" 2>&1 && cmake --build build-gpu -j "$JOBS" >> "$OUT/python.log" 2>&1; then
+        PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} ALLOY_TEST_DEVICE=cuda \
+            python3 -m pytest python/tests -q -rs -p no:cacheprovider >> "$OUT/python.log" 2>&1
+        note "python tests (ALLOY_TEST_DEVICE=cuda)" "$(tail -1 "$OUT/python.log")"
+        PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} \
+            python3 bench/bench_python_overhead.py > "$OUT/bench_python.txt" 2>&1
+        note "bench_python_overhead" "see bench_python.txt"
+        cat "$OUT/bench_python.txt"
+    else
+        note "python build" "FAILED (python.log)"; tail -20 "$OUT/python.log"
     fi
 fi
 
@@ -66,8 +89,8 @@ if has sanitize; then
             [[ "$t" == *loader* ]] && continue # parses files only: no GPU work to check
             ran=$((ran + 1))
             if ! ALLOY_DEVICE=cuda compute-sanitizer --tool "$tool" --error-exitcode 86 \
-                    --target-processes all "$t" >> "$OUT/sanitizer-$tool.log" 2>&1; then
-                fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer-$tool.log"
+                    --target-processes all "$t" >> "$OUT/sanitizer.log" 2>&1; then
+                fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer.log"
             fi
         done
         note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"
