@@ -102,6 +102,8 @@ typedef struct {
     int kind;
     alloy_device *device; /* where the object lives; NULL for Python scalars */
     int dl_type;          /* DLPack device type (ARG_DLPACK) */
+    int dl_id;            /* DLPack device id (ARG_DLPACK) */
+    const struct alloypy_xapi *xapi; /* the type's DLPack C exchange API, or NULL */
 } alloypy_probe;
 int alloypy_convert_init(void);
 /* Finds what `obj` is and where it lives, without converting it. */
@@ -115,6 +117,19 @@ int alloypy_convert(const alloypy_probe *p, alloy_device *device, alloy_stream *
                     int writable, const char *what, alloy_array **out);
 /* asarray/from_dlpack on the object's own device (or `device`). */
 PyObject *alloypy_asarray(PyObject *obj, PyObject *device, PyObject *stream);
+
+/* ---- cexchange.c: the DLPack C exchange API (__dlpack_c_exchange_api__) ---- */
+struct alloypy_xapi;
+int alloypy_cx_init(PyObject *module);
+/* The type's validated table, or NULL (none, unusable, or switched off). */
+const struct alloypy_xapi *alloypy_cx_lookup(PyTypeObject *type);
+/* The object's DLPack device through the table: 1 found, 0 not (no exception). */
+int alloypy_cx_probe(const struct alloypy_xapi *api, PyObject *obj, int *dl_type, int *dl_id);
+/* Imports a probed object through p->xapi, ordering the producer's current
+ * stream before `stream`: 1 done, 0 not taken (use __dlpack__; no exception),
+ * -1 error. */
+int alloypy_cx_import(const alloypy_probe *p, alloy_device *device, alloy_stream *stream, const char *what,
+                      alloy_array **out);
 
 /* ---- kernel.c: alloy.metal_kernel and the kernel callable ----------------- */
 extern PyTypeObject AlloyPy_KernelType;

@@ -75,6 +75,8 @@ int alloypy_probe_object(PyObject *obj, alloypy_probe *p, const char *what) {
     p->obj = obj;
     p->device = NULL;
     p->dl_type = 0;
+    p->dl_id = 0;
+    p->xapi = NULL;
     PyTypeObject *t = Py_TYPE(obj);
     if (t == &AlloyPy_ArrayType) {
         p->kind = ARG_ARRAY;
@@ -89,6 +91,15 @@ int alloypy_probe_object(PyObject *obj, alloypy_probe *p, const char *what) {
         p->kind = ARG_DLPACK;
         p->dl_type = kDLCPU;
         return (p->device = alloypy_cpu_device()) ? 0 : -1;
+    }
+    if ((p->xapi = alloypy_cx_lookup(t)) != NULL) {
+        int type, id;
+        if (alloypy_cx_probe(p->xapi, obj, &type, &id)) {
+            p->kind = ARG_DLPACK;
+            p->dl_type = type;
+            p->dl_id = id;
+            return device_of_dl(type, id, &p->device, what);
+        }
     }
     PyObject *meth = PyObject_GetAttr(obj, str_dlpack_device);
     if (meth) {
@@ -109,6 +120,7 @@ int alloypy_probe_object(PyObject *obj, alloypy_probe *p, const char *what) {
         }
         p->kind = ARG_DLPACK;
         p->dl_type = type;
+        p->dl_id = id;
         return device_of_dl(type, id, &p->device, what);
     }
     PyErr_Clear();
@@ -375,7 +387,9 @@ int alloypy_convert(const alloypy_probe *p, alloy_device *device, alloy_stream *
         r = 0;
         break;
     case ARG_DLPACK:
-        r = from_dlpack(p, p->device == device ? stream : NULL, what, &a);
+        r = p->xapi ? alloypy_cx_import(p, device, p->device == device ? stream : NULL, what, &a) : 0;
+        if (r == 0) r = from_dlpack(p, p->device == device ? stream : NULL, what, &a);
+        else if (r > 0) r = 0;
         break;
     default:
         r = from_buffer(p->obj, writable, what, &a);

@@ -16,7 +16,37 @@
 #include <string.h>
 
 static PyObject *device_objects; /* dict: int(pointer) -> Device */
-static PyObject *stream_cache;   /* dict: (int(device), int(handle)) -> Stream */
+/* Wrappers of native stream handles, by (device, handle); see alloypy_stream_wrapped. */
+#define WRAP_SLOTS 64
+static struct wrap_entry {
+    alloy_device *device;
+    void *native;
+    AlloyPy_Stream *stream;
+} wrap_table[WRAP_SLOTS];
+static int wrap_next, wrap_count;
+
+/* Which attribute holds the handle, per stream type: 0 `cuda_stream`, 1 `ptr`. */
+#define ATTR_SLOTS 8
+static struct {
+    PyTypeObject *type; /* a strong reference */
+    int which;
+} attr_table[ATTR_SLOTS];
+
+static int attr_kind_of(PyTypeObject *t) {
+    for (int i = 0; i < ATTR_SLOTS && attr_table[i].type; i++)
+        if (attr_table[i].type == t) return attr_table[i].which;
+    return -1;
+}
+
+static void remember_attr_kind(PyTypeObject *t, int which) {
+    for (int i = 0; i < ATTR_SLOTS; i++)
+        if (!attr_table[i].type) {
+            Py_INCREF(t);
+            attr_table[i].type = t;
+            attr_table[i].which = which;
+            return;
+        }
+}
 static alloy_device *default_device, *cpu_device;
 static PyObject *str_cuda_stream, *str_ptr;
 
@@ -378,10 +408,24 @@ int alloypy_stream_parse(PyObject *obj, alloypy_stream_spec *spec) {
         spec->kind = STREAM_NATIVE;
         return handle_of(obj, &spec->native);
     }
-    PyObject *h = PyObject_GetAttr(obj, str_cuda_stream); /* torch.cuda.Stream */
+    /* torch.cuda.Stream has `cuda_stream`, cupy.cuda.Stream `ptr`: remember per
+     * type which one worked, so that the hot path asks once, without raising
+     * (and clearing) an AttributeError for the other. */
+    PyObject *h = NULL;
+    int which = attr_kind_of(t);
+    if (which >= 0) {
+        h = PyObject_GetAttr(obj, which == 0 ? str_cuda_stream : str_ptr);
+        if (!h) PyErr_Clear(); /* the instance differs from its type's usual: ask both */
+    }
     if (!h) {
-        PyErr_Clear();
-        h = PyObject_GetAttr(obj, str_ptr); /* cupy.cuda.Stream */
+        which = 0;
+        h = PyObject_GetAttr(obj, str_cuda_stream);
+        if (!h) {
+            PyErr_Clear();
+            which = 1;
+            h = PyObject_GetAttr(obj, str_ptr);
+        }
+        if (h) remember_attr_kind(t, which);
     }
     if (!h) {
         PyErr_Clear();
@@ -398,31 +442,32 @@ int alloypy_stream_parse(PyObject *obj, alloypy_stream_spec *spec) {
 }
 
 AlloyPy_Stream *alloypy_stream_wrapped(alloy_device *d, void *native) {
-    PyObject *key = Py_BuildValue("(NN)", PyLong_FromVoidPtr(d), PyLong_FromVoidPtr(native));
-    if (!key) return NULL;
-    PyObject *o = PyDict_GetItemWithError(stream_cache, key);
-    if (o || PyErr_Occurred()) {
-        Py_DECREF(key);
-        return (AlloyPy_Stream *)o;
+    /* A small table searched linearly (the most recent entry first): the hot
+     * path wraps the same one or two handles again and again. A wrapper does
+     * not own its stream; arrays hold their Stream, so evicting an entry only
+     * forgets the wrapper. */
+    int n = wrap_count < WRAP_SLOTS ? wrap_count : WRAP_SLOTS;
+    for (int k = 0; k < n; k++) {
+        int i = (wrap_next - 1 - k + WRAP_SLOTS) % WRAP_SLOTS;
+        if (wrap_table[i].device == d && wrap_table[i].native == native) return wrap_table[i].stream;
     }
     alloy_stream *s;
     alloy_status st = alloy_stream_wrap(d, native, &s);
     if (st != ALLOY_OK) {
-        Py_DECREF(key);
         alloypy_raise(st, NULL);
         return NULL;
     }
-    o = stream_object(s, d, 1, NULL);
-    if (!o) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    /* Arrays hold their Stream; dropping the cache only forgets wrappers. */
-    if (PyDict_GET_SIZE(stream_cache) >= 64) PyDict_Clear(stream_cache);
-    int r = PyDict_SetItem(stream_cache, key, o);
-    Py_DECREF(key);
-    Py_DECREF(o); /* the cache holds it */
-    return r < 0 ? NULL : (AlloyPy_Stream *)o;
+    AlloyPy_Stream *o = (AlloyPy_Stream *)stream_object(s, d, 1, NULL);
+    if (!o) return NULL;
+    struct wrap_entry *e = &wrap_table[wrap_next];
+    PyObject *old = (PyObject *)e->stream;
+    e->device = d;
+    e->native = native;
+    e->stream = o; /* the table holds the reference */
+    wrap_next = (wrap_next + 1) % WRAP_SLOTS;
+    if (wrap_count < WRAP_SLOTS) wrap_count++;
+    Py_XDECREF(old);
+    return o;
 }
 
 int alloypy_stream_resolve(const alloypy_stream_spec *spec, alloy_device *d, AlloyPy_Stream **out) {
@@ -467,10 +512,9 @@ alloy_stream *alloypy_stream_of(PyObject *stream, alloy_device *d) {
 int alloypy_device_init(PyObject *m) {
     if (PyType_Ready(&AlloyPy_DeviceType) < 0 || PyType_Ready(&AlloyPy_StreamType) < 0) return -1;
     device_objects = PyDict_New();
-    stream_cache = PyDict_New();
     str_cuda_stream = PyUnicode_InternFromString("cuda_stream");
     str_ptr = PyUnicode_InternFromString("ptr");
-    if (!device_objects || !stream_cache || !str_cuda_stream || !str_ptr) return -1;
+    if (!device_objects || !str_cuda_stream || !str_ptr) return -1;
     Py_INCREF((PyObject *)&AlloyPy_DeviceType);
     if (PyModule_AddObject(m, "Device", (PyObject *)&AlloyPy_DeviceType) < 0) return -1;
     Py_INCREF((PyObject *)&AlloyPy_StreamType);

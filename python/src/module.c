@@ -157,7 +157,8 @@ PyMODINIT_FUNC PyInit__alloy(void) {
     PyObject *m = PyModule_Create(&module_def);
     if (!m) return NULL;
     if (alloypy_errors_init(m) < 0 || alloypy_dtype_init(m) < 0 || alloypy_device_init(m) < 0 ||
-        alloypy_array_init(m) < 0 || alloypy_kernel_init(m) < 0 || alloypy_convert_init() < 0)
+        alloypy_array_init(m) < 0 || alloypy_kernel_init(m) < 0 || alloypy_convert_init() < 0 ||
+        alloypy_cx_init(m) < 0)
         goto fail;
     warning_type = PyErr_NewExceptionWithDoc("alloy.AlloyWarning",
                                              "Warnings from alloy (e.g. that the grid counts threads).",
