@@ -51,13 +51,14 @@ static int mode = 1;
 
 /* ---- per-type lookup -------------------------------------------------------- */
 
-#define TYPE_SLOTS 16
+#define TYPE_SLOTS 64
 static struct {
     PyTypeObject *type;  /* strong reference */
     PyObject *capsule;   /* strong reference: keeps the table alive; NULL when none */
     const alloypy_xapi *api;
 } types[TYPE_SLOTS];
 static int n_types;
+static int next_victim; /* round-robin replacement once the table is full */
 
 static const alloypy_xapi *validate(PyObject *cap) {
     if (!cap || !PyCapsule_CheckExact(cap) || !PyCapsule_IsValid(cap, CAPSULE_NAME)) return NULL;
@@ -76,16 +77,26 @@ const alloypy_xapi *alloypy_cx_lookup(PyTypeObject *t) {
     if (!mode) return NULL;
     for (int i = 0; i < n_types; i++)
         if (types[i].type == t) return types[i].api;
-    if (n_types == TYPE_SLOTS) return NULL; /* table full: the slow path, always correct */
     PyObject *cap = PyObject_GetAttr((PyObject *)t, str_attr);
     if (!cap) PyErr_Clear();
     const alloypy_xapi *api = validate(cap);
     if (!api) Py_CLEAR(cap);
+    int slot = n_types;
+    if (n_types == TYPE_SLOTS) {
+        /* Full (many short-lived producer types): replace one entry. The API
+         * tables themselves are the producers' static data, so dropping our
+         * reference to an old capsule cannot invalidate a call in flight. */
+        slot = next_victim;
+        next_victim = (next_victim + 1) % TYPE_SLOTS;
+        Py_CLEAR(types[slot].capsule);
+        Py_CLEAR(types[slot].type);
+    } else {
+        n_types++;
+    }
     Py_INCREF(t);
-    types[n_types].type = t;
-    types[n_types].capsule = cap;
-    types[n_types].api = api;
-    n_types++;
+    types[slot].type = t;
+    types[slot].capsule = cap;
+    types[slot].api = api;
     return api;
 }
 

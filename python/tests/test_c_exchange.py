@@ -186,3 +186,11 @@ def test_torch_cuda_uses_the_table_when_available():
     k(inputs=[big], outputs=[z], grid=(1 << 20, 1, 1), threadgroup=(256, 1, 1), stream=s)
     s.synchronize()
     assert torch.all(z == 7.0)
+
+
+def test_many_producer_types_do_not_disable_the_table():
+    # Types are remembered in a bounded table; once it is full, old entries
+    # are replaced, so a type seen later still gets the fast path.
+    for _ in range(200):
+        assert _alloy._c_exchange_supported(make_fake())
+    assert _alloy._c_exchange_supported(make_fake())
