@@ -46,6 +46,8 @@ if has bench; then
         else note "$name" "FAILED ($name.txt)"; fi
         cat "$OUT/$name.txt"
     done
+    # The floor under the launch overhead: bare cuLaunchKernel, same method.
+    build-gpu/bench/bench_cuda_launch_floor 2>&1 | tee -a "$OUT/bench_cuda_runtime.txt"
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
     if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then
         cat "$OUT/peer.tmp" | tee -a "$OUT/bench_cuda_runtime.txt"
