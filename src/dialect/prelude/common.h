@@ -1476,6 +1476,56 @@ struct simd_vote {
     ALLOY_FN constexpr bool any() const { return alloy_mask != 0; }
 };
 
+/* ---- SIMD/quad group reductions, shared by the backends ---------------- */
+
+/* The operations of the group reductions and scans. */
+struct alloy_op_add {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a + b); }
+};
+struct alloy_op_mul {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a * b); }
+};
+struct alloy_op_max {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(max(a, b)); }
+};
+struct alloy_op_min {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(min(a, b)); }
+};
+struct alloy_op_and {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a & b); }
+};
+struct alloy_op_or {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a | b); }
+};
+struct alloy_op_xor {
+    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a ^ b); }
+};
+
+
+/* simd_sum ... simd_prefix_exclusive_product (P = simd or quad, W = 32 or 4)
+ * over each backend's alloy_grp_reduce<W>(x, op) and alloy_grp_scan<W>(x, op,
+ * identity, inclusive), which must be defined where the macro is expanded. */
+#define ALLOY_GROUP_REDUCTIONS(P, W)                                                           \
+    template <class T> ALLOY_FN T P##_sum(T x) { return alloy_grp_reduce<W>(x, alloy_op_add()); } \
+    template <class T> ALLOY_FN T P##_product(T x) { return alloy_grp_reduce<W>(x, alloy_op_mul()); } \
+    template <class T> ALLOY_FN T P##_max(T x) { return alloy_grp_reduce<W>(x, alloy_op_max()); } \
+    template <class T> ALLOY_FN T P##_min(T x) { return alloy_grp_reduce<W>(x, alloy_op_min()); } \
+    template <class T> ALLOY_FN T P##_and(T x) { return alloy_grp_reduce<W>(x, alloy_op_and()); } \
+    template <class T> ALLOY_FN T P##_or(T x) { return alloy_grp_reduce<W>(x, alloy_op_or()); } \
+    template <class T> ALLOY_FN T P##_xor(T x) { return alloy_grp_reduce<W>(x, alloy_op_xor()); } \
+    template <class T> ALLOY_FN T P##_prefix_inclusive_sum(T x) {                              \
+        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), true);                               \
+    }                                                                                          \
+    template <class T> ALLOY_FN T P##_prefix_exclusive_sum(T x) {                              \
+        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), false);                              \
+    }                                                                                          \
+    template <class T> ALLOY_FN T P##_prefix_inclusive_product(T x) {                          \
+        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), true);                               \
+    }                                                                                          \
+    template <class T> ALLOY_FN T P##_prefix_exclusive_product(T x) {                          \
+        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), false);                              \
+    }
+
 /* simdgroup_matrix<T, 8, 8>: each of the 32 lanes holds (row, col) and
  * (row, col + 1), with the lane -> (row, col) map of Metal (alloy_sgm_coord). */
 template <class T, int Cols, int Rows> struct simdgroup_matrix {

@@ -126,48 +126,8 @@ template <uint W, class T> ALLOY_FN T alloy_grp_pick(const alloy_simd_view &s, c
     return ((m >> l) & 1u) ? alloy_simd_get<T>(s, l) : x;
 }
 
-struct alloy_op_add {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a + b); }
-};
-struct alloy_op_mul {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a * b); }
-};
-struct alloy_op_max {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(max(a, b)); }
-};
-struct alloy_op_min {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(min(a, b)); }
-};
-struct alloy_op_and {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a & b); }
-};
-struct alloy_op_or {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a | b); }
-};
-struct alloy_op_xor {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a ^ b); }
-};
-
 #define ALLOY_GROUP_FUNCS(P, W)                                                                \
-    template <class T> ALLOY_FN T P##_sum(T x) { return alloy_grp_reduce<W>(x, alloy_op_add()); } \
-    template <class T> ALLOY_FN T P##_product(T x) { return alloy_grp_reduce<W>(x, alloy_op_mul()); } \
-    template <class T> ALLOY_FN T P##_max(T x) { return alloy_grp_reduce<W>(x, alloy_op_max()); } \
-    template <class T> ALLOY_FN T P##_min(T x) { return alloy_grp_reduce<W>(x, alloy_op_min()); } \
-    template <class T> ALLOY_FN T P##_and(T x) { return alloy_grp_reduce<W>(x, alloy_op_and()); } \
-    template <class T> ALLOY_FN T P##_or(T x) { return alloy_grp_reduce<W>(x, alloy_op_or()); } \
-    template <class T> ALLOY_FN T P##_xor(T x) { return alloy_grp_reduce<W>(x, alloy_op_xor()); } \
-    template <class T> ALLOY_FN T P##_prefix_inclusive_sum(T x) {                              \
-        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), true);                               \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_exclusive_sum(T x) {                              \
-        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), false);                              \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_inclusive_product(T x) {                          \
-        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), true);                               \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_exclusive_product(T x) {                          \
-        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), false);                              \
-    }                                                                                          \
+    ALLOY_GROUP_REDUCTIONS(P, W)                                                               \
     template <class T> ALLOY_FN T P##_shuffle(T x, uint src) {                                 \
         alloy_simd_view s = alloy_simd_xchg(x);                                                \
         return alloy_grp_pick<W>(s, x, (long)src);                                             \

@@ -126,28 +126,6 @@ ALLOY_FN uint alloy_rank_lane(const alloy_grp &g, uint k) {
 }
 ALLOY_FN uint alloy_rank(const alloy_grp &g) { return (uint)__popc(g.gm & ((1u << g.lane) - 1u)); }
 
-struct alloy_op_add {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a + b); }
-};
-struct alloy_op_mul {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a * b); }
-};
-struct alloy_op_max {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(max(a, b)); }
-};
-struct alloy_op_min {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(min(a, b)); }
-};
-struct alloy_op_and {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a & b); }
-};
-struct alloy_op_or {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a | b); }
-};
-struct alloy_op_xor {
-    template <class T> ALLOY_FN T operator()(const T &a, const T &b) const { return T(a ^ b); }
-};
-
 /* 32-bit integer reductions over a whole simdgroup use redux.sync (sm_80+),
  * which takes any mask of active lanes. */
 template <class T, class Op> struct alloy_redux_ok { static constexpr bool value = false; };
@@ -229,25 +207,7 @@ template <uint W, class T> ALLOY_FN T alloy_grp_pick(const alloy_grp &g, const T
 }
 
 #define ALLOY_GROUP_FUNCS(P, W)                                                                \
-    template <class T> ALLOY_FN T P##_sum(T x) { return alloy_grp_reduce<W>(x, alloy_op_add()); } \
-    template <class T> ALLOY_FN T P##_product(T x) { return alloy_grp_reduce<W>(x, alloy_op_mul()); } \
-    template <class T> ALLOY_FN T P##_max(T x) { return alloy_grp_reduce<W>(x, alloy_op_max()); } \
-    template <class T> ALLOY_FN T P##_min(T x) { return alloy_grp_reduce<W>(x, alloy_op_min()); } \
-    template <class T> ALLOY_FN T P##_and(T x) { return alloy_grp_reduce<W>(x, alloy_op_and()); } \
-    template <class T> ALLOY_FN T P##_or(T x) { return alloy_grp_reduce<W>(x, alloy_op_or()); } \
-    template <class T> ALLOY_FN T P##_xor(T x) { return alloy_grp_reduce<W>(x, alloy_op_xor()); } \
-    template <class T> ALLOY_FN T P##_prefix_inclusive_sum(T x) {                              \
-        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), true);                               \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_exclusive_sum(T x) {                              \
-        return alloy_grp_scan<W>(x, alloy_op_add(), T(0), false);                              \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_inclusive_product(T x) {                          \
-        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), true);                               \
-    }                                                                                          \
-    template <class T> ALLOY_FN T P##_prefix_exclusive_product(T x) {                          \
-        return alloy_grp_scan<W>(x, alloy_op_mul(), T(1), false);                              \
-    }                                                                                          \
+    ALLOY_GROUP_REDUCTIONS(P, W)                                                               \
     template <class T> ALLOY_FN T P##_shuffle(T x, uint src) {                                 \
         alloy_grp g = alloy_group<W>();                                                        \
         return alloy_grp_pick<W>(g, x, (long)src);                                             \
