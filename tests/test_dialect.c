@@ -597,7 +597,7 @@ static void test_codegen_cpu(void) {
                      alloy_attribute_name(a));
             CHECK_MSG(contains(src, decl), "%s", decl);
         }
-        CHECK(contains(src, "uint thread_index_in_simdgroup = alloy_L % ALLOY_CPU_SIMD_WIDTH;"));
+        CHECK(contains(src, "uint thread_index_in_simdgroup = alloy_L % 32u;"));
         CHECK(contains(src, "uint quadgroups_per_threadgroup = (alloy_Llast + 3u) / 4u;"));
         CHECK(contains(src, "alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * alloy_tg[1] + "
                             "(alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];"));
@@ -738,8 +738,16 @@ static void test_codegen_cuda(void) {
     CHECK(contains(src, "(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x >= alloy_info.grid[0]"));
     /* the actual size of an edge group */
     CHECK(contains(src, "uint3 threads_per_threadgroup = uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2]);"));
-    CHECK(contains(src, "alloy_info.grid[0] - blockIdx.x * blockDim.x < blockDim.x ? "
-                        "alloy_info.grid[0] - blockIdx.x * blockDim.x : blockDim.x"));
+    CHECK(contains(src, "alloy_grid[0] - alloy_gid[0] * alloy_tg[0] < alloy_tg[0] ? "
+                        "alloy_grid[0] - alloy_gid[0] * alloy_tg[0] : alloy_tg[0]"));
+    /* the CUDA primitives the shared attribute formulas use */
+    CHECK(contains(src, "const unsigned alloy_lx = threadIdx.x, alloy_ly = threadIdx.y, "
+                        "alloy_lz = threadIdx.z;"));
+    CHECK(contains(src, "const unsigned alloy_tg[3] = {blockDim.x, blockDim.y, blockDim.z};"));
+    CHECK(contains(src, "const unsigned alloy_gid[3] = {blockIdx.x, blockIdx.y, blockIdx.z};"));
+    CHECK(contains(src, "const unsigned alloy_grid[3] = {alloy_info.grid[0], alloy_info.grid[1], "
+                        "alloy_info.grid[2]};"));
+    CHECK(contains(src, "const unsigned alloy_groups[3] = {gridDim.x, gridDim.y, gridDim.z};"));
     /* the kernel ends with the body: nothing after its closing brace */
     size_t n = strlen(src);
     CHECK(n > 3 && strcmp(src + n - 2, "}\n") == 0);
@@ -781,21 +789,22 @@ static void test_codegen_cuda(void) {
                      alloy_attribute_name(a));
             CHECK_MSG(contains(src, decl), "%s", decl);
         }
-        CHECK(contains(src, "uint3 thread_position_in_grid = uint3(blockIdx.x * blockDim.x + threadIdx.x, "
-                            "blockIdx.y * blockDim.y + threadIdx.y, blockIdx.z * blockDim.z + threadIdx.z);"));
-        CHECK(contains(src, "uint3 dispatch_threads_per_threadgroup = uint3(blockDim.x, blockDim.y, blockDim.z);"));
-        CHECK(contains(src, "uint3 threads_per_grid = uint3(alloy_info.grid[0], alloy_info.grid[1], "
-                            "alloy_info.grid[2]);"));
-        CHECK(contains(src, "uint3 threadgroups_per_grid = uint3(gridDim.x, gridDim.y, gridDim.z);"));
+        /* the formulas shared with the CPU, over the CUDA primitives */
+        CHECK(contains(src, "uint3 thread_position_in_grid = uint3(alloy_gid[0] * alloy_tg[0] + alloy_lx, "
+                            "alloy_gid[1] * alloy_tg[1] + alloy_ly, alloy_gid[2] * alloy_tg[2] + alloy_lz);"));
+        CHECK(contains(src, "uint3 dispatch_threads_per_threadgroup = uint3(alloy_tg[0], alloy_tg[1], alloy_tg[2]);"));
+        CHECK(contains(src, "uint3 threads_per_grid = uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2]);"));
+        CHECK(contains(src, "uint3 threadgroups_per_grid = uint3(alloy_groups[0], alloy_groups[1], "
+                            "alloy_groups[2]);"));
         CHECK(contains(src, "uint thread_index_in_threadgroup = alloy_L;"));
-        CHECK(contains(src, "alloy_L = threadIdx.x + threadIdx.y * blockDim.x + threadIdx.z * blockDim.x * "
-                            "blockDim.y;"));
+        CHECK(contains(src, "alloy_L = alloy_lx + alloy_ly * alloy_tg[0] + alloy_lz * alloy_tg[0] * "
+                            "alloy_tg[1];"));
         CHECK(contains(src, "uint thread_index_in_simdgroup = alloy_L % 32u;"));
         CHECK(contains(src, "uint simdgroups_per_threadgroup = (alloy_Llast + 31u) / 32u;"));
         CHECK(contains(src, "uint dispatch_simdgroups_per_threadgroup = (alloy_T + 31u) / 32u;"));
         CHECK(contains(src, "uint quadgroups_per_threadgroup = (alloy_Llast + 3u) / 4u;"));
-        CHECK(contains(src, "alloy_Llast = (alloy_sz[2] - 1u) * blockDim.x * blockDim.y + "
-                            "(alloy_sz[1] - 1u) * blockDim.x + alloy_sz[0];"));
+        CHECK(contains(src, "alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * alloy_tg[1] + "
+                            "(alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];"));
         CHECK(res.uses_sync == 1 && res.n_slots == 2 && res.input_slots[0] == 0);
     }
     alloy_codegen_result_clear(&res);

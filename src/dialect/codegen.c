@@ -36,10 +36,11 @@ typedef struct emitter {
                           const unsigned *slots);
     /* declares the inputs and outputs under the names the body uses */
     void (*arguments)(alloy_strbuf *sb, const alloy_codegen_request *req, const unsigned *slots);
-    /* locals that the attribute expressions use (when any attribute is used) */
+    /* the primitives the attribute formulas use (when any attribute is used):
+     * alloy_lx/ly/lz (position in the group) and the 3-element alloy_tg
+     * (dispatch group size), alloy_sz (actual size of this group), alloy_gid,
+     * alloy_grid, alloy_groups */
     void (*attribute_locals)(alloy_strbuf *sb);
-    /* the value of a thread attribute, by name */
-    const char *(*attribute_expr)(const char *name);
     void (*entry_points)(alloy_strbuf *sb, int uses_sync);
     /* the launch's dynamic threadgroup memory (`alloy_threadgroup_memory`) */
     const char *threadgroup_memory_expr;
@@ -104,46 +105,7 @@ static void cpu_attribute_locals(alloy_strbuf *sb) {
         "  [[maybe_unused]] const unsigned *const alloy_sz = alloy_g->size;\n"
         "  [[maybe_unused]] const unsigned *const alloy_gid = alloy_g->group_id;\n"
         "  [[maybe_unused]] const unsigned *const alloy_grid = alloy_g->launch->grid;\n"
-        "  [[maybe_unused]] const unsigned *const alloy_groups = alloy_g->launch->groups;\n"
-        "  [[maybe_unused]] const unsigned alloy_L = alloy_lx + alloy_ly * alloy_tg[0] + "
-        "alloy_lz * alloy_tg[0] * alloy_tg[1];\n"
-        "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * "
-        "alloy_tg[1] + (alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];\n"
-        "  [[maybe_unused]] const unsigned alloy_T = alloy_tg[0] * alloy_tg[1] * alloy_tg[2];\n");
-}
-
-static const struct {
-    const char *name, *expr;
-} cpu_attributes[] = {
-    {"thread_position_in_grid",
-     "uint3(alloy_gid[0] * alloy_tg[0] + alloy_lx, alloy_gid[1] * alloy_tg[1] + alloy_ly, "
-     "alloy_gid[2] * alloy_tg[2] + alloy_lz)"},
-    {"thread_position_in_threadgroup", "uint3(alloy_lx, alloy_ly, alloy_lz)"},
-    {"threadgroup_position_in_grid", "uint3(alloy_gid[0], alloy_gid[1], alloy_gid[2])"},
-    {"threads_per_threadgroup", "uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2])"},
-    {"dispatch_threads_per_threadgroup", "uint3(alloy_tg[0], alloy_tg[1], alloy_tg[2])"},
-    {"threads_per_grid", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
-    {"grid_size", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
-    {"grid_origin", "uint3(0u, 0u, 0u)"},
-    {"threadgroups_per_grid", "uint3(alloy_groups[0], alloy_groups[1], alloy_groups[2])"},
-    {"thread_index_in_threadgroup", "alloy_L"},
-    {"thread_index_in_simdgroup", "alloy_L % ALLOY_CPU_SIMD_WIDTH"},
-    {"simdgroup_index_in_threadgroup", "alloy_L / ALLOY_CPU_SIMD_WIDTH"},
-    {"simdgroups_per_threadgroup", "(alloy_Llast + ALLOY_CPU_SIMD_WIDTH - 1u) / ALLOY_CPU_SIMD_WIDTH"},
-    {"dispatch_simdgroups_per_threadgroup",
-     "(alloy_T + ALLOY_CPU_SIMD_WIDTH - 1u) / ALLOY_CPU_SIMD_WIDTH"},
-    {"threads_per_simdgroup", "ALLOY_CPU_SIMD_WIDTH"},
-    {"thread_execution_width", "ALLOY_CPU_SIMD_WIDTH"},
-    {"thread_index_in_quadgroup", "alloy_L % 4u"},
-    {"quadgroup_index_in_threadgroup", "alloy_L / 4u"},
-    {"quadgroups_per_threadgroup", "(alloy_Llast + 3u) / 4u"},
-    {"dispatch_quadgroups_per_threadgroup", "(alloy_T + 3u) / 4u"},
-};
-
-static const char *cpu_attribute_expr(const char *name) {
-    for (size_t i = 0; i < sizeof cpu_attributes / sizeof *cpu_attributes; i++)
-        if (strcmp(cpu_attributes[i].name, name) == 0) return cpu_attributes[i].expr;
-    return NULL;
+        "  [[maybe_unused]] const unsigned *const alloy_groups = alloy_g->launch->groups;\n");
 }
 
 static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
@@ -170,7 +132,7 @@ static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
 }
 
 static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
-                                    cpu_attribute_locals, cpu_attribute_expr, cpu_entry_points,
+                                    cpu_attribute_locals, cpu_entry_points,
                                     "(unsigned char*)alloy_g->tg_memory"};
 
 /* ---- CUDA ---------------------------------------------------------------- */
@@ -236,58 +198,27 @@ static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     }
 }
 
-/* The same formulas as the CPU's: alloy_sz is the actual size of this
- * thread's group (partial at the grid's edges), alloy_L the linear index in
- * it, alloy_Llast the linear index of its last thread + 1, alloy_T the
- * dispatch size. */
+/* The primitives the attribute formulas use, as the CPU's locals: the
+ * position in the group, the dispatch size, the group, the grid, the number
+ * of groups, and alloy_sz, the actual size of this thread's group (partial at
+ * the grid's edges). */
 static void cuda_attribute_locals(alloy_strbuf *sb) {
     alloy_sb_append(
         sb,
+        "  [[maybe_unused]] const unsigned alloy_lx = threadIdx.x, alloy_ly = threadIdx.y, "
+        "alloy_lz = threadIdx.z;\n"
+        "  [[maybe_unused]] const unsigned alloy_tg[3] = {blockDim.x, blockDim.y, blockDim.z};\n"
+        "  [[maybe_unused]] const unsigned alloy_gid[3] = {blockIdx.x, blockIdx.y, blockIdx.z};\n"
+        "  [[maybe_unused]] const unsigned alloy_grid[3] = {alloy_info.grid[0], alloy_info.grid[1], "
+        "alloy_info.grid[2]};\n"
+        "  [[maybe_unused]] const unsigned alloy_groups[3] = {gridDim.x, gridDim.y, gridDim.z};\n"
         "  [[maybe_unused]] const unsigned alloy_sz[3] = {\n"
-        "      alloy_info.grid[0] - blockIdx.x * blockDim.x < blockDim.x ? "
-        "alloy_info.grid[0] - blockIdx.x * blockDim.x : blockDim.x,\n"
-        "      alloy_info.grid[1] - blockIdx.y * blockDim.y < blockDim.y ? "
-        "alloy_info.grid[1] - blockIdx.y * blockDim.y : blockDim.y,\n"
-        "      alloy_info.grid[2] - blockIdx.z * blockDim.z < blockDim.z ? "
-        "alloy_info.grid[2] - blockIdx.z * blockDim.z : blockDim.z};\n"
-        "  [[maybe_unused]] const unsigned alloy_L = threadIdx.x + threadIdx.y * blockDim.x + "
-        "threadIdx.z * blockDim.x * blockDim.y;\n"
-        "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * blockDim.x * "
-        "blockDim.y + (alloy_sz[1] - 1u) * blockDim.x + alloy_sz[0];\n"
-        "  [[maybe_unused]] const unsigned alloy_T = blockDim.x * blockDim.y * blockDim.z;\n");
-}
-
-static const struct {
-    const char *name, *expr;
-} cuda_attributes[] = {
-    {"thread_position_in_grid",
-     "uint3(blockIdx.x * blockDim.x + threadIdx.x, blockIdx.y * blockDim.y + threadIdx.y, "
-     "blockIdx.z * blockDim.z + threadIdx.z)"},
-    {"thread_position_in_threadgroup", "uint3(threadIdx.x, threadIdx.y, threadIdx.z)"},
-    {"threadgroup_position_in_grid", "uint3(blockIdx.x, blockIdx.y, blockIdx.z)"},
-    {"threads_per_threadgroup", "uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2])"},
-    {"dispatch_threads_per_threadgroup", "uint3(blockDim.x, blockDim.y, blockDim.z)"},
-    {"threads_per_grid", "uint3(alloy_info.grid[0], alloy_info.grid[1], alloy_info.grid[2])"},
-    {"grid_size", "uint3(alloy_info.grid[0], alloy_info.grid[1], alloy_info.grid[2])"},
-    {"grid_origin", "uint3(0u, 0u, 0u)"},
-    {"threadgroups_per_grid", "uint3(gridDim.x, gridDim.y, gridDim.z)"},
-    {"thread_index_in_threadgroup", "alloy_L"},
-    {"thread_index_in_simdgroup", "alloy_L % 32u"},
-    {"simdgroup_index_in_threadgroup", "alloy_L / 32u"},
-    {"simdgroups_per_threadgroup", "(alloy_Llast + 31u) / 32u"},
-    {"dispatch_simdgroups_per_threadgroup", "(alloy_T + 31u) / 32u"},
-    {"threads_per_simdgroup", "32u"},
-    {"thread_execution_width", "32u"},
-    {"thread_index_in_quadgroup", "alloy_L % 4u"},
-    {"quadgroup_index_in_threadgroup", "alloy_L / 4u"},
-    {"quadgroups_per_threadgroup", "(alloy_Llast + 3u) / 4u"},
-    {"dispatch_quadgroups_per_threadgroup", "(alloy_T + 3u) / 4u"},
-};
-
-static const char *cuda_attribute_expr(const char *name) {
-    for (size_t i = 0; i < sizeof cuda_attributes / sizeof *cuda_attributes; i++)
-        if (strcmp(cuda_attributes[i].name, name) == 0) return cuda_attributes[i].expr;
-    return NULL;
+        "      alloy_grid[0] - alloy_gid[0] * alloy_tg[0] < alloy_tg[0] ? "
+        "alloy_grid[0] - alloy_gid[0] * alloy_tg[0] : alloy_tg[0],\n"
+        "      alloy_grid[1] - alloy_gid[1] * alloy_tg[1] < alloy_tg[1] ? "
+        "alloy_grid[1] - alloy_gid[1] * alloy_tg[1] : alloy_tg[1],\n"
+        "      alloy_grid[2] - alloy_gid[2] * alloy_tg[2] < alloy_tg[2] ? "
+        "alloy_grid[2] - alloy_gid[2] * alloy_tg[2] : alloy_tg[2]};\n");
 }
 
 /* The kernel is the body's function: nothing follows it. (Nothing may: a
@@ -298,8 +229,8 @@ static void cuda_entry_points(alloy_strbuf *sb, int uses_sync) {
 }
 
 static const emitter cuda_emitter = {"CUDA", cuda_open_function, cuda_arguments,
-                                     cuda_attribute_locals, cuda_attribute_expr,
-                                     cuda_entry_points, "alloy_dyn_smem"};
+                                     cuda_attribute_locals, cuda_entry_points,
+                                     "alloy_dyn_smem"};
 
 /* ---- common -------------------------------------------------------------- */
 
@@ -457,16 +388,63 @@ static void compute_slots(const alloy_codegen_request *req, const mentions *m, u
     *n_slots = k + req->n_outputs;
 }
 
+/* Every backend computes the thread attributes with these formulas over its
+ * primitives (emitter.attribute_locals), so they agree exactly: alloy_L is the
+ * linear index in the group (with the dispatch size), alloy_Llast the linear
+ * index of the group's last thread + 1, alloy_T the dispatch size. */
+static const char ATTRIBUTE_DERIVED[] =
+    "  [[maybe_unused]] const unsigned alloy_L = alloy_lx + alloy_ly * alloy_tg[0] + "
+    "alloy_lz * alloy_tg[0] * alloy_tg[1];\n"
+    "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * "
+    "alloy_tg[1] + (alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];\n"
+    "  [[maybe_unused]] const unsigned alloy_T = alloy_tg[0] * alloy_tg[1] * alloy_tg[2];\n";
+
+static const struct {
+    const char *name, *expr;
+} attribute_formulas[] = {
+    {"thread_position_in_grid",
+     "uint3(alloy_gid[0] * alloy_tg[0] + alloy_lx, alloy_gid[1] * alloy_tg[1] + alloy_ly, "
+     "alloy_gid[2] * alloy_tg[2] + alloy_lz)"},
+    {"thread_position_in_threadgroup", "uint3(alloy_lx, alloy_ly, alloy_lz)"},
+    {"threadgroup_position_in_grid", "uint3(alloy_gid[0], alloy_gid[1], alloy_gid[2])"},
+    {"threads_per_threadgroup", "uint3(alloy_sz[0], alloy_sz[1], alloy_sz[2])"},
+    {"dispatch_threads_per_threadgroup", "uint3(alloy_tg[0], alloy_tg[1], alloy_tg[2])"},
+    {"threads_per_grid", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
+    {"grid_size", "uint3(alloy_grid[0], alloy_grid[1], alloy_grid[2])"},
+    {"grid_origin", "uint3(0u, 0u, 0u)"},
+    {"threadgroups_per_grid", "uint3(alloy_groups[0], alloy_groups[1], alloy_groups[2])"},
+    {"thread_index_in_threadgroup", "alloy_L"},
+    {"thread_index_in_simdgroup", "alloy_L % 32u"},
+    {"simdgroup_index_in_threadgroup", "alloy_L / 32u"},
+    {"simdgroups_per_threadgroup", "(alloy_Llast + 31u) / 32u"},
+    {"dispatch_simdgroups_per_threadgroup",
+     "(alloy_T + 31u) / 32u"},
+    {"threads_per_simdgroup", "32u"},
+    {"thread_execution_width", "32u"},
+    {"thread_index_in_quadgroup", "alloy_L % 4u"},
+    {"quadgroup_index_in_threadgroup", "alloy_L / 4u"},
+    {"quadgroups_per_threadgroup", "(alloy_Llast + 3u) / 4u"},
+    {"dispatch_quadgroups_per_threadgroup", "(alloy_T + 3u) / 4u"},
+};
+
+static const char *attribute_expr(const char *name) {
+    for (size_t i = 0; i < sizeof attribute_formulas / sizeof *attribute_formulas; i++)
+        if (strcmp(attribute_formulas[i].name, name) == 0) return attribute_formulas[i].expr;
+    return NULL;
+}
+
 static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions *m) {
     int any = 0;
     for (int a = 0; a < alloy_attribute_count(); a++) {
         const char *name = alloy_attribute_name(a);
         if (!mentioned(m, name)) continue;
-        if (!any) em->attribute_locals(sb);
+        if (!any) {
+            em->attribute_locals(sb);
+            alloy_sb_append(sb, ATTRIBUTE_DERIVED);
+        }
         any = 1;
         alloy_sb_printf(sb, "  [[maybe_unused]] %s %s = %s;\n",
-                        alloy_attribute_is_vector(a) ? "uint3" : "uint", name,
-                        em->attribute_expr(name));
+                        alloy_attribute_is_vector(a) ? "uint3" : "uint", name, attribute_expr(name));
     }
     if (mentioned(m, "alloy_threadgroup_memory"))
         alloy_sb_printf(sb, "  [[maybe_unused]] unsigned char* alloy_threadgroup_memory = %s;\n",
