@@ -73,6 +73,11 @@ if has python; then
         PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} ALLOY_TEST_DEVICE=cuda \
             python3 -m pytest python/tests -q -rs -p no:cacheprovider >> "$OUT/python.log" 2>&1
         note "python tests (ALLOY_TEST_DEVICE=cuda)" "$(tail -1 "$OUT/python.log")"
+        # The README's ported MLX script, unchanged, on the GPU.
+        ex=$(PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} ALLOY_DEVICE=cuda \
+             python3 python/examples/exp_elementwise.py 2>&1 | tail -1)
+        echo "exp_elementwise.py on cuda: $ex" >> "$OUT/python.log"
+        note "README example on cuda" "$ex"
         PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} \
             python3 bench/bench_python_overhead.py > "$OUT/bench_python.txt" 2>&1
         note "bench_python_overhead" "see bench_python.txt"
