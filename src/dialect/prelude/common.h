@@ -1555,6 +1555,25 @@ template <class T, int C, int R> ALLOY_FN simdgroup_matrix<T, C, R> make_filled_
  * it (the CPU asks its fiber scheduler, CUDA reads the lane register). */
 ALLOY_FN uint alloy_simd_lane_id();
 
+/* d = a*b (+ *c when c is not null), the caller's two elements: each
+ * backend's prelude defines it (CPU: a SIMD exchange and float FMAs; CUDA:
+ * mma.sync for half/bfloat, shuffles and FMAs otherwise). */
+template <class T, class TA, class TB>
+ALLOY_FN void alloy_sgm_mma(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                            const simdgroup_matrix<TB, 8, 8> &b, const alloy_vec<T, 2> *c);
+template <class T, class TA, class TB>
+ALLOY_FN void simdgroup_multiply(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                                 const simdgroup_matrix<TB, 8, 8> &b) {
+    alloy_sgm_mma(d, a, b, (const alloy_vec<T, 2> *)0);
+}
+template <class T, class TA, class TB, class TC>
+ALLOY_FN void simdgroup_multiply_accumulate(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
+                                            const simdgroup_matrix<TB, 8, 8> &b,
+                                            const simdgroup_matrix<TC, 8, 8> &c) {
+    alloy_vec<T, 2> cv = alloy_vec<T, 2>(c.alloy_el);
+    alloy_sgm_mma(d, a, b, &cv);
+}
+
 template <class T, int C, int R> ALLOY_FN simdgroup_matrix<T, C, R>::simdgroup_matrix(T diagonal) {
     int row, col;
     alloy_sgm_coord(alloy_simd_lane_id(), row, col);

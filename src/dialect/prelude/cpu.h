@@ -303,18 +303,6 @@ ALLOY_FN void alloy_sgm_mma(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix
     }
     d.alloy_el = out;
 }
-template <class T, class TA, class TB>
-ALLOY_FN void simdgroup_multiply(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
-                                 const simdgroup_matrix<TB, 8, 8> &b) {
-    alloy_sgm_mma(d, a, b, (const alloy_vec<T, 2> *)0);
-}
-template <class T, class TA, class TB, class TC>
-ALLOY_FN void simdgroup_multiply_accumulate(simdgroup_matrix<T, 8, 8> &d, const simdgroup_matrix<TA, 8, 8> &a,
-                                            const simdgroup_matrix<TB, 8, 8> &b,
-                                            const simdgroup_matrix<TC, 8, 8> &c) {
-    alloy_vec<T, 2> cv = alloy_vec<T, 2>(c.alloy_el);
-    alloy_sgm_mma(d, a, b, &cv);
-}
 
 } /* namespace metal */
 
