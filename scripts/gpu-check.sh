@@ -48,6 +48,10 @@ if has bench; then
     done
     # The floor under the launch overhead: bare cuLaunchKernel, same method.
     build-gpu/bench/bench_cuda_launch_floor 2>&1 | tee -a "$OUT/bench_cuda_runtime.txt"
+    # Generated code against the same kernels written by hand (NVRTC), one run.
+    build-gpu/bench/bench_cuda_parity 2>&1 | tee -a "$OUT/bench_cuda_runtime.txt"
+    w=$(awk '/^PARITY_WORST/ {print $2}' "$OUT/bench_cuda_runtime.txt")
+    note "alloy / hand-written (worst)" "${w:-FAILED} (target <= 1.03)"
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
     if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then
         cat "$OUT/peer.tmp" | tee -a "$OUT/bench_cuda_runtime.txt"

@@ -67,12 +67,12 @@ static const char *K_ADD_ONE = PRELUDE
 
 static const char *K_PARAMS = PRELUDE
     "extern \"C\" __global__ void alloy_kernel(const float* a, alloy_i32x8 a_shape_v,\n"
-    "                                          alloy_i64x8 a_strides_v, int a_ndim,\n"
+    "                                          alloy_i64x8 a_strides_v,\n"
     "                                          long long* out, alloy_launch_info info) {\n"
     "  if (blockIdx.x != 0 || threadIdx.x != 0) return;\n"
     "  for (int k = 0; k < 8; k++) out[k] = a_shape_v.v[k];\n"
     "  for (int k = 0; k < 8; k++) out[8 + k] = a_strides_v.v[k];\n"
-    "  out[16] = a_ndim;\n"
+    "  out[16] = 0;\n"
     "  for (int k = 0; k < 3; k++) out[17 + k] = info.grid[k];\n"
     "  out[20] = (long long)(a[0] * 4.0f);\n"
     "}\n";
@@ -308,7 +308,7 @@ static void test_kernel_parameters(void) {
     float *a = dalloc(sizeof two);
     long long *out = dalloc(21 * sizeof(long long));
     CHECK_OK(h2d(a, &two, sizeof two, NULL));
-    alloy_arg args[5];
+    alloy_arg args[4];
     args[0] = buf_arg(a);
     memset(&args[1], 0, sizeof args[1]);
     args[1].kind = ALLOY_ARG_SHAPE;
@@ -318,18 +318,15 @@ static void test_kernel_parameters(void) {
         args[1].shape[k] = 10 + k;
         args[2].strides[k] = ((int64_t)1 << 33) + k - 4; /* needs 64 bits */
     }
-    memset(&args[3], 0, sizeof args[3]);
-    args[3].kind = ALLOY_ARG_NDIM;
-    args[3].ndim = 5;
-    args[4] = buf_arg(out);
-    CHECK_OK(launch_raw(prog, "params", args, 5, 33, 2, 1, 32, 1, 1, 0, NULL));
+    args[3] = buf_arg(out);
+    CHECK_OK(launch_raw(prog, "params", args, 4, 33, 2, 1, 32, 1, 1, 0, NULL));
     long long h[21];
     CHECK_OK(d2h(h, out, sizeof h, NULL));
     for (int k = 0; k < 8; k++) {
         CHECK(h[k] == 10 + k);
         CHECK(h[8 + k] == ((long long)1 << 33) + k - 4);
     }
-    CHECK(h[16] == 5);
+    CHECK(h[16] == 0);
     CHECK(h[17] == 33 && h[18] == 2 && h[19] == 1);
     CHECK(h[20] == 8);
     dfree(a);

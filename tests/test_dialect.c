@@ -463,10 +463,10 @@ static void test_codegen_cpu(void) {
     CHECK(alloy_prelude(ALLOY_TARGET_CUDA) != prelude);
 
     alloy_codegen_input inputs[] = {
-        {"inp", ALLOY_FLOAT32, 0},
-        {"s", ALLOY_INT32, 1},
-        {"w", ALLOY_FLOAT16, 0},
-        {"idx", ALLOY_UINT32, 0},
+        {"inp", ALLOY_FLOAT32, 0, 1},
+        {"s", ALLOY_INT32, 1, 0},
+        {"w", ALLOY_FLOAT16, 0, 2},
+        {"idx", ALLOY_UINT32, 0, 1},
     };
     alloy_codegen_output outputs[] = {{"out", ALLOY_FLOAT32}, {"cnt", ALLOY_INT32}};
     alloy_template_arg templates[4];
@@ -525,17 +525,17 @@ static void test_codegen_cpu(void) {
     CHECK(contains(src, "const int32_t& s = *(const int32_t*)alloy_a[2];"));
     CHECK(contains(src, "const float16_t* w = (const float16_t*)alloy_a[3];"));
     CHECK(contains(src, "const int64_t* w_strides = (const int64_t*)alloy_a[4];"));
-    CHECK(contains(src, "const int w_ndim = *(const int*)alloy_a[5];"));
-    CHECK(contains(src, "const uint32_t* idx = (const uint32_t*)alloy_a[6];"));
-    CHECK(contains(src, "float* out = (float*)alloy_a[7];"));
-    CHECK(contains(src, "int32_t* cnt = (int32_t*)alloy_a[8];"));
+    CHECK(contains(src, "constexpr int w_ndim = 2;")); /* the rank is the specialisation's */
+    CHECK(contains(src, "const uint32_t* idx = (const uint32_t*)alloy_a[5];"));
+    CHECK(contains(src, "float* out = (float*)alloy_a[6];"));
+    CHECK(contains(src, "int32_t* cnt = (int32_t*)alloy_a[7];"));
     CHECK(!contains(src, "inp_strides") && !contains(src, "inp_ndim"));
     CHECK(!contains(src, "w_shape"));
     CHECK(!contains(src, "idx_shape =") && !contains(src, "s_shape ="));
-    CHECK(res.n_slots == 9);
+    CHECK(res.n_slots == 8);
     CHECK(res.input_slots && res.input_slots[0] == ALLOY_SLOT_SHAPE);
     CHECK(res.input_slots && res.input_slots[1] == 0);
-    CHECK(res.input_slots && res.input_slots[2] == (ALLOY_SLOT_STRIDES | ALLOY_SLOT_NDIM));
+    CHECK(res.input_slots && res.input_slots[2] == ALLOY_SLOT_STRIDES);
     CHECK(res.input_slots && res.input_slots[3] == 0);
 
     /* only the attributes mentioned */
@@ -566,7 +566,7 @@ static void test_codegen_cpu(void) {
 
     /* atomic outputs, synchronisation, every attribute, no header */
     alloy_codegen_output aout[] = {{"acc", ALLOY_FLOAT32}};
-    alloy_codegen_input ain[] = {{"x", ALLOY_FLOAT32, 0}};
+    alloy_codegen_input ain[] = {{"x", ALLOY_FLOAT32, 0, 1}};
     alloy_strbuf b;
     alloy_sb_init(&b);
     alloy_sb_append(&b, "threadgroup float sh[64];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n");
@@ -607,7 +607,7 @@ static void test_codegen_cpu(void) {
     free(body2);
 
     /* a 0-d input never gets shape slots; the body's line 1 is line 1 */
-    alloy_codegen_input sin[] = {{"alpha", ALLOY_FLOAT64, 1}};
+    alloy_codegen_input sin[] = {{"alpha", ALLOY_FLOAT64, 1, 0}};
     memset(&req, 0, sizeof req);
     req.target = ALLOY_TARGET_CPU;
     req.kernel_name = "k3";
@@ -630,11 +630,11 @@ static void test_codegen_cpu(void) {
     req.body = "x = 1; /* open";
     CHECK_FAILS(alloy_codegen(&req, &res), ALLOY_ERROR_INVALID_ARGUMENT, "unterminated");
     CHECK(res.source == NULL);
-    alloy_codegen_input bad[] = {{"x", ALLOY_DTYPE_COUNT, 0}};
+    alloy_codegen_input bad[] = {{"x", ALLOY_DTYPE_COUNT, 0, 1}};
     req.body = "out[0] = 1;";
     req.inputs = bad;
     CHECK_FAILS(alloy_codegen(&req, &res), ALLOY_ERROR_INVALID_ARGUMENT, "dtype");
-    alloy_codegen_input badname[] = {{"float", ALLOY_FLOAT32, 0}};
+    alloy_codegen_input badname[] = {{"float", ALLOY_FLOAT32, 0, 1}};
     req.inputs = badname;
     CHECK_FAILS(alloy_codegen(&req, &res), ALLOY_ERROR_INVALID_ARGUMENT,
                 "input name 'float' is an MSL type name");
@@ -663,10 +663,10 @@ static void test_codegen_cuda(void) {
     CHECK(hooks && common && cuda && hooks < common && common < cuda);
 
     alloy_codegen_input inputs[] = {
-        {"inp", ALLOY_FLOAT32, 0},
-        {"s", ALLOY_INT32, 1},
-        {"w", ALLOY_FLOAT16, 0},
-        {"idx", ALLOY_UINT32, 0},
+        {"inp", ALLOY_FLOAT32, 0, 1},
+        {"s", ALLOY_INT32, 1, 0},
+        {"w", ALLOY_FLOAT16, 0, 2},
+        {"idx", ALLOY_UINT32, 0, 1},
     };
     alloy_codegen_output outputs[] = {{"out", ALLOY_FLOAT32}, {"cnt", ALLOY_INT32}};
     alloy_template_arg templates[1];
@@ -685,6 +685,7 @@ static void test_codegen_cuda(void) {
     req.kernel_name = "k";
     req.body = body;
     req.header = header;
+    req.geometry = ALLOY_GEOMETRY_ALL; /* every dimension partial and past 2^32 threads */
     req.n_inputs = 4;
     req.inputs = inputs;
     req.n_outputs = 2;
@@ -711,23 +712,22 @@ static void test_codegen_cuda(void) {
                         "    const int32_t* alloy_a2,\n"
                         "    const float16_t* alloy_a3,\n"
                         "    const __grid_constant__ alloy_i64x8 alloy_a4,\n"
-                        "    int alloy_a5,\n"
-                        "    const uint32_t* alloy_a6,\n"
-                        "    float* alloy_a7,\n"
-                        "    int32_t* alloy_a8,\n"
+                        "    const uint32_t* alloy_a5,\n"
+                        "    float* alloy_a6,\n"
+                        "    int32_t* alloy_a7,\n"
                         "    const alloy_launch_info alloy_info) {\n"));
-    CHECK(res.n_slots == 9);
+    CHECK(res.n_slots == 8);
     CHECK(res.input_slots && res.input_slots[0] == ALLOY_SLOT_SHAPE);
     CHECK(res.input_slots && res.input_slots[1] == 0);
-    CHECK(res.input_slots && res.input_slots[2] == (ALLOY_SLOT_STRIDES | ALLOY_SLOT_NDIM));
+    CHECK(res.input_slots && res.input_slots[2] == ALLOY_SLOT_STRIDES);
     CHECK(res.input_slots && res.input_slots[3] == 0);
     /* what the body sees */
     CHECK(contains(src, "const float* inp = alloy_a0;"));
     CHECK(contains(src, "const int* inp_shape = alloy_a1.v;"));
     CHECK(contains(src, "const int32_t& s = *alloy_a2;"));
     CHECK(contains(src, "const int64_t* w_strides = (const int64_t*)alloy_a4.v;"));
-    CHECK(contains(src, "const int w_ndim = alloy_a5;"));
-    CHECK(contains(src, "float* out = alloy_a7;"));
+    CHECK(contains(src, "constexpr int w_ndim = 2;"));
+    CHECK(contains(src, "float* out = alloy_a6;"));
     CHECK(contains(src, "unsigned char* alloy_threadgroup_memory = alloy_dyn_smem;"));
     CHECK(contains(src, "using T [[maybe_unused]] = bfloat16_t;"));
     /* out-of-grid threads leave before the body and before any attribute */
@@ -754,9 +754,34 @@ static void test_codegen_cuda(void) {
     CHECK(!contains(src, "alloy_cpu_group"));
     alloy_codegen_result_clear(&res);
 
+    /* A grid of whole threadgroups: no out-of-grid check, full groups. */
+    req.geometry = 0;
+    CHECK_OK(alloy_codegen(&req, &res));
+    if (res.source) {
+        CHECK(!contains(res.source, "alloy_info.grid[0] ||") && !contains(res.source, "return;\n  [[maybe"));
+        CHECK(!contains(res.source, ">= alloy_info.grid["));
+        CHECK(contains(res.source, "const unsigned alloy_sz[3] = {\n      alloy_tg[0],\n      "
+                                   "alloy_tg[1],\n      alloy_tg[2]};"));
+        CHECK(generated_lines_exact(res.source));
+    }
+    alloy_codegen_result_clear(&res);
+    /* Partial groups in x and z only, within 2^32 threads: 32-bit checks of x and z. */
+    req.geometry = ALLOY_GEOMETRY_PARTIAL(0) | ALLOY_GEOMETRY_PARTIAL(2);
+    CHECK_OK(alloy_codegen(&req, &res));
+    if (res.source) {
+        CHECK(contains(res.source, "  if (blockIdx.x * blockDim.x + threadIdx.x >= alloy_info.grid[0] ||\n"
+                                   "      blockIdx.z * blockDim.z + threadIdx.z >= alloy_info.grid[2])\n"
+                                   "    return;\n"));
+        CHECK(!contains(res.source, "threadIdx.y >= alloy_info"));
+        CHECK(!contains(res.source, "unsigned long long)blockIdx"));
+        CHECK(contains(res.source, "      alloy_tg[1],\n"));
+        CHECK(generated_lines_exact(res.source));
+    }
+    alloy_codegen_result_clear(&res);
+
     /* every attribute, atomic outputs, a 0-d input only */
     alloy_codegen_output aout[] = {{"acc", ALLOY_FLOAT32}};
-    alloy_codegen_input ain[] = {{"x", ALLOY_FLOAT64, 1}};
+    alloy_codegen_input ain[] = {{"x", ALLOY_FLOAT64, 1, 0}};
     alloy_strbuf b;
     alloy_sb_init(&b);
     alloy_sb_append(&b, "threadgroup float sh[64];\nthreadgroup_barrier(mem_flags::mem_threadgroup);\n");
@@ -811,7 +836,7 @@ static void test_codegen_cuda(void) {
     free(body2);
 
     /* the same checks of the request as on the CPU */
-    alloy_codegen_input badname[] = {{"float", ALLOY_FLOAT32, 0}};
+    alloy_codegen_input badname[] = {{"float", ALLOY_FLOAT32, 0, 1}};
     req.body = "out[0] = 1;";
     req.inputs = badname;
     CHECK_FAILS(alloy_codegen(&req, &res), ALLOY_ERROR_INVALID_ARGUMENT,

@@ -22,14 +22,12 @@ typedef enum alloy_copy_kind {
 typedef enum alloy_arg_kind {
     ALLOY_ARG_BUFFER,  /* device pointer (offset applied) */
     ALLOY_ARG_SHAPE,   /* int32 shape[ALLOY_MAX_NDIM] */
-    ALLOY_ARG_STRIDES, /* int64 strides[ALLOY_MAX_NDIM], elements */
-    ALLOY_ARG_NDIM     /* int32 */
+    ALLOY_ARG_STRIDES  /* int64 strides[ALLOY_MAX_NDIM], elements */
 } alloy_arg_kind;
 
 typedef struct alloy_arg {
     alloy_arg_kind kind;
     void *ptr;
-    int32_t ndim;
     int32_t shape[ALLOY_MAX_NDIM];
     int64_t strides[ALLOY_MAX_NDIM];
 } alloy_arg;

@@ -244,10 +244,24 @@ static alloy_status clamp_threadgroup(const alloy_kernel *k, const alloy_launch 
     return ALLOY_OK;
 }
 
+/* The launch's geometry class (dialect.h): per dimension, whether its last
+ * threadgroup is partial and whether its rounded-up grid passes 2^32
+ * threads. Part of the specialisation: a target drops the out-of-grid check
+ * and the partial-group arithmetic where they cannot matter. */
+static unsigned launch_geometry(const alloy_launch *l, const uint32_t tg[3]) {
+    unsigned g = 0;
+    for (int d = 0; d < 3; d++) {
+        uint64_t t = tg[d] ? tg[d] : 1;
+        if (l->grid[d] % t) g |= ALLOY_GEOMETRY_PARTIAL(d);
+        if ((l->grid[d] + t - 1) / t * t > UINT32_MAX) g |= ALLOY_GEOMETRY_WIDE(d);
+    }
+    return g;
+}
+
 /* ---- specialisation ----------------------------------------------------- */
 
-/* The specialisation key: raw bytes (device, input dtypes and 0-d flags,
- * output dtypes, template arguments), built without formatting or
+/* The specialisation key: raw bytes (device, input dtypes and ranks,
+ * output dtypes, template arguments, the launch's geometry class), built without formatting or
  * allocation when it fits the caller's buffer — this runs on every launch. */
 typedef struct spec_keybuf {
     unsigned char local[512];
@@ -271,13 +285,15 @@ static int key_put(spec_keybuf *b, const void *p, size_t n) {
 }
 
 static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                    const alloy_launch *l, spec_keybuf *b) {
+                    const alloy_launch *l, unsigned geometry, spec_keybuf *b) {
     b->data = b->local;
     b->len = 0;
     b->cap = sizeof b->local;
     int ok = key_put(b, &dev, sizeof dev);
+    unsigned char g = (unsigned char)geometry;
+    ok &= key_put(b, &g, 1);
     for (int i = 0; i < k->n_inputs; i++) {
-        unsigned char c[2] = {(unsigned char)inputs[i]->dtype, inputs[i]->ndim == 0};
+        unsigned char c[2] = {(unsigned char)inputs[i]->dtype, (unsigned char)inputs[i]->ndim};
         ok &= key_put(b, c, 2);
     }
     for (int i = 0; i < l->n_outputs; i++) {
@@ -302,21 +318,23 @@ static int key_equal(const specialization *s, const spec_keybuf *b) {
     return s->key_len == b->len && memcmp(s->key, b->data, b->len) == 0;
 }
 
-static alloy_status generate(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                             const alloy_launch *l, alloy_codegen_result *res) {
+static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
+                             alloy_array *const *inputs, const alloy_launch *l, unsigned geometry,
+                             alloy_codegen_result *res) {
     alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
     alloy_codegen_output out[k->n_outputs];
     for (int i = 0; i < k->n_inputs; i++) {
         in[i].name = k->input_names[i];
         in[i].dtype = inputs[i]->dtype;
         in[i].is_scalar = inputs[i]->ndim == 0;
+        in[i].ndim = inputs[i]->ndim;
     }
     for (int i = 0; i < k->n_outputs; i++) {
         out[i].name = k->output_names[i];
         out[i].dtype = l->outputs[i].dtype;
     }
     alloy_codegen_request req = {
-        .target = dev->backend->target,
+        .target = target,
         .kernel_name = k->name,
         .body = k->source,
         .header = k->header,
@@ -327,6 +345,7 @@ static alloy_status generate(const alloy_kernel *k, alloy_device *dev, alloy_arr
         .atomic_outputs = k->atomic_outputs,
         .n_templates = l->n_templates,
         .templates = l->templates,
+        .geometry = geometry,
     };
     memset(res, 0, sizeof *res);
     return alloy_codegen(&req, res);
@@ -355,7 +374,7 @@ static void make_job(const alloy_kernel *k, alloy_device *dev, const char *sourc
  * fails the launch. CI uses it to compile every test kernel with NVRTC on a
  * machine without a GPU. */
 static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inputs,
-                                  const alloy_launch *l) {
+                                  const alloy_launch *l, unsigned geometry) {
     const char *name = getenv("ALLOY_COMPILE_CHECK");
     if (!name || !*name) return ALLOY_OK;
     const alloy_backend *b = alloy_backend_named(name);
@@ -363,17 +382,8 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "ALLOY_COMPILE_CHECK=%s: no backend of that name can compile without a "
                            "device", name);
-    alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
-    alloy_codegen_output out[k->n_outputs];
-    for (int i = 0; i < k->n_inputs; i++)
-        in[i] = (alloy_codegen_input){k->input_names[i], inputs[i]->dtype, inputs[i]->ndim == 0};
-    for (int i = 0; i < k->n_outputs; i++)
-        out[i] = (alloy_codegen_output){k->output_names[i], l->outputs[i].dtype};
-    alloy_codegen_request req = {b->target, k->name, k->source, k->header, k->n_inputs, in,
-                                 k->n_outputs, out, k->atomic_outputs, l->n_templates, l->templates};
     alloy_codegen_result res;
-    memset(&res, 0, sizeof res);
-    alloy_status st = alloy_codegen(&req, &res);
+    alloy_status st = generate(k, b->target, inputs, l, geometry, &res);
     if (st != ALLOY_OK) return st;
     char hash[65];
     alloy_sha256_hex(res.source, strlen(res.source), hash);
@@ -391,9 +401,10 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
 /* Finds or builds the specialisation for these inputs and launch.
  * *origin: 1 memory, 2 disk, 0 compiled now (for alloy_kernel_compile). */
 static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                             const alloy_launch *l, specialization **out, int *origin, char **log) {
+                             const alloy_launch *l, unsigned geometry, specialization **out,
+                             int *origin, char **log) {
     spec_keybuf key;
-    if (!spec_key(k, dev, inputs, l, &key)) {
+    if (!spec_key(k, dev, inputs, l, geometry, &key)) {
         key_release(&key);
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
@@ -410,7 +421,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     pthread_mutex_unlock(&k->lock);
 
     alloy_codegen_result res;
-    alloy_status st = generate(k, dev, inputs, l, &res);
+    alloy_status st = generate(k, dev->backend->target, inputs, l, geometry, &res);
     if (st != ALLOY_OK) {
         key_release(&key);
         return st;
@@ -420,7 +431,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     make_job(k, dev, res.source, res.uses_sync, hash, &job);
     void *program = NULL;
     st = alloy_program_cache_get(dev, &job, &program, origin, log);
-    if (st == ALLOY_OK) st = compile_check(k, inputs, l);
+    if (st == ALLOY_OK) st = compile_check(k, inputs, l, geometry);
     if (st != ALLOY_OK) {
         key_release(&key);
         alloy_codegen_result_clear(&res);
@@ -488,7 +499,6 @@ static const char *body_of(const char *source, alloy_codegen_target target) {
 }
 
 static alloy_status fill_shape_arg(const alloy_kernel *k, int i, const alloy_array *a, alloy_arg *arg) {
-    arg->ndim = a->ndim;
     for (int d = 0; d < a->ndim; d++) {
         if (a->shape[d] > INT32_MAX)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
@@ -522,7 +532,8 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
     }
 
     specialization *spec = NULL;
-    if ((st = get_spec(k, dev, inputs, l, &spec, NULL, NULL)) != ALLOY_OK) return st;
+    if ((st = get_spec(k, dev, inputs, l, launch_geometry(l, tg), &spec, NULL, NULL)) != ALLOY_OK)
+        return st;
     if (l->verbose) {
         printf("Generated source code for `%s`:\n```\n%s\n```\n", k->name,
                body_of(spec->source, dev->backend->target));
@@ -557,8 +568,8 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
         alloy_array *a = use_in[i];
         args[n].kind = ALLOY_ARG_BUFFER;
         args[n++].ptr = alloy_array_data(a);
-        static const alloy_arg_kind KINDS[3] = {ALLOY_ARG_SHAPE, ALLOY_ARG_STRIDES, ALLOY_ARG_NDIM};
-        for (int b = 0; b < 3 && st == ALLOY_OK; b++)
+        static const alloy_arg_kind KINDS[2] = {ALLOY_ARG_SHAPE, ALLOY_ARG_STRIDES};
+        for (int b = 0; b < 2 && st == ALLOY_OK; b++)
             if (spec->input_slots[i] & (1u << b)) {
                 args[n].kind = KINDS[b];
                 args[n].ptr = NULL;
@@ -592,8 +603,10 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
 
 /* ---- inspection ------------------------------------------------------------ */
 
+/* Checks what inspection needs and gives the launch's geometry class (the
+ * general one, every check, when the launch has no grid yet). */
 static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
-                                    const alloy_launch *l, alloy_device **dev) {
+                                    const alloy_launch *l, alloy_device **dev, unsigned *geometry) {
     alloy_status st;
     if (!k) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel is NULL");
     if (!*dev && (st = resolve_device(k, n_inputs, inputs, NULL, dev)) != ALLOY_OK) return st;
@@ -603,16 +616,23 @@ static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "kernel '%s' has %d outputs but the launch describes %d", k->name,
                            k->n_outputs, l->n_outputs);
+    *geometry = ALLOY_GEOMETRY_ALL;
+    if (l->grid[0] && l->grid[1] && l->grid[2]) {
+        uint32_t tg[3];
+        if ((st = clamp_threadgroup(k, l, tg)) != ALLOY_OK) return st;
+        *geometry = launch_geometry(l, tg);
+    }
     return ALLOY_OK;
 }
 
 alloy_status alloy_kernel_generated_source(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
                                            const alloy_launch *l, alloy_device *dev, char **source) {
     if (!source) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "source is NULL");
-    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev);
+    unsigned geometry = ALLOY_GEOMETRY_ALL;
+    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev, inputs, l, &res)) != ALLOY_OK) return st;
+    if ((st = generate(k, dev->backend->target, inputs, l, geometry, &res)) != ALLOY_OK) return st;
     *source = res.source;
     res.source = NULL;
     alloy_codegen_result_clear(&res);
@@ -623,10 +643,11 @@ alloy_status alloy_kernel_compile(alloy_kernel *k, int n_inputs, alloy_array *co
                                   const alloy_launch *l, alloy_device *dev, alloy_compile_result *r) {
     if (!r) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "result is NULL");
     memset(r, 0, sizeof *r);
-    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev);
+    unsigned geometry = ALLOY_GEOMETRY_ALL;
+    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev, inputs, l, &res)) != ALLOY_OK) return st;
+    if ((st = generate(k, dev->backend->target, inputs, l, geometry, &res)) != ALLOY_OK) return st;
     char hash[65];
     alloy_compile_job job;
     make_job(k, dev, res.source, res.uses_sync, hash, &job);

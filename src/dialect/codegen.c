@@ -40,7 +40,7 @@ typedef struct emitter {
      * alloy_lx/ly/lz (position in the group) and the 3-element alloy_tg
      * (dispatch group size), alloy_sz (actual size of this group), alloy_gid,
      * alloy_grid, alloy_groups */
-    void (*attribute_locals)(alloy_strbuf *sb);
+    void (*attribute_locals)(alloy_strbuf *sb, const alloy_codegen_request *req);
     void (*entry_points)(alloy_strbuf *sb, int uses_sync);
     /* the launch's dynamic threadgroup memory (`alloy_threadgroup_memory`) */
     const char *threadgroup_memory_expr;
@@ -82,9 +82,6 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
         if (slots[i] & ALLOY_SLOT_STRIDES)
             alloy_sb_printf(sb, "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a[%d];\n",
                             in->name, k++);
-        if (slots[i] & ALLOY_SLOT_NDIM)
-            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = *(const int*)alloy_a[%d];\n", in->name,
-                            k++);
     }
     for (int j = 0; j < req->n_outputs; j++) {
         const alloy_codegen_output *o = &req->outputs[j];
@@ -98,7 +95,8 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     }
 }
 
-static void cpu_attribute_locals(alloy_strbuf *sb) {
+static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *req) {
+    (void)req;
     alloy_sb_append(
         sb,
         "  [[maybe_unused]] const unsigned *const alloy_tg = alloy_g->launch->tg;\n"
@@ -151,19 +149,31 @@ static void cuda_open_function(alloy_strbuf *sb, const alloy_codegen_request *re
             alloy_sb_printf(sb, "    const __grid_constant__ alloy_i32x8 alloy_a%d,\n", k++);
         if (slots[i] & ALLOY_SLOT_STRIDES)
             alloy_sb_printf(sb, "    const __grid_constant__ alloy_i64x8 alloy_a%d,\n", k++);
-        if (slots[i] & ALLOY_SLOT_NDIM) alloy_sb_printf(sb, "    int alloy_a%d,\n", k++);
     }
     for (int j = 0; j < req->n_outputs; j++)
         alloy_sb_printf(sb, "    %s* alloy_a%d,\n", type_name(req->outputs[j].dtype), k++);
-    alloy_sb_append(
-        sb,
-        "    const alloy_launch_info alloy_info) {\n"
-        "  /* threads outside the grid never run the body (the SIMD functions see\n"
-        "     them as exited lanes; barriers count exited threads as arrived) */\n"
-        "  if ((unsigned long long)blockIdx.x * blockDim.x + threadIdx.x >= alloy_info.grid[0] ||\n"
-        "      (unsigned long long)blockIdx.y * blockDim.y + threadIdx.y >= alloy_info.grid[1] ||\n"
-        "      (unsigned long long)blockIdx.z * blockDim.z + threadIdx.z >= alloy_info.grid[2])\n"
-        "    return;\n");
+    alloy_sb_append(sb, "    const alloy_launch_info alloy_info) {\n");
+    /* Threads outside the grid never run the body (the SIMD functions see
+     * them as exited lanes; barriers count exited threads as arrived). Only
+     * a dimension whose last threadgroup is partial has such threads, and
+     * only one whose rounded-up grid passes 2^32 threads needs 64-bit
+     * arithmetic to find them: the launch's geometry class says which, so a
+     * whole-group grid pays for no check at all. */
+    int first = 1;
+    for (int d = 0; d < 3; d++) {
+        if (!(req->geometry & ALLOY_GEOMETRY_PARTIAL(d))) continue;
+        const char c = "xyz"[d];
+        alloy_sb_append(sb, first ? "  if (" : "      ");
+        if (req->geometry & ALLOY_GEOMETRY_WIDE(d))
+            alloy_sb_printf(sb, "(unsigned long long)blockIdx.%c * blockDim.%c + threadIdx.%c", c, c, c);
+        else
+            alloy_sb_printf(sb, "blockIdx.%c * blockDim.%c + threadIdx.%c", c, c, c);
+        alloy_sb_printf(sb, " >= alloy_info.grid[%d]", d);
+        first = 0;
+        int more = 0;
+        for (int e = d + 1; e < 3; e++) more |= (req->geometry & ALLOY_GEOMETRY_PARTIAL(e)) != 0;
+        alloy_sb_append(sb, more ? " ||\n" : ")\n    return;\n");
+    }
 }
 
 static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
@@ -184,8 +194,6 @@ static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
             alloy_sb_printf(sb,
                             "  [[maybe_unused]] const int64_t* %s_strides = (const int64_t*)alloy_a%d.v;\n",
                             in->name, k++);
-        if (slots[i] & ALLOY_SLOT_NDIM)
-            alloy_sb_printf(sb, "  [[maybe_unused]] const int %s_ndim = alloy_a%d;\n", in->name, k++);
     }
     for (int j = 0; j < req->n_outputs; j++) {
         const alloy_codegen_output *o = &req->outputs[j];
@@ -202,7 +210,7 @@ static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
  * position in the group, the dispatch size, the group, the grid, the number
  * of groups, and alloy_sz, the actual size of this thread's group (partial at
  * the grid's edges). */
-static void cuda_attribute_locals(alloy_strbuf *sb) {
+static void cuda_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *req) {
     alloy_sb_append(
         sb,
         "  [[maybe_unused]] const unsigned alloy_lx = threadIdx.x, alloy_ly = threadIdx.y, "
@@ -212,13 +220,18 @@ static void cuda_attribute_locals(alloy_strbuf *sb) {
         "  [[maybe_unused]] const unsigned alloy_grid[3] = {alloy_info.grid[0], alloy_info.grid[1], "
         "alloy_info.grid[2]};\n"
         "  [[maybe_unused]] const unsigned alloy_groups[3] = {gridDim.x, gridDim.y, gridDim.z};\n"
-        "  [[maybe_unused]] const unsigned alloy_sz[3] = {\n"
-        "      alloy_grid[0] - alloy_gid[0] * alloy_tg[0] < alloy_tg[0] ? "
-        "alloy_grid[0] - alloy_gid[0] * alloy_tg[0] : alloy_tg[0],\n"
-        "      alloy_grid[1] - alloy_gid[1] * alloy_tg[1] < alloy_tg[1] ? "
-        "alloy_grid[1] - alloy_gid[1] * alloy_tg[1] : alloy_tg[1],\n"
-        "      alloy_grid[2] - alloy_gid[2] * alloy_tg[2] < alloy_tg[2] ? "
-        "alloy_grid[2] - alloy_gid[2] * alloy_tg[2] : alloy_tg[2]};\n");
+        "  [[maybe_unused]] const unsigned alloy_sz[3] = {\n");
+    /* A dimension without a partial group has every group full. */
+    for (int d = 0; d < 3; d++) {
+        if (req->geometry & ALLOY_GEOMETRY_PARTIAL(d))
+            alloy_sb_printf(sb,
+                            "      alloy_grid[%d] - alloy_gid[%d] * alloy_tg[%d] < alloy_tg[%d] ? "
+                            "alloy_grid[%d] - alloy_gid[%d] * alloy_tg[%d] : alloy_tg[%d]",
+                            d, d, d, d, d, d, d, d);
+        else
+            alloy_sb_printf(sb, "      alloy_tg[%d]", d);
+        alloy_sb_append(sb, d < 2 ? ",\n" : "};\n");
+    }
 }
 
 /* The kernel is the body's function: nothing follows it. (Nothing may: a
@@ -344,6 +357,10 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "kernel '%s': input %d has no name or an invalid dtype (%d)",
                                kname, i, (int)req->inputs[i].dtype);
+        if (!req->inputs[i].is_scalar && (req->inputs[i].ndim < 1 || req->inputs[i].ndim > 8))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "kernel '%s': input %d has rank %d (1 to 8, or 0-d)", kname, i,
+                               req->inputs[i].ndim);
     }
     for (int i = 0; i < req->n_outputs; i++) {
         if (req->outputs[i].name &&
@@ -380,10 +397,9 @@ static void compute_slots(const alloy_codegen_request *req, const mentions *m, u
         if (!in->is_scalar) { /* a 0-d input never gets shape slots */
             if (mentioned_suffix(m, in->name, "_shape")) s |= ALLOY_SLOT_SHAPE;
             if (mentioned_suffix(m, in->name, "_strides")) s |= ALLOY_SLOT_STRIDES;
-            if (mentioned_suffix(m, in->name, "_ndim")) s |= ALLOY_SLOT_NDIM;
         }
         slots[i] = s;
-        k += 1 + (s & 1u) + ((s >> 1) & 1u) + ((s >> 2) & 1u); /* data, then each slot */
+        k += 1 + (s & 1u) + ((s >> 1) & 1u); /* data, then each slot */
     }
     *n_slots = k + req->n_outputs;
 }
@@ -433,13 +449,14 @@ static const char *attribute_expr(const char *name) {
     return NULL;
 }
 
-static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions *m) {
+static void emit_attributes(alloy_strbuf *sb, const emitter *em, const alloy_codegen_request *req,
+                            const mentions *m) {
     int any = 0;
     for (int a = 0; a < alloy_attribute_count(); a++) {
         const char *name = alloy_attribute_name(a);
         if (!mentioned(m, name)) continue;
         if (!any) {
-            em->attribute_locals(sb);
+            em->attribute_locals(sb, req);
             alloy_sb_append(sb, ATTRIBUTE_DERIVED);
         }
         any = 1;
@@ -449,6 +466,18 @@ static void emit_attributes(alloy_strbuf *sb, const emitter *em, const mentions 
     if (mentioned(m, "alloy_threadgroup_memory"))
         alloy_sb_printf(sb, "  [[maybe_unused]] unsigned char* alloy_threadgroup_memory = %s;\n",
                         em->threadgroup_memory_expr);
+}
+
+/* `<in>_ndim` is the specialisation's constant: a loop over the shape
+ * unrolls, and an elementwise body that multiplies out its size costs one
+ * load per dimension instead of a loop. */
+static void emit_ranks(alloy_strbuf *sb, const alloy_codegen_request *req, const mentions *m) {
+    for (int i = 0; i < req->n_inputs; i++) {
+        const alloy_codegen_input *in = &req->inputs[i];
+        if (!in->is_scalar && mentioned_suffix(m, in->name, "_ndim"))
+            alloy_sb_printf(sb, "  [[maybe_unused]] constexpr int %s_ndim = %d;\n", in->name,
+                            in->ndim);
+    }
 }
 
 static void emit_templates(alloy_strbuf *sb, const alloy_codegen_request *req) {
@@ -545,7 +574,8 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     compute_slots(req, &m, slots, &n_slots);
     em->open_function(&sb, req, slots);
     em->arguments(&sb, req, slots);
-    emit_attributes(&sb, em, &m);
+    emit_ranks(&sb, req, &m);
+    emit_attributes(&sb, em, req, &m);
     emit_templates(&sb, req);
 
     /* body */

@@ -15,8 +15,10 @@
  *
  * Argument slots, in order (both sides of every backend rely on this):
  *   for each input i:  data; then `<in>_shape` if referenced, `<in>_strides`
- *                      if referenced, `<in>_ndim` if referenced (not for 0-d)
- *   for each output j: data */
+ *                      if referenced (not for 0-d)
+ *   for each output j: data
+ * (`<in>_ndim` is no slot: it is a compile-time constant of the
+ * specialisation.) */
 #ifndef ALLOY_DIALECT_H
 #define ALLOY_DIALECT_H
 
@@ -84,6 +86,8 @@ typedef struct alloy_codegen_input {
     const char *name;
     alloy_dtype dtype;
     int is_scalar; /* 0-d: the body sees a value, no _shape/_strides/_ndim */
+    int ndim;      /* rank (1..8) of a non-scalar input: `<name>_ndim` is this
+                      compile-time constant, so loops over the shape unroll */
 } alloy_codegen_input;
 
 typedef struct alloy_codegen_output {
@@ -116,21 +120,29 @@ typedef struct alloy_codegen_request {
     int atomic_outputs;
     int n_templates;
     const alloy_template_arg *templates;
+    /* The launch's geometry class (alloy_launch_geometry): which dimensions
+     * have a partial last threadgroup, and in which the rounded-up grid
+     * passes 2^32 threads. A target may use it to drop the out-of-grid check
+     * and the partial-size arithmetic where they cannot matter. */
+    unsigned geometry;
 } alloy_codegen_request;
+
+/* Bits of alloy_codegen_request.geometry, per dimension d (0 = x). */
+#define ALLOY_GEOMETRY_PARTIAL(d) (1u << (d))    /* grid[d] % threadgroup[d] != 0 */
+#define ALLOY_GEOMETRY_WIDE(d) (1u << ((d) + 3)) /* groups * threadgroup > UINT32_MAX */
+#define ALLOY_GEOMETRY_ALL 0x3fu                 /* every check (the safe default) */
 
 typedef struct alloy_codegen_result {
     char *source;   /* malloc'd full translation unit */
     int uses_sync;
     /* Which optional slots each input gets (the core builds arguments from
-     * these): bit 0 shape, bit 1 strides, bit 2 ndim. n_inputs entries,
-     * malloc'd. */
+     * these): bit 0 shape, bit 1 strides. n_inputs entries, malloc'd. */
     unsigned *input_slots;
     int n_slots;    /* total argument slots */
 } alloy_codegen_result;
 
 #define ALLOY_SLOT_SHAPE 1u
 #define ALLOY_SLOT_STRIDES 2u
-#define ALLOY_SLOT_NDIM 4u
 
 alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_result *out);
 void alloy_codegen_result_clear(alloy_codegen_result *r);

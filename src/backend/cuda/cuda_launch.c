@@ -4,8 +4,8 @@
  * threadgroup) per dimension, dynamic shared memory = the launch's
  * threadgroup memory. Kernel parameters follow the dialect's slot order (see
  * src/dialect/dialect.h and the CUDA entry point in codegen.c): a buffer
- * passes its 64-bit device pointer, a shape its int32[8] and strides its int64[8] by value, an
- * ndim its int32, and the last parameter is the grid in threads (uint32[3]).
+ * passes its 64-bit device pointer, a shape its int32[8] and strides its int64[8] by value,
+ * and the last parameter is the grid in threads (uint32[3]).
  *
  * This is the hot path: no allocation (up to 63 arguments), no hashing, no
  * formatting unless something fails. The function attribute for more than
@@ -123,7 +123,6 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
         switch (a->kind) {
         case ALLOY_ARG_SHAPE: params[i] = a->shape; break;
         case ALLOY_ARG_STRIDES: params[i] = a->strides; break;
-        case ALLOY_ARG_NDIM: params[i] = &a->ndim; break;
         default: params[i] = &a->ptr; break; /* the device pointer itself, 8 bytes */
         }
     }
