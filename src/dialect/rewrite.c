@@ -13,7 +13,12 @@
  *   - half literals `1.0h` become `half(1.0f)`;
  *   - `#include <metal_...>` and `#pragma METAL` lines are dropped.
  * Every newline stays exactly where it was (erased text becomes spaces), so
- * `#line` directives map compiler diagnostics to the user's own lines. */
+ * `#line` directives map compiler diagnostics to the user's own lines.
+ *
+ * Linear time on any text: the look-aheads that could rescan the rest of the
+ * text for every token (the end of a `[[` attribute, whether a declaration
+ * declares a pointer) are answered from tables built in one pass, or stop
+ * after a bounded number of tokens. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +31,9 @@ typedef struct rw {
     const alloy_token *t;
     int n;
     alloy_strbuf *out;
+    int *next_stop;     /* per token: the first punctuator or directive at or after it */
+    int *attribute_scan; /* per `[[` token: see attribute_scan_table (NULL until needed) */
+    int failed;          /* out of memory building a table */
 } rw;
 
 static int is(const rw *r, int i, const char *word) {
@@ -90,9 +98,12 @@ static int statement_start_before(const rw *r, int i) {
 /* Does the declaration whose specifiers continue at token i declare a
  * pointer or a reference (a `*` or `&` before the declarator ends)? 1 yes,
  * 0 no, -1 when the text ends first (a macro such as `#define TG threadgroup`). */
+enum { DECLARATOR_LOOKAHEAD = 1024 }; /* punctuators; no declarator is longer */
+
 static int declares_pointer(const rw *r, int i) {
-    int angle = 0;
-    for (int j = i; j < r->n; j++) {
+    int angle = 0, budget = DECLARATOR_LOOKAHEAD;
+    for (int j = i < r->n ? r->next_stop[i] : r->n; j < r->n; j = r->next_stop[j + 1]) {
+        if (--budget < 0) return -1;
         const alloy_token *t = &r->t[j];
         if (t->kind == ALLOY_TOK_COMMENT) continue;
         if (t->kind == ALLOY_TOK_PREPROC) return 0;
@@ -224,6 +235,70 @@ static const char *const standard_attributes[] = {
     "likely", "unlikely", "maybe_unused", "fallthrough", "nodiscard", "noreturn", "deprecated",
     "carries_dependency", "no_unique_address", "assume", NULL};
 
+/* The end of an attribute that opens at each `[[` token i: scanning from the
+ * token after it with depth 0 (`(` `[` `{` +1, `[[` +2, `)` `]` `}` -1),
+ * the first `]]` met at depth 0 or 1, or -1 if a closer takes the depth
+ * below 0 first or the text ends. With P(j) the depth before token j
+ * counted from the start of the text (`]]` as -2), the depth of that scan
+ * at j is P(j) - P(a) >= 0 until it stops, so it stops at the first `]]`
+ * with P(j) in {P(a), P(a) + 1} or the first single closer with P(j) ==
+ * P(a), whichever comes first: one sweep from the end, remembering the
+ * nearest such token for every value of P, answers every `[[` at once. */
+static int attribute_scan_table(rw *r) {
+    const int n = r->n;
+    int *pre = malloc(((size_t)n + 1) * sizeof *pre);
+    r->attribute_scan = malloc((size_t)(n ? n : 1) * sizeof *r->attribute_scan);
+    if (!pre || !r->attribute_scan) goto oom;
+    int lo = 0, hi = 0;
+    pre[0] = 0;
+    for (int j = 0; j < n; j++) {
+        int step = 0;
+        if (r->t[j].kind == ALLOY_TOK_PUNCT) {
+            if (is(r, j, "[") || is(r, j, "(") || is(r, j, "{")) step = 1;
+            else if (is(r, j, "[[")) step = 2;
+            else if (is(r, j, "]") || is(r, j, ")") || is(r, j, "}")) step = -1;
+            else if (is(r, j, "]]")) step = -2;
+        }
+        pre[j + 1] = pre[j] + step;
+        if (pre[j + 1] < lo) lo = pre[j + 1];
+        if (pre[j + 1] > hi) hi = pre[j + 1];
+    }
+    size_t span = (size_t)(hi - lo) + 2;
+    int *near_dd = malloc(span * sizeof *near_dd), *near_cl = malloc(span * sizeof *near_cl);
+    if (!near_dd || !near_cl) {
+        free(near_dd);
+        free(near_cl);
+        goto oom;
+    }
+    for (size_t v = 0; v < span; v++) near_dd[v] = near_cl[v] = -1;
+    for (int j = n - 1; j >= 0; j--) {
+        r->attribute_scan[j] = -1;
+        const size_t v = (size_t)(pre[j] - lo);
+        if (r->t[j].kind == ALLOY_TOK_PUNCT) {
+            if (is(r, j, "]]")) near_dd[v] = j;
+            else if (is(r, j, "]") || is(r, j, ")") || is(r, j, "}")) near_cl[v] = j;
+            else if (is(r, j, "[[") && j + 1 < n) {
+                const size_t b = (size_t)(pre[j + 1] - lo); /* P(a): nothing between counts */
+                int e = near_dd[b];
+                if (b + 1 < span && near_dd[b + 1] >= 0 && (e < 0 || near_dd[b + 1] < e))
+                    e = near_dd[b + 1];
+                int f = near_cl[b];
+                r->attribute_scan[j] = f >= 0 && (e < 0 || f < e) ? -1 : e;
+            }
+        }
+    }
+    free(near_dd);
+    free(near_cl);
+    free(pre);
+    return 0;
+oom:
+    free(pre);
+    free(r->attribute_scan);
+    r->attribute_scan = NULL;
+    r->failed = 1;
+    return -1;
+}
+
 /* Token i is `[[`: index of the matching `]]` when this is an attribute,
  * else -1. `a[[b]]`-like text that does not look like an attribute list is
  * left alone. */
@@ -245,19 +320,7 @@ static int attribute_end(const rw *r, int i) {
             known |= is(r, a, alloy_attribute_name(k));
         if (!known) return -1;
     }
-    int depth = 0;
-    for (int j = a; j < r->n; j++) {
-        if (r->t[j].kind != ALLOY_TOK_PUNCT) continue;
-        if (is(r, j, "[") || is(r, j, "(") || is(r, j, "{")) depth++;
-        else if (is(r, j, "[[")) depth += 2;
-        else if (is(r, j, "]") || is(r, j, ")") || is(r, j, "}")) depth--;
-        else if (is(r, j, "]]")) {
-            if (depth <= 1) return j;
-            depth -= 2;
-        }
-        if (depth < 0) return -1;
-    }
-    return -1;
+    return r->attribute_scan ? r->attribute_scan[i] : -1;
 }
 
 static int is_standard_attribute(const rw *r, int i) {
@@ -331,7 +394,20 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
     int n;
     alloy_status st = alloy_scan_ex(src, len, what, flags, &t, &n);
     if (st != ALLOY_OK) return st;
-    rw r = {src, t, n, out};
+    rw r = {src, t, n, out, malloc(((size_t)n + 1) * sizeof(int)), NULL, 0};
+    if (!r.next_stop) {
+        free(t);
+        return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
+    }
+    r.next_stop[n] = n;
+    for (int j = n - 1; j >= 0; j--)
+        r.next_stop[j] = t[j].kind == ALLOY_TOK_PUNCT || t[j].kind == ALLOY_TOK_PREPROC ? j
+                                                                                      : r.next_stop[j + 1];
+    for (int j = 0; j < n; j++)
+        if (t[j].kind == ALLOY_TOK_PUNCT && is(&r, j, "[[")) {
+            attribute_scan_table(&r);
+            break;
+        }
     int cursor = 0;
     for (int i = 0; i < n && st == ALLOY_OK; i++) {
         alloy_sb_append_n(out, src + cursor, (size_t)(t[i].start - cursor));
@@ -372,6 +448,10 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
         }
     }
     if (st == ALLOY_OK) alloy_sb_append_n(out, src + cursor, (size_t)(len - cursor));
+    if (st == ALLOY_OK && r.failed)
+        st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
+    free(r.next_stop);
+    free(r.attribute_scan);
     free(t);
     return st;
 }
