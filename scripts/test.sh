@@ -10,6 +10,8 @@
 #   python    the Python package: a venv under build/python-venv, numpy, pytest
 #             and scikit-build-core from PyPI, `pip install .`, then pytest over
 #             python/tests (PYTHON picks the interpreter, default python3)
+#   fuzz      the libFuzzer targets (scripts/fuzz.sh), ALLOY_FUZZ_SECONDS each
+#             (default 20); skipped with a message without clang's fuzzer runtime
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -63,5 +65,11 @@ if ! var_set PYTHON; then
     if [ "$rc" -eq 5 ]; then echo "python: pytest collected no tests" >&2; exit 1; fi
     [ "$rc" -eq 0 ] || exit "$rc"
     summary+=("python: ok")
+fi
+if ! var_set FUZZ; then
+    mkdir -p build
+    ALLOY_FUZZ_SECONDS=${ALLOY_FUZZ_SECONDS:-20} scripts/fuzz.sh | tee build/fuzz.log
+    if grep -q '^=== fuzz: SKIPPED' build/fuzz.log; then summary+=("fuzz: skipped (no libFuzzer)")
+    else summary+=("fuzz: ok"); fi
 fi
 printf '%s\n' "=== summary" "${summary[@]}"
