@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "bench_util.h"
-#include "example_loader.h"
 
 typedef int CUresult;
 typedef void *CUmodule, *CUfunction, *CUstream, *CUevent;
@@ -168,13 +167,13 @@ static CUmodule compile_hand(int cc_major, int cc_minor, const char *dump_dir) {
 }
 
 static alloy_kernel *example(const char *file) {
-    char path[2048], err[512];
+    char path[2048];
     snprintf(path, sizeof path, "%s/examples/%s", ALLOY_SOURCE_DIR, file);
-    example_kernel ex;
-    if (example_load(path, &ex, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
+    alloy_kernel_file *f;
+    BENCH_CHECK(alloy_kernel_file_load(path, &f));
     alloy_kernel *k;
-    BENCH_CHECK(example_kernel_new(&ex, &k));
-    example_free(&ex);
+    BENCH_CHECK(alloy_kernel_file_new_kernel(f, &k));
+    alloy_kernel_file_free(f);
     return k;
 }
 

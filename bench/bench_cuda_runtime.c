@@ -18,26 +18,31 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "example_loader.h"
 
 extern char **environ;
 static alloy_device *dev;
 
 static alloy_kernel *load_example(const char *file, const char *extra_comment) {
-    char path[2048], err[512];
+    char path[2048];
     snprintf(path, sizeof path, "%s/examples/%s", ALLOY_SOURCE_DIR, file);
-    example_kernel ex;
-    if (example_load(path, &ex, err, sizeof err)) { fprintf(stderr, "%s\n", err); exit(1); }
+    alloy_kernel_file *f;
+    BENCH_CHECK(alloy_kernel_file_load(path, &f));
+    const char *body = alloy_kernel_file_body(f);
+    char *fresh = NULL;
     if (extra_comment) { /* a fresh source, so no cache can serve it */
-        size_t n = strlen(ex.body) + strlen(extra_comment) + 8;
-        char *b = malloc(n);
-        snprintf(b, n, "// %s\n%s", extra_comment, ex.body);
-        free(ex.body);
-        ex.body = b;
+        size_t n = strlen(body) + strlen(extra_comment) + 8;
+        fresh = malloc(n);
+        snprintf(fresh, n, "// %s\n%s", extra_comment, body);
+        body = fresh;
     }
     alloy_kernel *k;
-    BENCH_CHECK(example_kernel_new(&ex, &k));
-    example_free(&ex);
+    BENCH_CHECK(alloy_kernel_new(alloy_kernel_file_name(f), alloy_kernel_file_n_inputs(f),
+                                 alloy_kernel_file_inputs(f), alloy_kernel_file_n_outputs(f),
+                                 alloy_kernel_file_outputs(f), body, alloy_kernel_file_header(f),
+                                 alloy_kernel_file_ensure_row_contiguous(f),
+                                 alloy_kernel_file_atomic_outputs(f), &k));
+    free(fresh);
+    alloy_kernel_file_free(f);
     return k;
 }
 

@@ -160,7 +160,7 @@ static void bench_exp(row *r, seed_kernel *sk) {
     alloy_array *in = seed_array(dev, ALLOY_FLOAT32, 1, &n, x);
     alloy_array *out = seed_filled(dev, ALLOY_FLOAT32, 1, &n, NAN);
     alloy_launch *l = launch_with(1, &out, (uint32_t)n, 1, 256, 1);
-    BENCH_CHECK(example_add_templates(&sk->ex, l)); /* T=float32 from the file */
+    BENCH_CHECK(alloy_kernel_file_add_templates(sk->file, l)); /* T=float32 from the file */
     r->median_s = time_launches(r, sk, 1, &in, l, 1);
     set_rate(r, 8.0 * (double)n, "GB/s");
     float *got = seed_host(out);
@@ -353,12 +353,12 @@ static void bench_ivf(row *r, seed_kernel *sk) {
     alloy_array *outs[2] = {seed_filled(dev, ALLOY_FLOAT32, 2, os, NAN),
                             seed_filled(dev, ALLOY_INT32, 2, os, sentinel)};
     alloy_launch *l = launch_with(2, outs, (uint32_t)b * tpb, 1, tpb, 1);
-    char err[256], kt[32];
+    char kt[32];
     snprintf(kt, sizeof kt, "K=%d", K);
-    if (example_set_template(&sk->ex, kt, err, sizeof err)) {
-        fail(r, "%s", err);
+    if (alloy_kernel_file_set_template(sk->file, kt) != ALLOY_OK) {
+        fail(r, "%s", alloy_last_error());
     } else {
-        BENCH_CHECK(example_add_templates(&sk->ex, l));
+        BENCH_CHECK(alloy_kernel_file_add_templates(sk->file, l));
         r->median_s = time_launches(r, sk, 3, ins, l, 2);
         set_rate(r, 3.0 * (double)b * (double)m * (double)d, "GFLOP/s");
         float *vals = seed_host(outs[0]);

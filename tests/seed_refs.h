@@ -1,7 +1,7 @@
 /* seed_refs.h — independent double-precision references for the seed kernels
  * in examples/NAME.metal (plain C loops, written from the math, not from the
  * kernels), plus the small plumbing the test_seed_*.c files share: loading an
- * example through tests/example_loader.h, host <-> array copies, the
+ * example through the kernel file API, host <-> array copies, the
  * "every output element was written" check, and fp16 conversions. Public API
  * only. */
 #ifndef ALLOY_TEST_SEED_REFS_H
@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "alloy/alloy.h"
-#include "example_loader.h"
 #include "harness.h"
 
 #ifndef ALLOY_SOURCE_DIR
@@ -224,26 +223,28 @@ static inline float seed_f16_to_f32(uint16_t h) {
 
 /* An example kernel loaded from examples/<file> and constructed. */
 typedef struct seed_kernel {
-    example_kernel ex;
+    alloy_kernel_file *file;
     alloy_kernel *kernel;
 } seed_kernel;
 
 /* Loads examples/<file>; on failure counts a test failure and returns 0. */
 static inline int seed_kernel_load(const char *file, seed_kernel *sk) {
-    char path[2048], err[512];
+    char path[2048];
     memset(sk, 0, sizeof *sk);
     snprintf(path, sizeof path, "%s/examples/%s", ALLOY_SOURCE_DIR, file);
-    if (example_load(path, &sk->ex, err, sizeof err)) {
-        fprintf(stderr, "  FAIL %s:%d: cannot load example: %s\n", __FILE__, __LINE__, err);
+    if (alloy_kernel_file_load(path, &sk->file) != ALLOY_OK) {
+        fprintf(stderr, "  FAIL %s:%d: cannot load example: %s\n", __FILE__, __LINE__,
+                alloy_last_error());
         harness_current_failed++;
         return 0;
     }
-    alloy_status st = example_kernel_new(&sk->ex, &sk->kernel);
+    alloy_status st = alloy_kernel_file_new_kernel(sk->file, &sk->kernel);
     if (st != ALLOY_OK) {
         fprintf(stderr, "  FAIL %s:%d: alloy_kernel_new(%s) -> %s: %s\n", __FILE__, __LINE__,
                 file, alloy_status_name(st), alloy_last_error());
         harness_current_failed++;
-        example_free(&sk->ex);
+        alloy_kernel_file_free(sk->file);
+        sk->file = NULL;
         return 0;
     }
     return 1;
@@ -251,7 +252,7 @@ static inline int seed_kernel_load(const char *file, seed_kernel *sk) {
 
 static inline void seed_kernel_free(seed_kernel *sk) {
     alloy_kernel_free(sk->kernel);
-    example_free(&sk->ex);
+    alloy_kernel_file_free(sk->file);
     memset(sk, 0, sizeof *sk);
 }
 

@@ -190,7 +190,7 @@ static void run_exp_f32(alloy_device *dev, seed_kernel *sk, int64_t n, uint32_t 
     CHECK_OK(alloy_launch_set_grid(l, grid, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
     CHECK_OK(alloy_launch_set_init_value(l, NAN));
-    CHECK_OK(example_add_templates(&sk->ex, l)); /* T=float32 from the file */
+    CHECK_OK(alloy_kernel_file_add_templates(sk->file, l)); /* T=float32 from the file */
     CHECK_OK(alloy_kernel_apply(sk->kernel, 1, &in, l, NULL, &out));
     float *got = seed_host(out);
     if (got) {
@@ -218,8 +218,7 @@ static void run_exp_f16(alloy_device *dev, seed_kernel *sk, int64_t n) {
         CHECK(seed_f16_to_f32(x[i]) == xf[i]);
     }
     ref_exp(xf, (size_t)n, ref);
-    char err[256];
-    CHECK(example_set_template(&sk->ex, "T=float16", err, sizeof err) == 0);
+    CHECK_OK(alloy_kernel_file_set_template(sk->file, "T=float16"));
     alloy_array *in = seed_array(dev, ALLOY_FLOAT16, 1, &n, x), *out = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
@@ -227,7 +226,7 @@ static void run_exp_f16(alloy_device *dev, seed_kernel *sk, int64_t n) {
     CHECK_OK(alloy_launch_set_grid(l, (uint32_t)n, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
     CHECK_OK(alloy_launch_set_init_value(l, NAN));
-    CHECK_OK(example_add_templates(&sk->ex, l));
+    CHECK_OK(alloy_kernel_file_add_templates(sk->file, l));
     CHECK_OK(alloy_kernel_apply(sk->kernel, 1, &in, l, NULL, &out));
     uint16_t *got = seed_host(out);
     if (got) {
@@ -237,7 +236,7 @@ static void run_exp_f16(alloy_device *dev, seed_kernel *sk, int64_t n) {
         seed_check_tol("exp f16", gf, ref, (size_t)n, 0, 1.0 / 512);
         free(gf);
     }
-    CHECK(example_set_template(&sk->ex, "T=float32", err, sizeof err) == 0);
+    CHECK_OK(alloy_kernel_file_set_template(sk->file, "T=float32"));
     free(got);
     alloy_array_free(out);
     alloy_array_free(in);
@@ -251,9 +250,10 @@ static void test_exp(void) {
     alloy_device *dev = harness_device();
     seed_kernel sk;
     if (!seed_kernel_load("exp.metal", &sk)) return;
-    CHECK(sk.ex.n_templates == 1 && !strcmp(sk.ex.templates[0].name, "T") &&
-          sk.ex.templates[0].kind == EXAMPLE_TEMPLATE_DTYPE &&
-          sk.ex.templates[0].dtype == ALLOY_FLOAT32);
+    alloy_kernel_file_template t;
+    CHECK(alloy_kernel_file_n_templates(sk.file) == 1 &&
+          alloy_kernel_file_template_at(sk.file, 0, &t) == ALLOY_OK && !strcmp(t.name, "T") &&
+          t.kind == ALLOY_KERNEL_FILE_TEMPLATE_DTYPE && t.dtype == ALLOY_FLOAT32);
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
         run_exp_f32(dev, &sk, sizes[s], (uint32_t)sizes[s]);
         run_exp_f32(dev, &sk, sizes[s], seed_round_up((uint32_t)sizes[s], 256));

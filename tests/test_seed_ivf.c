@@ -104,7 +104,7 @@ static void test_ivf_cases(void) {
     alloy_device *dev = harness_device();
     seed_kernel sk;
     if (!seed_kernel_load("ivf_topk_l2.metal", &sk)) return;
-    CHECK(sk.ex.n_outputs == 2);
+    CHECK(alloy_kernel_file_n_outputs(sk.file) == 2);
     static const ivf_case cases[] = {
         {1, 1, 1, 1, 32},     /* the smallest */
         {2, 5, 3, 8, 32},     /* fewer rows than K: +inf / -1 tail */

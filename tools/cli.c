@@ -361,65 +361,48 @@ int cli_kernel_opt(cli_kernel_opts *o, int argc, char **argv, int *i) {
     return 0;
 }
 
-static int replace_names(const char *list, char **names, int *count, const char *what) {
-    char why[256];
-    char *fresh[EXAMPLE_MAX_NAMES];
-    int n = 0;
-    if (example__parse_names(list, strlen(list), fresh, &n, why, sizeof why)) {
-        for (int k = 0; k < n; k++) free(fresh[k]);
-        return cli_usage("--%s \"%s\": %s", what, list, why);
-    }
-    for (int k = 0; k < *count; k++) free(names[k]);
-    for (int k = 0; k < n; k++) names[k] = fresh[k];
-    *count = n;
-    return CLI_OK;
+/* The message of the last alloy error without the "path: " the kernel file
+ * parser puts in front (an override has no position in the file). */
+static const char *override_why(const alloy_kernel_file *f) {
+    const char *err = alloy_last_error(), *path = alloy_kernel_file_path(f);
+    size_t pl = strlen(path);
+    return !strncmp(err, path, pl) && !strncmp(err + pl, ": ", 2) ? err + pl + 2 : err;
 }
 
-int cli_kernel_setup(const cli_kernel_opts *o, example_kernel *ex, alloy_device **device,
+int cli_kernel_setup(const cli_kernel_opts *o, alloy_kernel_file **file, alloy_device **device,
                      alloy_kernel **kernel, alloy_launch *launch) {
-    char err[1024];
     alloy_status st;
     *kernel = NULL;
-    if (example_load(o->path, ex, err, sizeof err)) return cli_error("%s", err);
-    if (o->name) {
-        if (!example__is_ident(o->name, strlen(o->name)))
-            return cli_usage("--name \"%s\" is not a C identifier", o->name);
-        char *n = example__strndup(o->name, strlen(o->name));
-        if (!n) return cli_error("out of memory");
-        free(ex->name);
-        ex->name = n;
-    }
-    int rc;
-    if (o->inputs && (rc = replace_names(o->inputs, ex->inputs, &ex->n_inputs, "inputs"))) return rc;
-    if (o->outputs && (rc = replace_names(o->outputs, ex->outputs, &ex->n_outputs, "outputs")))
-        return rc;
-    if (ex->n_outputs == 0) return cli_usage("the kernel needs at least one output");
+    if (alloy_kernel_file_load(o->path, file) != ALLOY_OK) return cli_error("%s", alloy_last_error());
+    alloy_kernel_file *f = *file;
+    if (o->name && alloy_kernel_file_set_name(f, o->name) != ALLOY_OK)
+        return cli_usage("--name \"%s\" is not a C identifier", o->name);
+    if (o->inputs && alloy_kernel_file_set_inputs(f, o->inputs) != ALLOY_OK)
+        return cli_usage("--inputs \"%s\": %s", o->inputs, alloy_last_error());
+    if (o->outputs && alloy_kernel_file_set_outputs(f, o->outputs) != ALLOY_OK)
+        return cli_usage("--outputs \"%s\": %s", o->outputs, alloy_last_error());
     for (int k = 0; k < o->n_templates; k++)
-        if (example_set_template(ex, o->templates[k], err, sizeof err))
-        {
-            size_t pl = strlen(ex->path);
-            const char *why = (!strncmp(err, ex->path, pl) && !strncmp(err + pl, ": ", 2)) ? err + pl + 2 : err;
-            return cli_usage("--template: %s", why);
-        }
-    if (o->no_contiguous) ex->ensure_row_contiguous = 0;
-    if (o->atomic_outputs) ex->atomic_outputs = 1;
+        if (alloy_kernel_file_set_template(f, o->templates[k]) != ALLOY_OK)
+            return cli_usage("--template: %s", override_why(f));
+    if (o->no_contiguous) alloy_kernel_file_set_ensure_row_contiguous(f, 0);
+    if (o->atomic_outputs) alloy_kernel_file_set_atomic_outputs(f, 1);
 
     if ((st = alloy_device_get(o->device ? o->device : "auto", device)) != ALLOY_OK)
         return cli_alloy_error(st);
-    if ((st = example_kernel_new(ex, kernel)) != ALLOY_OK) return cli_alloy_error(st);
-    if ((st = example_add_templates(ex, launch)) != ALLOY_OK) return cli_alloy_error(st);
+    if ((st = alloy_kernel_file_new_kernel(f, kernel)) != ALLOY_OK) return cli_alloy_error(st);
+    if ((st = alloy_kernel_file_add_templates(f, launch)) != ALLOY_OK) return cli_alloy_error(st);
     if (o->verbose && (st = alloy_launch_set_verbose(launch, 1)) != ALLOY_OK)
         return cli_alloy_error(st);
     return CLI_OK;
 }
 
-int cli_find_name(char *const *names, int n, const char *name) {
+int cli_find_name(const char *const *names, int n, const char *name) {
     for (int k = 0; k < n; k++)
         if (!strcmp(names[k], name)) return k;
     return -1;
 }
 
-void cli_join_names(char *buf, size_t len, char *const *names, int n) {
+void cli_join_names(char *buf, size_t len, const char *const *names, int n) {
     size_t used = 0;
     buf[0] = '\0';
     if (n == 0) {
@@ -430,12 +413,12 @@ void cli_join_names(char *buf, size_t len, char *const *names, int n) {
         used += (size_t)snprintf(buf + used, len - used, "%s%s", k ? ", " : "", names[k]);
 }
 
-int cli_require_name(const example_kernel *ex, int is_output, const char *given) {
-    char *const *names = is_output ? ex->outputs : ex->inputs;
-    int n = is_output ? ex->n_outputs : ex->n_inputs;
+int cli_require_name(const alloy_kernel_file *f, int is_output, const char *given) {
+    const char *const *names = is_output ? alloy_kernel_file_outputs(f) : alloy_kernel_file_inputs(f);
+    int n = is_output ? alloy_kernel_file_n_outputs(f) : alloy_kernel_file_n_inputs(f);
     if (cli_find_name(names, n, given) >= 0) return CLI_OK;
     char list[1024];
     cli_join_names(list, sizeof list, names, n);
-    return cli_usage("kernel %s has no %s \"%s\" (its %ss: %s)", ex->name,
+    return cli_usage("kernel %s has no %s \"%s\" (its %ss: %s)", alloy_kernel_file_name(f),
                      is_output ? "output" : "input", given, is_output ? "output" : "input", list);
 }

@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "alloy/alloy.h"
-#include "kernel_file.h"
+#include "alloy/kernel_file.h"
 
 #define CLI_OK 0
 #define CLI_ERROR 1
@@ -83,18 +83,19 @@ typedef struct cli_kernel_opts {
  * -1 usage error (printed). */
 int cli_kernel_opt(cli_kernel_opts *o, int argc, char **argv, int *i);
 
-/* Loads the file, applies the overrides and template arguments, opens the
- * device, creates the kernel and adds the templates to `launch`. Returns
- * CLI_OK or an exit code (message printed). */
-int cli_kernel_setup(const cli_kernel_opts *o, example_kernel *ex, alloy_device **device,
+/* Loads the file (*file: free it with alloy_kernel_file_free, also after a
+ * failure), applies the overrides and template arguments, opens the device,
+ * creates the kernel and adds the templates to `launch`. Returns CLI_OK or an
+ * exit code (message printed). */
+int cli_kernel_setup(const cli_kernel_opts *o, alloy_kernel_file **file, alloy_device **device,
                      alloy_kernel **kernel, alloy_launch *launch);
 
 /* Index of `name` in names[0..n), or -1. */
-int cli_find_name(char *const *names, int n, const char *name);
+int cli_find_name(const char *const *names, int n, const char *name);
 /* "a, b, c" (or "(none)") into buf. */
-void cli_join_names(char *buf, size_t len, char *const *names, int n);
+void cli_join_names(char *buf, size_t len, const char *const *names, int n);
 /* CLI_OK if the kernel has an input (is_output 0) or output (1) called
  * `given`; else a usage error listing the names it has. */
-int cli_require_name(const example_kernel *ex, int is_output, const char *given);
+int cli_require_name(const alloy_kernel_file *file, int is_output, const char *given);
 
 #endif

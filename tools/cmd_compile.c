@@ -51,7 +51,7 @@ static int parse_arg_spec(const char *opt, const char *spec, int need_dtype, arg
         c2 = strchr(c1 + 1, ':');
         if (c2) *c2 = '\0';
     }
-    if (!example__is_ident(buf, strlen(buf)) || strlen(buf) >= sizeof a->name)
+    if (!alloy_is_identifier(buf, strlen(buf)) || strlen(buf) >= sizeof a->name)
         return cli_usage("%s \"%s\": the name is not a C identifier", opt, spec);
     strcpy(a->name, buf);
     if (!c1) {
@@ -78,7 +78,7 @@ static void print_section(const char *title, const char *text) {
 int cmd_compile(int argc, char **argv) {
     cli_kernel_opts ko;
     memset(&ko, 0, sizeof ko);
-    arg_spec ins[EXAMPLE_MAX_NAMES], outs[EXAMPLE_MAX_NAMES];
+    arg_spec ins[ALLOY_KERNEL_FILE_MAX_NAMES], outs[ALLOY_KERNEL_FILE_MAX_NAMES];
     int n_in = 0, n_out = 0, have_grid = 0, have_tg = 0, show_source = 1;
     uint32_t grid[3], tg[3];
 
@@ -95,14 +95,14 @@ int cmd_compile(int argc, char **argv) {
         }
         if ((r = cli_opt_value(argc, argv, &i, "--input", &v))) {
             if (r < 0) return CLI_USAGE;
-            if (n_in >= EXAMPLE_MAX_NAMES) return cli_usage("too many --input options");
+            if (n_in >= ALLOY_KERNEL_FILE_MAX_NAMES) return cli_usage("too many --input options");
             if (parse_arg_spec("--input", v, 1, &ins[n_in])) return CLI_USAGE;
             for (int k = 0; k < n_in; k++)
                 if (!strcmp(ins[k].name, ins[n_in].name)) return cli_usage("input %s is given twice", ins[k].name);
             n_in++;
         } else if ((r = cli_opt_value(argc, argv, &i, "--output", &v))) {
             if (r < 0) return CLI_USAGE;
-            if (n_out >= EXAMPLE_MAX_NAMES) return cli_usage("too many --output options");
+            if (n_out >= ALLOY_KERNEL_FILE_MAX_NAMES) return cli_usage("too many --output options");
             if (parse_arg_spec("--output", v, 0, &outs[n_out])) return CLI_USAGE;
             for (int k = 0; k < n_out; k++)
                 if (!strcmp(outs[k].name, outs[n_out].name)) return cli_usage("output %s is given twice", outs[k].name);
@@ -128,31 +128,30 @@ int cmd_compile(int argc, char **argv) {
     if (!ko.path) return cli_usage("missing KERNEL.metal");
 
     int rc = CLI_OK;
-    example_kernel ex;
-    memset(&ex, 0, sizeof ex);
+    alloy_kernel_file *kf = NULL;
     alloy_launch *launch = NULL;
     alloy_kernel *kernel = NULL;
     alloy_device *device = NULL;
-    alloy_array *inputs[EXAMPLE_MAX_NAMES] = {0};
+    alloy_array *inputs[ALLOY_KERNEL_FILE_MAX_NAMES] = {0};
     alloy_compile_result result;
     memset(&result, 0, sizeof result);
     char *source = NULL;
     alloy_status st;
 
     if ((st = alloy_launch_new(&launch)) != ALLOY_OK) return cli_alloy_error(st);
-    if ((rc = cli_kernel_setup(&ko, &ex, &device, &kernel, launch))) goto done;
+    if ((rc = cli_kernel_setup(&ko, &kf, &device, &kernel, launch))) goto done;
 
     for (int k = 0; k < n_in; k++)
-        if ((rc = cli_require_name(&ex, 0, ins[k].name))) goto done;
+        if ((rc = cli_require_name(kf, 0, ins[k].name))) goto done;
     for (int k = 0; k < n_out; k++)
-        if ((rc = cli_require_name(&ex, 1, outs[k].name))) goto done;
-    for (int j = 0; j < ex.n_inputs; j++) {
+        if ((rc = cli_require_name(kf, 1, outs[k].name))) goto done;
+    for (int j = 0; j < alloy_kernel_file_n_inputs(kf); j++) {
         const arg_spec *in = NULL;
         for (int k = 0; k < n_in; k++)
-            if (!strcmp(ins[k].name, ex.inputs[j])) in = &ins[k];
+            if (!strcmp(ins[k].name, alloy_kernel_file_inputs(kf)[j])) in = &ins[k];
         if (!in) {
             rc = cli_usage("missing --input %s:DTYPE[:SHAPE] (kernel %s needs every input's dtype)",
-                           ex.inputs[j], ex.name);
+                           alloy_kernel_file_inputs(kf)[j], alloy_kernel_file_name(kf));
             goto done;
         }
         if ((st = alloy_array_new(device, in->dtype, in->ndim, in->shape, &inputs[j])) != ALLOY_OK) {
@@ -160,11 +159,11 @@ int cmd_compile(int argc, char **argv) {
             goto done;
         }
     }
-    for (int j = 0; j < ex.n_outputs; j++) {
+    for (int j = 0; j < alloy_kernel_file_n_outputs(kf); j++) {
         arg_spec def;
         const arg_spec *o = NULL;
         for (int k = 0; k < n_out; k++)
-            if (!strcmp(outs[k].name, ex.outputs[j])) o = &outs[k];
+            if (!strcmp(outs[k].name, alloy_kernel_file_outputs(kf)[j])) o = &outs[k];
         if (!o) { /* float32, shape 1 */
             memset(&def, 0, sizeof def);
             def.dtype = ALLOY_FLOAT32;
@@ -183,10 +182,10 @@ int cmd_compile(int argc, char **argv) {
         goto done;
     }
 
-    printf("// alloy compile: kernel %s for %s (%s)\n", ex.name, alloy_device_name(device),
+    printf("// alloy compile: kernel %s for %s (%s)\n", alloy_kernel_file_name(kf), alloy_device_name(device),
            alloy_device_description(device));
     if (show_source) {
-        if ((st = alloy_kernel_generated_source(kernel, ex.n_inputs, inputs, launch, device,
+        if ((st = alloy_kernel_generated_source(kernel, alloy_kernel_file_n_inputs(kf), inputs, launch, device,
                                                 &source)) != ALLOY_OK) {
             fflush(stdout);
             rc = cli_alloy_error(st);
@@ -195,11 +194,11 @@ int cmd_compile(int argc, char **argv) {
         print_section("generated source", source);
     }
     fflush(stdout);
-    st = alloy_kernel_compile(kernel, ex.n_inputs, inputs, launch, device, &result);
+    st = alloy_kernel_compile(kernel, alloy_kernel_file_n_inputs(kf), inputs, launch, device, &result);
     if (st != ALLOY_OK) {
         const char *msg = alloy_last_error();
         if ((!msg || !*msg) && result.log && *result.log) {
-            fprintf(stderr, "alloy: %s: compile failed:\n%s", ex.name, result.log);
+            fprintf(stderr, "alloy: %s: compile failed:\n%s", alloy_kernel_file_name(kf), result.log);
             size_t n = strlen(result.log);
             if (result.log[n - 1] != '\n') fputc('\n', stderr);
             rc = CLI_ERROR;
@@ -218,9 +217,9 @@ done:
     fflush(stdout);
     free(source);
     alloy_compile_result_clear(&result);
-    for (int j = 0; j < EXAMPLE_MAX_NAMES; j++) alloy_array_free(inputs[j]);
+    for (int j = 0; j < ALLOY_KERNEL_FILE_MAX_NAMES; j++) alloy_array_free(inputs[j]);
     alloy_kernel_free(kernel);
     alloy_launch_free(launch);
-    example_free(&ex);
+    alloy_kernel_file_free(kf);
     return rc;
 }

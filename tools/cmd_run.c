@@ -64,7 +64,7 @@ typedef struct output_spec {
 /* Copies the NAME part of "NAME[:...]" (up to `end`) into buf; -1 if not an identifier. */
 static int take_name(const char *s, const char *end, char *buf, size_t len) {
     size_t n = (size_t)(end - s);
-    if (n == 0 || n >= len || !example__is_ident(s, n)) return -1;
+    if (n == 0 || n >= len || !alloy_is_identifier(s, n)) return -1;
     memcpy(buf, s, n);
     buf[n] = '\0';
     return 0;
@@ -317,40 +317,39 @@ int cmd_run(int argc, char **argv) {
             return cli_usage("output %s goes nowhere: add =FILE.npy or --print", outs[k].name);
 
     int rc = CLI_OK;
-    example_kernel ex;
-    memset(&ex, 0, sizeof ex);
+    alloy_kernel_file *kf = NULL;
     alloy_launch *launch = NULL;
     alloy_kernel *kernel = NULL;
     alloy_device *device = NULL;
     alloy_stream *stream = NULL;
-    alloy_array *inputs[EXAMPLE_MAX_NAMES] = {0}, *outputs[EXAMPLE_MAX_NAMES] = {0};
-    const output_spec *out_order[EXAMPLE_MAX_NAMES] = {0};
+    alloy_array *inputs[ALLOY_KERNEL_FILE_MAX_NAMES] = {0}, *outputs[ALLOY_KERNEL_FILE_MAX_NAMES] = {0};
+    const output_spec *out_order[ALLOY_KERNEL_FILE_MAX_NAMES] = {0};
     alloy_status st;
 
     if ((st = alloy_launch_new(&launch)) != ALLOY_OK) return cli_alloy_error(st);
-    if ((rc = cli_kernel_setup(&ko, &ex, &device, &kernel, launch))) goto done;
+    if ((rc = cli_kernel_setup(&ko, &kf, &device, &kernel, launch))) goto done;
 
     /* Match the given inputs and outputs to the kernel's names. */
     for (int k = 0; k < n_in; k++)
-        if ((rc = cli_require_name(&ex, 0, ins[k].name))) goto done;
+        if ((rc = cli_require_name(kf, 0, ins[k].name))) goto done;
     for (int k = 0; k < n_out; k++)
-        if ((rc = cli_require_name(&ex, 1, outs[k].name))) goto done;
-    for (int j = 0; j < ex.n_inputs; j++) {
+        if ((rc = cli_require_name(kf, 1, outs[k].name))) goto done;
+    for (int j = 0; j < alloy_kernel_file_n_inputs(kf); j++) {
         const input_spec *in = NULL;
         for (int k = 0; k < n_in; k++)
-            if (!strcmp(ins[k].name, ex.inputs[j])) in = &ins[k];
+            if (!strcmp(ins[k].name, alloy_kernel_file_inputs(kf)[j])) in = &ins[k];
         if (!in) {
-            rc = cli_usage("missing --input %s=... (kernel %s needs every input)", ex.inputs[j], ex.name);
+            rc = cli_usage("missing --input %s=... (kernel %s needs every input)", alloy_kernel_file_inputs(kf)[j], alloy_kernel_file_name(kf));
             goto done;
         }
         if ((rc = make_input(in, device, &inputs[j]))) goto done;
     }
-    for (int j = 0; j < ex.n_outputs; j++) {
+    for (int j = 0; j < alloy_kernel_file_n_outputs(kf); j++) {
         for (int k = 0; k < n_out; k++)
-            if (!strcmp(outs[k].name, ex.outputs[j])) out_order[j] = &outs[k];
+            if (!strcmp(outs[k].name, alloy_kernel_file_outputs(kf)[j])) out_order[j] = &outs[k];
         if (!out_order[j]) {
             rc = cli_usage("missing --output %s:DTYPE:SHAPE=FILE.npy (kernel %s needs every output)",
-                           ex.outputs[j], ex.name);
+                           alloy_kernel_file_outputs(kf)[j], alloy_kernel_file_name(kf));
             goto done;
         }
         if ((st = alloy_launch_add_output(launch, out_order[j]->ndim, out_order[j]->shape,
@@ -367,22 +366,22 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if (ko.verbose)
-        fprintf(stderr, "alloy: running %s on %s: grid %u,%u,%u threadgroup %u,%u,%u\n", ex.name,
+        fprintf(stderr, "alloy: running %s on %s: grid %u,%u,%u threadgroup %u,%u,%u\n", alloy_kernel_file_name(kf),
                 alloy_device_name(device), grid[0], grid[1], grid[2], tg[0], tg[1], tg[2]);
-    if ((st = alloy_kernel_apply(kernel, ex.n_inputs, inputs, launch, stream, outputs)) != ALLOY_OK) {
+    if ((st = alloy_kernel_apply(kernel, alloy_kernel_file_n_inputs(kf), inputs, launch, stream, outputs)) != ALLOY_OK) {
         rc = cli_alloy_error(st);
         goto done;
     }
-    for (int j = 0; j < ex.n_outputs && rc == CLI_OK; j++)
+    for (int j = 0; j < alloy_kernel_file_n_outputs(kf) && rc == CLI_OK; j++)
         rc = emit_output(out_order[j], outputs[j], print_max, do_print);
 
 done:
-    for (int j = 0; j < EXAMPLE_MAX_NAMES; j++) {
+    for (int j = 0; j < ALLOY_KERNEL_FILE_MAX_NAMES; j++) {
         alloy_array_free(inputs[j]);
         alloy_array_free(outputs[j]);
     }
     alloy_kernel_free(kernel);
     alloy_launch_free(launch);
-    example_free(&ex);
+    alloy_kernel_file_free(kf);
     return rc;
 }

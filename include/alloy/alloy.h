@@ -12,6 +12,7 @@
 #include "dlpack.h"
 #include "kernel.h"
 #include "cache.h"
+#include "kernel_file.h"
 
 #define ALLOY_VERSION_MAJOR 0
 #define ALLOY_VERSION_MINOR 1

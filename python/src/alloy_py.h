@@ -136,6 +136,9 @@ extern PyTypeObject AlloyPy_KernelType;
 int alloypy_kernel_init(PyObject *module);
 PyObject *alloypy_metal_kernel(PyObject *self, PyObject *args, PyObject *kwargs);
 
+/* ---- kernel files (kernel_file.c) ---- */
+PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* ---- module.c ------------------------------------------------------------ */
 /* The Python helper `alloy._convert.<name>` (imported on first use). */
 PyObject *alloypy_helper(const char *name);

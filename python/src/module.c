@@ -129,6 +129,10 @@ static PyMethodDef module_methods[] = {
      "metal_kernel(name, input_names, output_names, source, header='', ensure_row_contiguous=True, "
      "atomic_outputs=False)\n\nA body-only kernel with the semantics of MLX's mx.fast.metal_kernel. "
      "Nothing is compiled until the first call."},
+    {"parse_kernel_file", (PyCFunction)(void (*)(void))alloypy_parse_kernel_file,
+     METH_VARARGS | METH_KEYWORDS,
+     "parse_kernel_file(text, path=None)\n\nThe pieces of a kernel file as a dict (the library's "
+     "parser; errors are InvalidArgumentError with 'path:line: why')."},
     {"asarray", (PyCFunction)(void (*)(void))py_asarray, METH_VARARGS | METH_KEYWORDS,
      "asarray(obj, *, device=None, stream=None)\n\nAn alloy.Array viewing obj's memory (no copy on "
      "its own device; CPU memory is copied when device names a GPU). obj: anything with __dlpack__ "

@@ -562,9 +562,20 @@ def test_kernel_file_parser_errors():
         parse("//! name: k\nfloat x;\n//! body:\n")
     kf = parse("// c\n//! name: k\n//! inputs: a, b\n//! outputs: o\n//! template: N=0x10 B=true T=float16 M=-3\n"
                "//! header:\n#define X 1\n//! body:\no[0] = X;\n//! not a directive\n")
-    assert kf.input_names == ["a", "b"] and kf.header == "#define X 1" and kf.body_line == 9
+    assert kf.input_names == ["a", "b"] and kf.header == "#define X 1\n" and kf.body_line == 9
+    assert kf.header_line == 7
     assert kf.template == [("N", 16), ("B", True), ("T", alloy.float16), ("M", -3)]
     assert kf.body == "o[0] = X;\n//! not a directive\n"
+    # the C parser's messages, with the path
+    with pytest.raises(alloy.InvalidArgumentError, match=r"k\.metal:2: name \"x\" appears twice"):
+        parse("//! name: k\n//! inputs: x x\n", "k.metal")
+    with pytest.raises(alloy.InvalidArgumentError, match="NUL byte"):
+        parse("//! name: k\n\0", "k.metal")
+    from alloy._example import parse_template_value
+    assert parse_template_value("010") == 8 and parse_template_value("false") is False
+    assert parse_template_value("bfloat16") == alloy.bfloat16
+    with pytest.raises(alloy.InvalidArgumentError, match="neither an integer"):
+        parse_template_value("nope")
 
 
 # ---- the README's script ------------------------------------------------------------------------
