@@ -54,7 +54,7 @@ if ! var_set PYTHON; then
     echo "=== python: venv, pip install ., pytest"
     venv=build/python-venv
     [ -x "$venv/bin/python" ] || "${PYTHON:-python3}" -m venv "$venv"
-    "$venv/bin/python" -m pip install -q numpy pytest scikit-build-core
+    "$venv/bin/python" -m pip install -q numpy pytest scikit-build-core ml_dtypes
     # No build isolation: the venv already has scikit-build-core, and the
     # build directory (build-wheel/) is reused between runs.
     "$venv/bin/python" -m pip install -q --no-build-isolation .

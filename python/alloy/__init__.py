@@ -12,7 +12,10 @@ An MLX kernel ports by changing one import::
 
 Inputs are any arrays with ``__dlpack__`` (NumPy, PyTorch, CuPy, JAX) or
 Python scalars; results are :class:`alloy.Array`, which export
-``__dlpack__`` and convert with ``np.asarray``. See docs/python.md.
+``__dlpack__`` and convert with ``np.asarray``. Arrays of a given dtype come
+from Python data with MLX's names: ``alloy.array(data, dtype=alloy.bfloat16)``,
+``alloy.asarray``, ``zeros``, ``ones``, ``full``, ``empty``; ``alloy.eval``
+waits for the work that produced arrays. See docs/python.md.
 """
 from ._alloy import (  # noqa: F401  (the public API)
     AlloyWarning,
@@ -32,7 +35,6 @@ from ._alloy import (  # noqa: F401  (the public API)
     UnavailableError,
     UnsupportedError,
     __version__,
-    asarray,
     backends,
     bfloat16,
     bool_,
@@ -57,6 +59,7 @@ from ._alloy import (  # noqa: F401  (the public API)
 )
 from . import fast  # noqa: F401  (alloy.fast.metal_kernel, as mx.fast.metal_kernel)
 from ._example import KernelFile, load as load_kernel_file  # noqa: F401
+from ._construct import array, asarray, empty, eval, full, ones, zeros  # noqa: F401
 
 
 def from_dlpack(x, /, *, device=None, copy=None):

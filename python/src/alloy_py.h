@@ -136,6 +136,10 @@ extern PyTypeObject AlloyPy_KernelType;
 int alloypy_kernel_init(PyObject *module);
 PyObject *alloypy_metal_kernel(PyObject *self, PyObject *args, PyObject *kwargs);
 
+/* ---- construction (construct.c) ---- */
+PyObject *alloypy_empty(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_fill(PyObject *self, PyObject *args);
+
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);
 

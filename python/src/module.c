@@ -129,6 +129,9 @@ static PyMethodDef module_methods[] = {
      "metal_kernel(name, input_names, output_names, source, header='', ensure_row_contiguous=True, "
      "atomic_outputs=False)\n\nA body-only kernel with the semantics of MLX's mx.fast.metal_kernel. "
      "Nothing is compiled until the first call."},
+    {"_empty", (PyCFunction)(void (*)(void))alloypy_empty, METH_VARARGS | METH_KEYWORDS,
+     "_empty(shape, dtype, device=None): an uninitialised array (alloy.empty)."},
+    {"_fill", alloypy_fill, METH_VARARGS, "_fill(array, value): sets every element (alloy.full)."},
     {"parse_kernel_file", (PyCFunction)(void (*)(void))alloypy_parse_kernel_file,
      METH_VARARGS | METH_KEYWORDS,
      "parse_kernel_file(text, path=None)\n\nThe pieces of a kernel file as a dict (the library's "
