@@ -13,7 +13,7 @@
 #include "backend/cpu/cpu_pool.h"
 #include "backend/cpu/cpu_sched.h"
 
-#define BARRIER(g) (g)->launch->svc->barrier((g)->sched)
+#define BARRIER(g) (g)->launch->svc->barrier((g)->sched, 0)
 #define SIMD_BARRIER(g) (g)->launch->svc->simd_barrier((g)->sched)
 
 static unsigned group_threads(const alloy_cpu_group *g) {

@@ -33,7 +33,7 @@ static int find_tok(const char *src, const alloy_token *t, int n, const char *te
 static char *rewrite(const char *src) {
     alloy_strbuf sb;
     alloy_sb_init(&sb);
-    if (alloy_rewrite_msl(src, "the test source", &sb) != ALLOY_OK) {
+    if (alloy_rewrite_msl(src, "the test source", 0, &sb) != ALLOY_OK) {
         fprintf(stderr, "  rewrite failed: %s\n", alloy_last_error());
         alloy_sb_free(&sb);
         return NULL;
@@ -413,7 +413,7 @@ static void test_rewrite_lines(void) {
     /* errors name the text and the line */
     alloy_strbuf sb;
     alloy_sb_init(&sb);
-    CHECK_FAILS(alloy_rewrite_msl("a;\nb = \"open\n", "the body of kernel 'k'", &sb),
+    CHECK_FAILS(alloy_rewrite_msl("a;\nb = \"open\n", "the body of kernel 'k'", 0, &sb),
                 ALLOY_ERROR_INVALID_ARGUMENT, "line 2");
     alloy_sb_free(&sb);
 }

@@ -742,8 +742,9 @@ static const unsigned char *test_exchange(alloy_cpu_sched *s, const void *value,
     return buf;
 }
 static void test_barrier_fn(alloy_cpu_sched *s) { pthread_barrier_wait(&((test_sched *)s)->bar); }
+static void test_barrier_at(alloy_cpu_sched *s, unsigned) { test_barrier_fn(s); }
 
-static const alloy_cpu_services test_services = {test_barrier_fn, test_exchange, test_barrier_fn};
+static const alloy_cpu_services test_services = {test_barrier_at, test_exchange, test_barrier_fn};
 
 struct lane_job {
     const alloy_cpu_group *group;

@@ -30,6 +30,14 @@ typedef struct alloy_arg {
     void *ptr;
     int32_t shape[ALLOY_MAX_NDIM];
     int64_t strides[ALLOY_MAX_NDIM];
+    /* BUFFER only, for debug builds (backend.debug_build): */
+    unsigned long long nbytes; /* the bytes the array's elements span */
+    long long span_lo;         /* where that span starts, in bytes from ptr (<= 0: negative
+                                  strides reach below the first element) */
+    alloy_dtype dtype;
+    const char *name;          /* the body's name for it */
+    int check_written;         /* an output alloy allocated without init_value: every
+                                  element must be written */
 } alloy_arg;
 
 typedef struct alloy_launch_args {
@@ -79,6 +87,9 @@ struct alloy_backend {
 
     /* Identity of the compiler/architecture, part of every cache key. */
     const char *(*compiler_identity)(alloy_device *dev);
+    /* 1 when kernels are to be generated for the backend's debug mode
+     * (CPU: ALLOY_CPU_DEBUG=1); part of the specialisation. May be NULL. */
+    int (*debug_build)(void);
 
     alloy_status (*mem_alloc)(alloy_device *dev, size_t bytes, void **ptr);
     void (*mem_free)(alloy_device *dev, void *ptr);

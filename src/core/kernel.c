@@ -284,14 +284,19 @@ static int key_put(spec_keybuf *b, const void *p, size_t n) {
     return 1;
 }
 
+/* 1 when the device's backend generates debug builds now (ALLOY_CPU_DEBUG). */
+static int debug_build(const alloy_device *dev) {
+    return dev->backend->debug_build && dev->backend->debug_build();
+}
+
 static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
                     const alloy_launch *l, unsigned geometry, spec_keybuf *b) {
     b->data = b->local;
     b->len = 0;
     b->cap = sizeof b->local;
     int ok = key_put(b, &dev, sizeof dev);
-    unsigned char g = (unsigned char)geometry;
-    ok &= key_put(b, &g, 1);
+    unsigned char g[2] = {(unsigned char)geometry, (unsigned char)debug_build(dev)};
+    ok &= key_put(b, g, 2);
     for (int i = 0; i < k->n_inputs; i++) {
         unsigned char c[2] = {(unsigned char)inputs[i]->dtype, (unsigned char)inputs[i]->ndim};
         ok &= key_put(b, c, 2);
@@ -320,7 +325,7 @@ static int key_equal(const specialization *s, const spec_keybuf *b) {
 
 static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
                              alloy_array *const *inputs, const alloy_launch *l, unsigned geometry,
-                             alloy_codegen_result *res) {
+                             int debug, alloy_codegen_result *res) {
     alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
     alloy_codegen_output out[k->n_outputs];
     for (int i = 0; i < k->n_inputs; i++) {
@@ -346,6 +351,7 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .n_templates = l->n_templates,
         .templates = l->templates,
         .geometry = geometry,
+        .cpu_debug = debug && target == ALLOY_TARGET_CPU,
     };
     memset(res, 0, sizeof *res);
     return alloy_codegen(&req, res);
@@ -383,7 +389,7 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
                            "ALLOY_COMPILE_CHECK=%s: no backend of that name can compile without a "
                            "device", name);
     alloy_codegen_result res;
-    alloy_status st = generate(k, b->target, inputs, l, geometry, &res);
+    alloy_status st = generate(k, b->target, inputs, l, geometry, 0, &res);
     if (st != ALLOY_OK) return st;
     char hash[65];
     alloy_sha256_hex(res.source, strlen(res.source), hash);
@@ -421,7 +427,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     pthread_mutex_unlock(&k->lock);
 
     alloy_codegen_result res;
-    alloy_status st = generate(k, dev->backend->target, inputs, l, geometry, &res);
+    alloy_status st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res);
     if (st != ALLOY_OK) {
         key_release(&key);
         return st;
@@ -511,6 +517,24 @@ static alloy_status fill_shape_arg(const alloy_kernel *k, int i, const alloy_arr
     return ALLOY_OK;
 }
 
+/* The bytes an array's elements span, from *lo bytes off its data pointer
+ * (a strided view may reach below its first element or skip memory). */
+static void span_of(const alloy_array *a, long long *lo, unsigned long long *bytes) {
+    long long item = (long long)alloy_dtype_size(a->dtype), lo_e = 0, hi_e = 0;
+    if (alloy_array_size(a) == 0) {
+        *lo = 0;
+        *bytes = 0;
+        return;
+    }
+    for (int d = 0; d < a->ndim; d++) {
+        long long reach = (a->shape[d] - 1) * a->strides[d];
+        if (reach < 0) lo_e += reach;
+        else hi_e += reach;
+    }
+    *lo = lo_e * item;
+    *bytes = (unsigned long long)((hi_e - lo_e + 1) * item);
+}
+
 alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
                                 const alloy_launch *l, alloy_stream *stream, alloy_array **outputs) {
     if (!k) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel is NULL");
@@ -567,6 +591,10 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
     for (int i = 0; i < k->n_inputs && st == ALLOY_OK; i++) {
         alloy_array *a = use_in[i];
         args[n].kind = ALLOY_ARG_BUFFER;
+        span_of(a, &args[n].span_lo, &args[n].nbytes);
+        args[n].dtype = a->dtype;
+        args[n].name = k->input_names[i];
+        args[n].check_written = 0;
         args[n++].ptr = alloy_array_data(a);
         static const alloy_arg_kind KINDS[2] = {ALLOY_ARG_SHAPE, ALLOY_ARG_STRIDES};
         for (int b = 0; b < 2 && st == ALLOY_OK; b++)
@@ -579,6 +607,10 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
     }
     for (int i = 0; i < k->n_outputs && st == ALLOY_OK; i++) {
         args[n].kind = ALLOY_ARG_BUFFER;
+        span_of(outputs[i], &args[n].span_lo, &args[n].nbytes);
+        args[n].dtype = outputs[i]->dtype;
+        args[n].name = k->output_names[i];
+        args[n].check_written = !l->outputs[i].array && !l->has_init;
         args[n++].ptr = alloy_array_data(outputs[i]);
     }
     if (st == ALLOY_OK && n != spec->n_slots)
@@ -632,7 +664,9 @@ alloy_status alloy_kernel_generated_source(alloy_kernel *k, int n_inputs, alloy_
     alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, geometry, &res)) != ALLOY_OK) return st;
+    if ((st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res)) !=
+        ALLOY_OK)
+        return st;
     *source = res.source;
     res.source = NULL;
     alloy_codegen_result_clear(&res);
@@ -647,7 +681,9 @@ alloy_status alloy_kernel_compile(alloy_kernel *k, int n_inputs, alloy_array *co
     alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, geometry, &res)) != ALLOY_OK) return st;
+    if ((st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res)) !=
+        ALLOY_OK)
+        return st;
     char hash[65];
     alloy_compile_job job;
     make_job(k, dev, res.source, res.uses_sync, hash, &job);

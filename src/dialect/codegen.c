@@ -41,7 +41,7 @@ typedef struct emitter {
      * (dispatch group size), alloy_sz (actual size of this group), alloy_gid,
      * alloy_grid, alloy_groups */
     void (*attribute_locals)(alloy_strbuf *sb, const alloy_codegen_request *req);
-    void (*entry_points)(alloy_strbuf *sb, int uses_sync);
+    void (*entry_points)(alloy_strbuf *sb, const alloy_codegen_request *req, int uses_sync);
     /* the launch's dynamic threadgroup memory (`alloy_threadgroup_memory`) */
     const char *threadgroup_memory_expr;
 } emitter;
@@ -52,13 +52,17 @@ static const char *type_name(alloy_dtype dt);
 
 static void cpu_open_function(alloy_strbuf *sb, const alloy_codegen_request *req,
                               const unsigned *slots) {
-    (void)req;
     (void)slots;
     alloy_sb_append(sb,
                     "static inline __attribute__((always_inline)) void alloy_kernel_body("
                     "const alloy_cpu_group *alloy_g,\n"
                     "    unsigned alloy_lx, unsigned alloy_ly, unsigned alloy_lz) {\n"
                     "  [[maybe_unused]] void *const *alloy_a = alloy_g->launch->args;\n");
+    if (req->cpu_debug)
+        alloy_sb_append(sb, "  alloy_dbg::thread_scope alloy_dbg_scope(alloy_g, alloy_lx, alloy_ly, alloy_lz);\n"
+                            "  [[maybe_unused]] const unsigned long long *const alloy_nb = "
+                            "alloy_g->launch->debug->nbytes;\n"
+                            "  [[maybe_unused]] const long long *const alloy_lo = alloy_g->launch->debug->lo;\n");
 }
 
 /* `alloy_a[k]` is the address of slot k's value (a buffer's data, a shape
@@ -74,8 +78,15 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
                             in->name, t, k++);
             continue;
         }
-        alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = (const %s*)alloy_a[%d];\n", t,
-                        in->name, t, k++);
+        if (req->cpu_debug) /* a checked pointer (cpu_debug.h) */
+            alloy_sb_printf(sb,
+                            "  [[maybe_unused]] alloy_dbg::ptr<const %s> %s((const %s*)alloy_a[%d], "
+                            "alloy_lo[%d], alloy_nb[%d], \"%s\", \"input\");\n",
+                            t, in->name, t, k, k, k, in->name);
+        else
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s* %s = (const %s*)alloy_a[%d];\n", t,
+                            in->name, t, k);
+        k++;
         if (slots[i] & ALLOY_SLOT_SHAPE)
             alloy_sb_printf(sb, "  [[maybe_unused]] const int* %s_shape = (const int*)alloy_a[%d];\n", in->name,
                             k++);
@@ -86,12 +97,17 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     for (int j = 0; j < req->n_outputs; j++) {
         const alloy_codegen_output *o = &req->outputs[j];
         const char *t = type_name(o->dtype);
-        if (req->atomic_outputs)
-            alloy_sb_printf(sb, "  [[maybe_unused]] atomic<%s>* %s = (atomic<%s>*)alloy_a[%d];\n",
-                            t, o->name, t, k++);
+        char elem[64];
+        snprintf(elem, sizeof elem, req->atomic_outputs ? "atomic<%s>" : "%s", t);
+        if (req->cpu_debug)
+            alloy_sb_printf(sb,
+                            "  [[maybe_unused]] alloy_dbg::ptr<%s> %s((%s*)alloy_a[%d], alloy_lo[%d], "
+                            "alloy_nb[%d], \"%s\", \"output\");\n",
+                            elem, o->name, elem, k, k, k, o->name);
         else
-            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = (%s*)alloy_a[%d];\n", t, o->name, t,
-                            k++);
+            alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = (%s*)alloy_a[%d];\n", elem, o->name,
+                            elem, k);
+        k++;
     }
 }
 
@@ -106,12 +122,13 @@ static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *
         "  [[maybe_unused]] const unsigned *const alloy_groups = alloy_g->launch->groups;\n");
 }
 
-static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
+static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req, int uses_sync) {
     alloy_sb_printf(
         sb,
         "#define ALLOY_EXPORT_ extern \"C\" __attribute__((visibility(\"default\")))\n"
         "ALLOY_EXPORT_ const unsigned alloy_cpu_abi = ALLOY_CPU_ABI_VERSION;\n"
         "ALLOY_EXPORT_ const int alloy_cpu_uses_sync = %d;\n"
+        "ALLOY_EXPORT_ const int alloy_cpu_checked = %d;\n"
         "ALLOY_EXPORT_ void alloy_cpu_group_loop(const alloy_cpu_group *g) {\n"
         "  ALLOY_SET_GROUP(g);\n"
         "  const unsigned sx = g->size[0], sy = g->size[1], sz = g->size[2];\n"
@@ -126,7 +143,7 @@ static void cpu_entry_points(alloy_strbuf *sb, int uses_sync) {
         "  alloy_kernel_body(g, lx, ly, lz);\n"
         "}\n"
         "#undef ALLOY_EXPORT_\n",
-        uses_sync ? 1 : 0);
+        uses_sync ? 1 : 0, req->cpu_debug ? 1 : 0);
 }
 
 static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
@@ -236,8 +253,9 @@ static void cuda_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request 
 
 /* The kernel is the body's function: nothing follows it. (Nothing may: a
  * thread that returned from the body must exit, see cuda.h.) */
-static void cuda_entry_points(alloy_strbuf *sb, int uses_sync) {
+static void cuda_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req, int uses_sync) {
     (void)sb;
+    (void)req;
     (void)uses_sync;
 }
 
@@ -552,8 +570,12 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     /* prelude */
     alloy_sb_append(&sb, "// kernel '");
     append_file_name(&sb, kname);
-    alloy_sb_printf(&sb, "', generated by alloy for the %s\n", em->target_name);
-    alloy_sb_append(&sb, "#line 3 \"" GENERATED_FILE "\"\n");
+    const int debug = req->cpu_debug && req->target == ALLOY_TARGET_CPU;
+    const unsigned rewrite_flags = debug ? ALLOY_REWRITE_CPU_DEBUG : 0u;
+    alloy_sb_printf(&sb, "', generated by alloy for the %s%s\n", em->target_name,
+                    debug ? " (ALLOY_CPU_DEBUG: checked memory)" : "");
+    if (debug) alloy_sb_append(&sb, "#define ALLOY_CPU_DEBUG 1\n#line 4 \"" GENERATED_FILE "\"\n");
+    else alloy_sb_append(&sb, "#line 3 \"" GENERATED_FILE "\"\n");
     alloy_sb_append(&sb, prelude);
     ensure_newline(&sb);
     alloy_sb_append(&sb, "using namespace metal;\n");
@@ -564,7 +586,7 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
         append_file_name(&sb, kname);
         alloy_sb_append(&sb, ".header\"\n");
         snprintf(what, sizeof what, "the header of kernel '%.256s'", kname);
-        st = alloy_rewrite_msl(req->header, what, &sb);
+        st = alloy_rewrite_msl(req->header, what, rewrite_flags, &sb);
         if (st != ALLOY_OK) goto fail;
         line_back(&sb);
     }
@@ -583,14 +605,14 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     append_file_name(&sb, kname);
     alloy_sb_append(&sb, ".body\"\n");
     snprintf(what, sizeof what, "the body of kernel '%.256s'", kname);
-    st = alloy_rewrite_msl(req->body, what, &sb);
+    st = alloy_rewrite_msl(req->body, what, rewrite_flags, &sb);
     if (st != ALLOY_OK) goto fail;
     line_back(&sb);
     alloy_sb_append(&sb, "}\n");
 
     /* entry points */
     int uses_sync = alloy_source_uses_sync(req->body) || alloy_source_uses_sync(req->header);
-    em->entry_points(&sb, uses_sync);
+    em->entry_points(&sb, req, uses_sync);
 
     if (sb.failed) {
         st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");

@@ -125,6 +125,9 @@ typedef struct alloy_codegen_request {
      * passes 2^32 threads. A target may use it to drop the out-of-grid check
      * and the partial-size arithmetic where they cannot matter. */
     unsigned geometry;
+    /* CPU only: build for ALLOY_CPU_DEBUG (checked buffers, threadgroup
+     * arrays and barrier sites; src/dialect/prelude/cpu_debug.h). */
+    int cpu_debug;
 } alloy_codegen_request;
 
 /* Bits of alloy_codegen_request.geometry, per dimension d (0 = x). */

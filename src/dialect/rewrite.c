@@ -34,6 +34,7 @@ typedef struct rw {
     int *next_stop;     /* per token: the first punctuator or directive at or after it */
     int *attribute_scan; /* per `[[` token: see attribute_scan_table (NULL until needed) */
     int failed;          /* out of memory building a table */
+    int debug;           /* ALLOY_REWRITE_CPU_DEBUG */
 } rw;
 
 static int is(const rw *r, int i, const char *word) {
@@ -124,12 +125,110 @@ static int declares_pointer(const rw *r, int i) {
     return -1;
 }
 
-/* Token i is `device`, `constant`, `thread` or `threadgroup`. */
-static void rewrite_address_space(const rw *r, int i) {
+/* ---- ALLOY_CPU_DEBUG ---------------------------------------------------------- */
+
+/* Appends src[a, b) with its newlines only (the text a replacement stands
+ * for), so lines stay where they were. */
+static void keep_newlines(alloy_strbuf *out, const char *src, int a, int b) {
+    for (int k = a; k < b; k++)
+        if (src[k] == '\n') alloy_sb_append(out, "\n");
+}
+
+/* `device` at token i in a debug rewrite: `device T *` (a declaration,
+ * parameter or C-style cast) becomes `alloy_dbg::dev<T>`, so the pointer
+ * stays checked (cpu_debug.h). Returns the index of the `*` consumed, or -1
+ * when the form is not one this handles (the keyword is then erased). */
+static int rewrite_device_pointer(const rw *r, int i) {
+    int p = prev_sig(r, i);
+    if (is_punct(r, p, "<")) return -1; /* reinterpret_cast<device T*>: left plain */
+    int angle = 0, budget = DECLARATOR_LOOKAHEAD, star = -1;
+    for (int j = next_sig(r, i); j < r->n && budget-- > 0; j = next_sig(r, j)) {
+        const alloy_token *t = &r->t[j];
+        if (t->kind == ALLOY_TOK_PREPROC) return -1;
+        if (t->kind != ALLOY_TOK_PUNCT) continue;
+        if (is(r, j, "<")) angle++;
+        else if (is(r, j, ">")) angle--;
+        else if (angle == 0 && is(r, j, "*")) {
+            star = j;
+            break;
+        } else if (angle == 0 && !is(r, j, "::")) {
+            return -1; /* a reference, an array, a declarator: not `device T*` */
+        }
+        if (angle < 0) return -1;
+    }
+    if (star < 0 || is_punct(r, next_sig(r, star), "*")) return -1; /* `T**`: left plain */
+    const alloy_token *a = &r->t[next_sig(r, i)], *st = &r->t[star];
+    alloy_sb_append(r->out, "alloy_dbg::dev<");
+    /* the type between `device` and `*`, its newlines moved after the `>` */
+    for (int k = a->start; k < st->start; k++)
+        if (r->src[k] != '\n') alloy_sb_append_n(r->out, r->src + k, 1);
+    alloy_sb_append(r->out, "> ");
+    keep_newlines(r->out, r->src, r->t[i].start, st->start + st->len);
+    return star;
+}
+
+/* `threadgroup T name[N]...;` at token i (the keyword; `after` the first
+ * token of the type) in a debug rewrite becomes
+ * `ALLOY_THREADGROUP alloy_dbg::tg_array<T, N, ...> name;`. Returns the
+ * index of the `;`, or -1 when the declaration is not of that form (one
+ * declarator, no initialiser). */
+static int rewrite_threadgroup_array(const rw *r, int i, int after) {
+    int name = -1, first_dim = -1, end = -1, budget = DECLARATOR_LOOKAHEAD;
+    for (int j = after, depth = 0; j < r->n && budget-- > 0; j = next_sig(r, j)) {
+        if (r->t[j].kind == ALLOY_TOK_PREPROC) return -1;
+        if (is_punct(r, j, "[") && depth == 0 && first_dim < 0) {
+            name = prev_sig(r, j);
+            first_dim = j;
+        }
+        if (is_punct(r, j, "(") || is_punct(r, j, "[") || is_punct(r, j, "<")) depth++;
+        else if (is_punct(r, j, ")") || is_punct(r, j, "]") || is_punct(r, j, ">")) depth--;
+        else if (depth == 0 && (is_punct(r, j, ",") || is_punct(r, j, "=") || is_punct(r, j, "{")))
+            return -1;
+        else if (depth == 0 && is_punct(r, j, ";")) {
+            end = j;
+            break;
+        }
+    }
+    if (end < 0 || first_dim < 0 || !is_ident(r, name) || name <= after) return -1;
+    /* the dimensions [e1][e2]... up to the `;`: find them all before writing */
+    int opens[8], closes[8], n_dims = 0;
+    for (int j = first_dim; j < end;) {
+        if (!is_punct(r, j, "[") || n_dims == 8) return -1;
+        int depth = 0, close = -1;
+        for (int k = j; k < end && close < 0; k++) {
+            if (is_punct(r, k, "[")) depth++;
+            else if (is_punct(r, k, "]") && --depth == 0) close = k;
+        }
+        if (close < 0) return -1;
+        opens[n_dims] = j;
+        closes[n_dims++] = close;
+        j = next_sig(r, close);
+    }
+    for (int k = r->t[after].start; k < r->t[name].start; k++)
+        if (r->src[k] == '*' || r->src[k] == '&') return -1;
+    alloy_sb_append(r->out, "ALLOY_THREADGROUP alloy_dbg::tg_array<");
+    for (int k = r->t[after].start; k < r->t[name].start; k++)
+        if (r->src[k] != '\n') alloy_sb_append_n(r->out, r->src + k, 1);
+    for (int d = 0; d < n_dims; d++) {
+        alloy_sb_append(r->out, ", (");
+        for (int k = r->t[opens[d]].start + 1; k < r->t[closes[d]].start; k++)
+            if (r->src[k] != '\n') alloy_sb_append_n(r->out, r->src + k, 1);
+        alloy_sb_append(r->out, ")");
+    }
+    alloy_sb_append(r->out, "> ");
+    emit_tok(r, name);
+    alloy_sb_append(r->out, ";");
+    keep_newlines(r->out, r->src, r->t[i].start, r->t[end].start + r->t[end].len);
+    return end;
+}
+
+/* Token i is `device`, `constant`, `thread` or `threadgroup`. Returns the
+ * index of the last token consumed (i, or later for a debug rewrite). */
+static int rewrite_address_space(const rw *r, int i) {
     int p = prev_sig(r, i);
     if (is_punct(r, p, ".") || is_punct(r, p, "->") || is_punct(r, p, "::")) {
         emit_tok(r, i); /* a member or qualified name, not the keyword */
-        return;
+        return i;
     }
     int is_tg = is(r, i, "threadgroup"), is_const = is(r, i, "constant");
     if (is_tg || is_const) {
@@ -147,6 +246,8 @@ static void rewrite_address_space(const rw *r, int i) {
                 if (is(r, q, "const") || is(r, q, "constexpr")) has_const = 1;
             }
             if (is_tg) {
+                int e = r->debug ? rewrite_threadgroup_array(r, i, after) : -1;
+                if (e >= 0) return e;
                 alloy_sb_append(r->out, "ALLOY_THREADGROUP");
             } else if (!has_static && !has_const) {
                 alloy_sb_append(r->out, "ALLOY_CONSTANT");
@@ -157,16 +258,21 @@ static void rewrite_address_space(const rw *r, int i) {
             } else {
                 blank(r->out, r->src, r->t[i].start, r->t[i].start + r->t[i].len);
             }
-            return;
+            return i;
         }
     }
     /* `constant` on a pointer, reference or parameter means read-only data:
      * keep that as `const` (unless a `const` already stands next to it). */
     if (is_const && !is(r, prev_sig(r, i), "const") && !is(r, next_sig(r, i), "const")) {
         alloy_sb_append(r->out, "const   ");
-        return;
+        return i;
+    }
+    if (r->debug && is(r, i, "device")) {
+        int e = rewrite_device_pointer(r, i);
+        if (e >= 0) return e;
     }
     blank(r->out, r->src, r->t[i].start, r->t[i].start + r->t[i].len);
+    return i;
 }
 
 /* ---- swizzles ------------------------------------------------------------ */
@@ -379,8 +485,10 @@ static alloy_status rewrite_directive(const rw *r, int i, const char *what) {
             if (q < end) q++;
         }
         alloy_sb_append_n(r->out, s + a, (size_t)(q - a));
-        return rewrite_text(s + q, end - q, ALLOY_SCAN_NO_PREPROC | ALLOY_SCAN_LENIENT, what,
-                            r->out);
+        return rewrite_text(s + q, end - q,
+                            ALLOY_SCAN_NO_PREPROC | ALLOY_SCAN_LENIENT |
+                                (r->debug ? ALLOY_REWRITE_CPU_DEBUG : 0u),
+                            what, r->out);
     }
     emit_tok(r, i);
     return ALLOY_OK;
@@ -394,7 +502,8 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
     int n;
     alloy_status st = alloy_scan_ex(src, len, what, flags, &t, &n);
     if (st != ALLOY_OK) return st;
-    rw r = {src, t, n, out, malloc(((size_t)n + 1) * sizeof(int)), NULL, 0};
+    rw r = {src, t, n, out, malloc(((size_t)n + 1) * sizeof(int)), NULL, 0,
+            (flags & ALLOY_REWRITE_CPU_DEBUG) != 0};
     if (!r.next_stop) {
         free(t);
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
@@ -421,8 +530,13 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
             break;
         case ALLOY_TOK_IDENT:
             if (is(&r, i, "device") || is(&r, i, "constant") || is(&r, i, "thread") ||
-                is(&r, i, "threadgroup"))
-                rewrite_address_space(&r, i);
+                is(&r, i, "threadgroup")) {
+                int e = rewrite_address_space(&r, i);
+                if (e != i) {
+                    cursor = t[e].start + t[e].len;
+                    i = e;
+                }
+            }
             else if (!rewrite_swizzle(&r, i))
                 emit_tok(&r, i);
             break;
@@ -456,12 +570,12 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
     return st;
 }
 
-alloy_status alloy_rewrite_msl(const char *src, const char *what, alloy_strbuf *out) {
+alloy_status alloy_rewrite_msl(const char *src, const char *what, unsigned flags, alloy_strbuf *out) {
     if (!src) return ALLOY_OK;
     size_t len = strlen(src);
     if (len > (size_t)0x7fffffff)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s is too long (2 GiB or more)", what);
-    alloy_status st = rewrite_text(src, (int)len, 0, what, out);
+    alloy_status st = rewrite_text(src, (int)len, flags & ALLOY_REWRITE_CPU_DEBUG, what, out);
     if (st == ALLOY_OK && out->failed)
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
     return st;

@@ -23,9 +23,13 @@ typedef void (*alloy_ident_fn)(const char *ident, int len, const char *next, int
                                void *user);
 alloy_status alloy_for_each_ident(const char *src, int len, alloy_ident_fn fn, void *user);
 
+#define ALLOY_REWRITE_CPU_DEBUG 4u /* checked device pointers and threadgroup arrays
+                                      (cpu_debug.h); the scanner ignores it */
+
 /* Appends the C++ form of the MSL text `src` to `out`, keeping every newline
- * where it was. `what` names the text in messages ("the body of kernel 'k'"). */
-alloy_status alloy_rewrite_msl(const char *src, const char *what, alloy_strbuf *out);
+ * where it was. `what` names the text in messages ("the body of kernel 'k'").
+ * flags: 0, or ALLOY_REWRITE_CPU_DEBUG. */
+alloy_status alloy_rewrite_msl(const char *src, const char *what, unsigned flags, alloy_strbuf *out);
 
 /* 1 when `src` uses a barrier, a SIMD or quad operation or simdgroup
  * matrices (the rule of alloy_analyze_source). NULL is 0. */

@@ -16,12 +16,15 @@
  *                                    unsigned lx, unsigned ly, unsigned lz);
  *       runs one thread; the runtime calls it on a fiber per thread when the
  *       body synchronises (barrier, SIMD ops, simdgroup matrices).
+ *   extern "C" const int alloy_cpu_checked;                   1: built for ALLOY_CPU_DEBUG
+ *       (checked accesses report through alloy_cpu_launch.debug, which the
+ *       runtime then sets).
  * Threadgroup memory is `static thread_local` in the kernel: one copy per
  * worker OS thread, shared by the fibers of the group that worker runs. */
 #ifndef ALLOY_CPU_ABI_H
 #define ALLOY_CPU_ABI_H
 
-#define ALLOY_CPU_ABI_VERSION 2u
+#define ALLOY_CPU_ABI_VERSION 3u
 #define ALLOY_CPU_SIMD_WIDTH 32u
 #define ALLOY_CPU_SIMD_SLOT 64u /* bytes per lane in a SIMD exchange */
 
@@ -34,8 +37,11 @@ typedef struct alloy_cpu_sched alloy_cpu_sched;
 /* Runtime services a synchronising kernel calls (fiber mode only). */
 typedef struct alloy_cpu_services {
     /* threadgroup_barrier: returns when every live thread of the group
-     * arrived (threads that returned from the body do not count). */
-    void (*barrier)(alloy_cpu_sched *s);
+     * arrived (threads that returned from the body do not count). `site`
+     * names the barrier's place in the source (0: unknown); when every live
+     * thread has arrived at known but different sites, the group stops with
+     * a barrier-divergence error naming the threads and the sites. */
+    void (*barrier)(alloy_cpu_sched *s, unsigned site);
     /* SIMD rendezvous. Copies `size` (<= ALLOY_CPU_SIMD_SLOT) bytes from
      * `value` into the calling lane's slot, waits until every live lane of the
      * caller's simdgroup has made its matching call, and returns the slot
@@ -49,6 +55,16 @@ typedef struct alloy_cpu_services {
     void (*simd_barrier)(alloy_cpu_sched *s);
 } alloy_cpu_services;
 
+/* What a kernel built for ALLOY_CPU_DEBUG needs from the runtime. */
+typedef struct alloy_cpu_debug {
+    const unsigned long long *nbytes; /* per argument slot: the bytes a buffer's elements span */
+    const long long *lo;              /* ... starting this many bytes from its pointer (<= 0) */
+    /* Records a fault found by a checked access (the first one is kept; the
+     * launch then fails with it). Thread-safe. */
+    void (*report)(void *ctx, const char *message);
+    void *ctx;
+} alloy_cpu_debug;
+
 /* One launch (read-only while it runs). */
 typedef struct alloy_cpu_launch {
     void *const *args;      /* one pointer per argument slot, in signature order */
@@ -56,6 +72,7 @@ typedef struct alloy_cpu_launch {
     unsigned tg[3];         /* dispatch threads per threadgroup (after the clamp) */
     unsigned groups[3];     /* threadgroups per grid = ceil(grid / tg) */
     const alloy_cpu_services *svc;
+    const alloy_cpu_debug *debug; /* NULL unless the kernel was built for ALLOY_CPU_DEBUG */
 } alloy_cpu_launch;
 
 /* One threadgroup. */

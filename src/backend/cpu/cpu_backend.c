@@ -24,6 +24,7 @@
 #include "core/strbuf.h"
 #include "cpu_abi.h"
 #include "cpu_compiler.h"
+#include "cpu_debug.h"
 #include "cpu_pool.h"
 #include "cpu_sched.h"
 
@@ -38,6 +39,7 @@ typedef struct cpu_program {
     group_loop_fn group_loop;
     alloy_cpu_thread_fn thread;
     int uses_sync;
+    int debug; /* built for ALLOY_CPU_DEBUG */
     char *path; /* NULL when the cache is off (the file is gone) */
     size_t bytes;
 } cpu_program;
@@ -166,6 +168,7 @@ static int load_object(const char *path, cpu_program *p, char *why, size_t why_l
     }
     const unsigned *abi = (const unsigned *)dlsym(h, "alloy_cpu_abi");
     const int *uses = (const int *)dlsym(h, "alloy_cpu_uses_sync");
+    const int *debug = (const int *)dlsym(h, "alloy_cpu_checked");
     void *loop = dlsym(h, "alloy_cpu_group_loop");
     void *thread = dlsym(h, "alloy_cpu_thread");
     if (!abi || *abi != ALLOY_CPU_ABI_VERSION) {
@@ -174,13 +177,14 @@ static int load_object(const char *path, cpu_program *p, char *why, size_t why_l
         dlclose(h); /* never ran: safe to unload, and needed to reload the path */
         return -1;
     }
-    if (!uses || (*uses ? !thread : !loop)) {
+    if (!uses || !debug || (*uses ? !thread : !loop)) {
         snprintf(why, why_len, "%s lacks the kernel entry points", path);
         dlclose(h);
         return -1;
     }
     p->handle = h;
     p->uses_sync = *uses != 0;
+    p->debug = *debug != 0;
     p->group_loop = (group_loop_fn)loop;
     p->thread = (alloy_cpu_thread_fn)thread;
     return 0;
@@ -412,6 +416,16 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
     }
     c.l.args = ptrs;
     c.l.svc = &alloy_cpu_sched_services;
+    c.l.debug = NULL;
+    alloy_cpu_debug_state dbg;
+    if (prog->debug) {
+        alloy_status st = alloy_cpu_debug_begin(&dbg, args);
+        if (st != ALLOY_OK) {
+            if (ptrs != stack_ptrs) free(ptrs);
+            return st;
+        }
+        c.l.debug = &dbg.iface;
+    }
     size_t n_groups = 1;
     unsigned long long n_threads = 1;
     for (int d = 0; d < 3; d++) {
@@ -436,8 +450,10 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
         alloy_cpu_pool_run(n_groups, 0, run_group_task, &c);
     }
     if (ptrs != stack_ptrs) free(ptrs);
-    if (atomic_load(&c.failed)) return alloy_error(c.status, "%s", c.msg);
-    return ALLOY_OK;
+    alloy_status st = ALLOY_OK;
+    if (atomic_load(&c.failed)) st = alloy_error(c.status, "%s", c.msg);
+    if (prog->debug) st = alloy_cpu_debug_end(&dbg, args, st);
+    return st;
 }
 
 const alloy_backend alloy_cpu_backend = {
@@ -448,6 +464,7 @@ const alloy_backend alloy_cpu_backend = {
     .probe = cpu_probe,
     .device_init = cpu_device_init,
     .compiler_identity = cpu_compiler_identity,
+    .debug_build = alloy_cpu_debug_build,
     .mem_alloc = cpu_mem_alloc,
     .mem_free = cpu_mem_free,
     .mem_copy = cpu_mem_copy,

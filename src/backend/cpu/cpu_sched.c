@@ -59,6 +59,7 @@ typedef struct sched_fiber {
     unsigned sg, lane;
     unsigned state;
     unsigned wait_gen;
+    unsigned site; /* where it waits at a barrier (cpu_abi.h; 0: unknown) */
     int parked; /* suspended in thread_exit: can be resumed for a new thread */
 #ifdef ALLOY_TSAN
     void *tsan;
@@ -90,7 +91,8 @@ struct alloy_cpu_sched {
     alloy_cpu_thread_fn fn;
     unsigned n, cur, live;
     unsigned bar_arrived, bar_gen;
-    int deadlock;
+    int deadlock; /* 1: nobody can run; 2: a barrier completed with threads at different sites */
+    const sched_fiber *stopped_by; /* the fiber that found case 2 (never resumed) */
 };
 
 /* ---- per-OS-thread instance ------------------------------------------- */
@@ -172,6 +174,27 @@ static void simd_complete(simd_state *g) {
     g->gen++;
 }
 
+/* The barrier is complete: do the waiting threads (and `self`, arriving)
+ * wait at one site? Unknown sites (0) match any. */
+static int barrier_sites_agree(const alloy_cpu_sched *s, const sched_fiber *self) {
+    unsigned site = self && self->state != F_DONE ? self->site : 0;
+    for (unsigned i = 0; i < s->n; i++) {
+        const sched_fiber *f = &s->fibers[i];
+        if (f == self || f->state != F_BARRIER || !f->site) continue;
+        if (!site) site = f->site;
+        else if (f->site != site) return 0;
+    }
+    return 1;
+}
+
+/* Stops the group: a barrier completed at different sites. */
+static void stop_divergent(alloy_cpu_sched *s, sched_fiber *self) {
+    s->deadlock = 2;
+    s->stopped_by = self;
+    TSAN_SWITCH(s->tsan_main);
+    alloy_fiber_switch(&self->sp, s->main_sp); /* never resumed: the fibers are abandoned */
+}
+
 /* A thread returned from the body: it leaves every rendezvous. */
 static void thread_exit(alloy_cpu_sched *s, sched_fiber *f) {
     f->state = F_DONE;
@@ -181,6 +204,7 @@ static void thread_exit(alloy_cpu_sched *s, sched_fiber *f) {
     g->live_mask &= ~(1u << f->lane);
     if (g->arrived && g->arrived == g->live) simd_complete(g);
     if (s->bar_arrived && s->bar_arrived == s->live) {
+        if (!barrier_sites_agree(s, f)) stop_divergent(s, f);
         s->bar_arrived = 0;
         s->bar_gen++;
     }
@@ -206,13 +230,18 @@ static void fiber_entry(void *arg) {
 
 /* ---- services ----------------------------------------------------------- */
 
-static void svc_barrier(alloy_cpu_sched *s) {
+static void svc_barrier(alloy_cpu_sched *s, unsigned site) {
+    sched_fiber *f = &s->fibers[s->cur];
+    f->site = site;
     if (++s->bar_arrived == s->live) {
+        if (!barrier_sites_agree(s, f)) {
+            f->state = F_BARRIER;
+            stop_divergent(s, f);
+        }
         s->bar_arrived = 0;
         s->bar_gen++;
         return;
     }
-    sched_fiber *f = &s->fibers[s->cur];
     f->state = F_BARRIER;
     f->wait_gen = s->bar_gen;
     yield_blocked(s, f);
@@ -261,6 +290,12 @@ static const char *state_words(const sched_fiber *f, int one) {
     }
 }
 
+/* "body line 12" / "header line 3" for a barrier site (cpu_abi.h). */
+static void site_text(unsigned site, char *buf, size_t len) {
+    if (!site) snprintf(buf, len, "an unknown place");
+    else snprintf(buf, len, "%s line %u", (site >> 31) ? "header" : "body", site & 0x7fffffffu);
+}
+
 static void deadlock_message(const alloy_cpu_sched *s, const char *kernel_name, char *msg,
                              size_t msg_len) {
     const alloy_cpu_group *g = s->group;
@@ -277,11 +312,13 @@ static void deadlock_message(const alloy_cpu_sched *s, const char *kernel_name, 
     APPEND("%s divergence in kernel '%s': threadgroup (%u,%u,%u): ",
            any_barrier ? "barrier" : "SIMD", kernel_name ? kernel_name : "?", g->group_id[0],
            g->group_id[1], g->group_id[2]);
+    if (s->deadlock == 2) APPEND("the threads met different barriers: ");
     unsigned runs = 0;
     for (unsigned i = 0; i < s->n;) {
         unsigned j = i;
         while (j + 1 < s->n && s->fibers[j + 1].state == s->fibers[i].state &&
-               (s->fibers[i].state != F_SIMD || s->fibers[j + 1].sg == s->fibers[i].sg))
+               (s->fibers[i].state != F_SIMD || s->fibers[j + 1].sg == s->fibers[i].sg) &&
+               (s->fibers[i].state != F_BARRIER || s->fibers[j + 1].site == s->fibers[i].site))
             j++;
         if (runs == 12) {
             APPEND(", ...");
@@ -293,6 +330,11 @@ static void deadlock_message(const alloy_cpu_sched *s, const char *kernel_name, 
         else APPEND("threads %u-%u ", a->index, b->index);
         APPEND("%s", state_words(a, a == b));
         if (a->state == F_SIMD) APPEND(" (simdgroup %u)", a->sg);
+        if (a->state == F_BARRIER && a->site) {
+            char where[64];
+            site_text(a->site, where, sizeof where);
+            APPEND(" at %s", where);
+        }
         runs++;
         i = j + 1;
     }
@@ -364,6 +406,7 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
                 f->lane = l % ALLOY_CPU_SIMD_WIDTH;
                 f->state = F_RUN;
                 f->wait_gen = 0;
+                f->site = 0;
                 if (!f->parked) { /* never used, or abandoned by a deadlock */
                     f->sp = alloy_fiber_make(&s->stacks[i], fiber_entry, f);
 #ifdef ALLOY_TSAN
@@ -380,12 +423,14 @@ alloy_status alloy_cpu_sched_run(alloy_cpu_sched *s, alloy_cpu_group *g, alloy_c
     s->bar_arrived = 0;
     s->bar_gen = 0;
     s->deadlock = 0;
+    s->stopped_by = NULL;
 #ifdef ALLOY_TSAN
     s->tsan_main = __tsan_get_current_fiber();
 #endif
     TSAN_SWITCH(s->fibers[0].tsan);
     alloy_fiber_switch(&s->main_sp, s->fibers[0].sp);
-    for (unsigned k = 0; k < s->n; k++) s->fibers[k].parked = s->fibers[k].state == F_DONE;
+    for (unsigned k = 0; k < s->n; k++)
+        s->fibers[k].parked = s->fibers[k].state == F_DONE && &s->fibers[k] != s->stopped_by;
     alloy_status st = ALLOY_OK;
     if (s->deadlock) {
         deadlock_message(s, kernel_name, msg, msg_len);

@@ -25,6 +25,34 @@
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
 
+/* ALLOY_CPU_DEBUG (cpu_debug.h): the thread a checked access runs on. The
+ * fibers of a group share one OS thread, so the pointer is saved before a
+ * call into the scheduler and restored after it; barriers pass their source
+ * line as their site, so threads that meet different barriers are found. */
+#ifdef ALLOY_CPU_DEBUG
+struct alloy_dbg_thread {
+    const alloy_cpu_group *g;
+    unsigned l[3];
+};
+static thread_local const alloy_dbg_thread *alloy_dbg_cur;
+/* body line N -> N, header line N -> N | 1 << 31 */
+ALLOY_FN unsigned alloy_dbg_site(unsigned line, const char *file) {
+    const char *e = file;
+    while (*e) e++;
+    bool header = e - file >= 7 && e[-7] == '.' && e[-6] == 'h' && e[-1] == 'r';
+    return (line & 0x7fffffffu) | (header ? 0x80000000u : 0u);
+}
+#define ALLOY_DBG_SAVE const alloy_dbg_thread *alloy_dbg_saved_ = alloy_dbg_cur;
+#define ALLOY_DBG_RESTORE alloy_dbg_cur = alloy_dbg_saved_;
+#define ALLOY_DBG_SITE_PARAMS , unsigned alloy_line_ = __builtin_LINE(), const char *alloy_file_ = __builtin_FILE()
+#define ALLOY_DBG_SITE alloy_dbg_site(alloy_line_, alloy_file_)
+#else
+#define ALLOY_DBG_SAVE
+#define ALLOY_DBG_RESTORE
+#define ALLOY_DBG_SITE_PARAMS
+#define ALLOY_DBG_SITE 0u
+#endif
+
 /* `1.5h` half literals */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpragmas"
@@ -39,17 +67,21 @@ namespace metal {
 
 /* ==== barriers ============================================================ */
 
-ALLOY_FN void threadgroup_barrier(mem_flags = mem_flags::mem_none) {
+ALLOY_FN void threadgroup_barrier(mem_flags = mem_flags::mem_none ALLOY_DBG_SITE_PARAMS) {
     const alloy_cpu_group *g = alloy_cur_group;
+    ALLOY_DBG_SAVE
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    if (g && g->sched) g->launch->svc->barrier(g->sched);
+    if (g && g->sched) g->launch->svc->barrier(g->sched, ALLOY_DBG_SITE);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    ALLOY_DBG_RESTORE
 }
 ALLOY_FN void simdgroup_barrier(mem_flags = mem_flags::mem_none) {
     const alloy_cpu_group *g = alloy_cur_group;
+    ALLOY_DBG_SAVE
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (g && g->sched) g->launch->svc->simd_barrier(g->sched);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    ALLOY_DBG_RESTORE
 }
 ALLOY_FN void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -76,7 +108,9 @@ template <class T> ALLOY_FN alloy_simd_view alloy_simd_xchg(const T &v) {
         s.lane = 0u;
         return s;
     }
+    ALLOY_DBG_SAVE
     s.slots = g->launch->svc->simd_exchange(g->sched, &v, (unsigned)sizeof(T), &s.active, &s.lane);
+    ALLOY_DBG_RESTORE
     return s;
 }
 template <class T> ALLOY_FN T alloy_simd_get(const alloy_simd_view &s, uint lane) {
