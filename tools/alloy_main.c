@@ -17,6 +17,7 @@ static const command commands[] = {
     {"run", cmd_run, "run a body-only kernel file on .npy inputs, write .npy outputs"},
     {"compile", cmd_compile, "show the generated source, compile log and resource report"},
     {"cache", cmd_cache, "the on-disk kernel cache: dir | stats | clear"},
+    {"lint", cmd_lint, "check kernel files and Python launches for common mistakes"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 
