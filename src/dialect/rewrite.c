@@ -99,7 +99,7 @@ static int statement_start_before(const rw *r, int i) {
 /* Does the declaration whose specifiers continue at token i declare a
  * pointer or a reference (a `*` or `&` before the declarator ends)? 1 yes,
  * 0 no, -1 when the text ends first (a macro such as `#define TG threadgroup`). */
-enum { DECLARATOR_LOOKAHEAD = 1024 }; /* punctuators; no declarator is longer */
+enum { DECLARATOR_LOOKAHEAD = 256 }; /* punctuators; no declarator is longer */
 
 static int declares_pointer(const rw *r, int i) {
     int angle = 0, budget = DECLARATOR_LOOKAHEAD;
