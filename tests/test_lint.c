@@ -205,10 +205,18 @@ static void test_atomic_without_init(void) {
 }
 
 static void test_python_extraction(void) {
-    /* f-strings are reported as not checked; names follow their literal */
+    /* a source built by a call is reported as not checked; f-strings are checked with each `{...}` as an
+     * opaque name (`{{` `}}` are braces); names follow their literal */
     int line = 0;
-    CHECK(py("k = mx.fast.metal_kernel(name='f', input_names=[], output_names=['o'], source=f'o[0] = {v};')\n",
+    CHECK(py("k = mx.fast.metal_kernel(name='f', input_names=[], output_names=['o'], source=make(v))\n",
              "unresolved-source", &line) == 1 && line == 1);
+    CHECK(py("k = mx.fast.metal_kernel(name='f', input_names=[], output_names=['o'], source=f'o[0] = {v};')\n",
+             "unresolved-source", NULL) == 0);
+    CHECK(py("k = metal_kernel(name='f', input_names=[], output_names=['o'], source=f'''\n"
+             "uint l = thread_position_in_threadgroup.x;\n"
+             "if (l < {half}) {{ threadgroup_barrier(mem_flags::mem_threadgroup); }}\n"
+             "o[l] = {scale};\n''')\n",
+             "barrier-in-divergent-branch", &line) == 1 && line == 3);
     CHECK(py("# metal_kernel( in a comment\ns = 'metal_kernel(' # and in a string\n", "unresolved-source", NULL) == 0);
     CHECK(py("SRC = (\n  'uint l = thread_position_in_threadgroup.x;\\n'\n  'if (l < 2) threadgroup_barrier(mem_flags::mem_threadgroup);\\n'\n)\n"
              "k = metal_kernel(name='k', input_names=[], output_names=['o'], source=SRC)\n",

@@ -85,6 +85,31 @@ static int string_literal(pysrc *p, int i, int pl, int *line) {
         j++;
     }
     if (v) v[vn] = 0;
+    if (v && f) { /* an f-string: `{{` `}}` are braces, `{expr}` an opaque identifier */
+        int w = 0;
+        for (int k = 0; k < vn; k++) {
+            if ((v[k] == '{' || v[k] == '}') && k + 1 < vn && v[k + 1] == v[k]) {
+                v[w++] = v[k++];
+            } else if (v[k] == '{') {
+                int depth = 1;
+                while (k + 1 < vn && depth) {
+                    k++;
+                    depth += v[k] == '{' ? 1 : v[k] == '}' ? -1 : 0;
+                    if (v[k] == '\n') v[w++] = '\n'; /* keep the lines */
+                }
+                static const char PLACEHOLDER[] = "alloy_fstring_value";
+                if (w + (int)sizeof PLACEHOLDER - 1 <= k) {
+                    memcpy(v + w, PLACEHOLDER, sizeof PLACEHOLDER - 1);
+                    w += (int)sizeof PLACEHOLDER - 1;
+                } else {
+                    v[w++] = 'F'; /* a short `{x}`: a one-letter identifier */
+                }
+            } else {
+                v[w++] = v[k];
+            }
+        }
+        v[w] = 0;
+    }
     ptok t = {P_STRING, i - pl, j - (i - pl), start_line, v, f};
     if (push(p, t) != 0) free(v);
     return j;
@@ -274,12 +299,12 @@ alloy_status alloy_lint_python(const char *text, size_t len, alloy_lint_report *
         int body_flat = flat_lines;
         int name_at = keyword(&p, open, "name", NULL), nl, nf;
         char *kname = string_value(&p, name_at, i, &nl, &nf);
-        if (!body || fstring) {
+        if (!body) {
             alloy_lint_add(r, "unresolved-source", ALLOY_LINT_INFO, line,
-                           "pass source= as a string literal (or a name assigned one) to have it checked",
-                           "metal_kernel%s%s%s: its source is %s; not checked", kname ? " '" : "",
-                           kname ? kname : "", kname ? "'" : "",
-                           fstring ? "an f-string" : "not a string literal alloy lint can see");
+                           "pass source= as a string literal, an f-string, or a name assigned one, to have "
+                           "it checked",
+                           "metal_kernel%s%s%s: its source is not a string alloy lint can see; not checked",
+                           kname ? " '" : "", kname ? kname : "", kname ? "'" : "");
             free(body);
             free(kname);
             continue;
