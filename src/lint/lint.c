@@ -483,6 +483,8 @@ static int integer_variable(const body *b, int i) {
 
 static void rule_division_in_loop(const body *b, alloy_lint_report *r) {
     int last_line = -1;
+    unsigned char *seen = calloc((size_t)(b->n ? b->n : 1), 1); /* a division in nested loops: once */
+    if (!seen) return;
     for (int i = 0; i < b->n; i++) {
         if (!(is(b, i, "for") || is(b, i, "while")) || !is(b, i + 1, "(")) continue;
         int c = matching(b, i + 1), e = statement_end(b, c + 1);
@@ -492,7 +494,8 @@ static void rule_division_in_loop(const body *b, alloy_lint_report *r) {
             int shape = is_ident(b, d) && b->t[d].len > 6 &&
                         memcmp(b->src + b->t[d].start + b->t[d].len - 6, "_shape", 6) == 0 && is(b, d + 1, "[");
             if (!(is_ident(b, d) && (shape || integer_variable(b, d)))) continue;
-            if (file_line(b, j) == last_line) continue;
+            if (seen[j] || file_line(b, j) == last_line) continue;
+            seen[j] = 1;
             last_line = file_line(b, j);
             alloy_lint_add(r, "division-in-loop", ALLOY_LINT_PERF, last_line,
                            "hoist the division out of the loop, make the divisor a template constant, or "
@@ -501,6 +504,7 @@ static void rule_division_in_loop(const body *b, alloy_lint_report *r) {
                            b->t[d].len, b->src + b->t[d].start);
         }
     }
+    free(seen);
 }
 
 static void rule_launches(const alloy_lint_kernel *k, alloy_lint_report *r) {
