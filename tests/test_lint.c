@@ -28,6 +28,13 @@ static int py(const char *text, const char *rule, int *line) {
     return n;
 }
 
+/* py() on a kernel definition followed by one launch line. */
+static int py_launch(const char *kernel, const char *launch, const char *rule, int *line) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s%s\n", kernel, launch);
+    return py(buf, rule, line);
+}
+
 /* Lints a kernel file's text the way the CLI does. */
 static int metal(const char *text, const char *rule, int *line) {
     alloy_kernel_file *f = NULL;
@@ -67,20 +74,15 @@ static void test_grid_rules(void) {
     const char *pre = "import mlx.core as mx\n"
                       "k = mx.fast.metal_kernel(name='k', input_names=['x'], output_names=['out'],\n"
                       "    source='uint i = thread_position_in_grid.x; if (i < n) out[i] = x[i];')\n";
-    char buf[1024];
     int line = 0;
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=((n + 255) // 256, 1, 1), threadgroup=(256, 1, 1))\n", pre);
-    CHECK(py(buf, "grid-is-threadgroup-count", &line) == 1 && line == 4);
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=(math.ceil(n / 128), 1, 1), threadgroup=(128, 1, 1))\n", pre);
-    CHECK(py(buf, "grid-is-threadgroup-count", NULL) == 1);
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=(4, 1, 1), threadgroup=(256, 1, 1))\n", pre);
-    CHECK(py(buf, "grid-is-threadgroup-count", NULL) == 1);
+    CHECK(py_launch(pre, "out = k(inputs=[x], grid=((n + 255) // 256, 1, 1), threadgroup=(256, 1, 1))", "grid-is-threadgroup-count", &line) == 1 && line == 4);
+    CHECK(py_launch(pre, "out = k(inputs=[x], grid=(math.ceil(n / 128), 1, 1), threadgroup=(128, 1, 1))", "grid-is-threadgroup-count", NULL) == 1);
+    CHECK(py_launch(pre, "out = k(inputs=[x], grid=(4, 1, 1), threadgroup=(256, 1, 1))", "grid-is-threadgroup-count", NULL) == 1);
     /* threads, and a grid rounded up to a multiple of the group: fine */
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=(n, 1, 1), threadgroup=(256, 1, 1))\n", pre);
-    CHECK(py(buf, "grid-is-threadgroup-count", NULL) == 0);
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=((n + 255) // 256 * 256, 1, 1), threadgroup=(256, 1, 1))\n", pre);
-    CHECK(py(buf, "grid-is-threadgroup-count", NULL) == 0);
-    CHECK(py(buf, "unguarded-output-write", NULL) == 0); /* the body checks i < n */
+    CHECK(py_launch(pre, "out = k(inputs=[x], grid=(n, 1, 1), threadgroup=(256, 1, 1))", "grid-is-threadgroup-count", NULL) == 0);
+    const char *rounded = "out = k(inputs=[x], grid=((n + 255) // 256 * 256, 1, 1), threadgroup=(256, 1, 1))";
+    CHECK(py_launch(pre, rounded, "grid-is-threadgroup-count", NULL) == 0);
+    CHECK(py_launch(pre, rounded, "unguarded-output-write", NULL) == 0); /* the body checks i < n */
 }
 
 static void test_divergent_barrier(void) {
@@ -135,8 +137,7 @@ static void test_output_read_first(void) {
     const char *k = "k = mx.fast.metal_kernel(name='acc', input_names=['x'], output_names=['out'],\n"
                     "    source='''\nout[0] += x[thread_position_in_grid.x];\n''')\n";
     char buf[768];
-    snprintf(buf, sizeof buf, "%sk(inputs=[x], grid=(8, 1, 1), threadgroup=(8, 1, 1), init_value=0)\n", k);
-    CHECK(py(buf, "output-read-before-write", NULL) == 0);
+    CHECK(py_launch(k, "k(inputs=[x], grid=(8, 1, 1), threadgroup=(8, 1, 1), init_value=0)", "output-read-before-write", NULL) == 0);
     snprintf(buf, sizeof buf, "%sk(inputs=[x], grid=(8, 1, 1), threadgroup=(8, 1, 1))\n", k);
     alloy_lint_report r = {0};
     CHECK_OK(alloy_lint_python(buf, strlen(buf), &r));
@@ -153,12 +154,9 @@ static void test_output_read_first(void) {
 static void test_unguarded_write(void) {
     const char *k = "k = metal_kernel(name='k', input_names=['x'], output_names=['out'],\n"
                     "    source='uint i = thread_position_in_grid.x;\\nout[i] = x[i] * 2;')\n";
-    char buf[768];
     int line = 0;
-    snprintf(buf, sizeof buf, "%sk(inputs=[x], grid=(-(-n // 64) * 64, 1, 1), threadgroup=(64, 1, 1))\n", k);
-    CHECK(py(buf, "unguarded-output-write", &line) == 1 && line == 2); /* a one-line literal: its line */
-    snprintf(buf, sizeof buf, "%sk(inputs=[x], grid=(n, 1, 1), threadgroup=(64, 1, 1))\n", k);
-    CHECK(py(buf, "unguarded-output-write", NULL) == 0); /* the grid counts exactly n threads */
+    CHECK(py_launch(k, "k(inputs=[x], grid=(-(-n // 64) * 64, 1, 1), threadgroup=(64, 1, 1))", "unguarded-output-write", &line) == 1 && line == 2); /* a one-line literal: its line */
+    CHECK(py_launch(k, "k(inputs=[x], grid=(n, 1, 1), threadgroup=(64, 1, 1))", "unguarded-output-write", NULL) == 0); /* the grid counts exactly n threads */
 }
 
 static void test_small_threadgroup_array(void) {
@@ -194,14 +192,10 @@ static void test_atomic_without_init(void) {
     const char *k = "k = mx.fast.metal_kernel(name='h', input_names=['x'], output_names=['out'],\n"
                     "    atomic_outputs=True, source=r'''\n"
                     "atomic_fetch_add_explicit(&out[0], x[thread_position_in_grid.x], memory_order_relaxed);\n''')\n";
-    char buf[768];
     int line = 0;
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=(64, 1, 1), threadgroup=(64, 1, 1))\n", k);
-    CHECK(py(buf, "atomic-outputs-without-init", &line) == 1 && line == 5);
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], grid=(64, 1, 1), threadgroup=(64, 1, 1), init_value=0.0)\n", k);
-    CHECK(py(buf, "atomic-outputs-without-init", NULL) == 0);
-    snprintf(buf, sizeof buf, "%sout = k(inputs=[x], **launch)\n", k); /* unknown: silent */
-    CHECK(py(buf, "atomic-outputs-without-init", NULL) == 0);
+    CHECK(py_launch(k, "out = k(inputs=[x], grid=(64, 1, 1), threadgroup=(64, 1, 1))", "atomic-outputs-without-init", &line) == 1 && line == 5);
+    CHECK(py_launch(k, "out = k(inputs=[x], grid=(64, 1, 1), threadgroup=(64, 1, 1), init_value=0.0)", "atomic-outputs-without-init", NULL) == 0);
+    CHECK(py_launch(k, "out = k(inputs=[x], **launch)", "atomic-outputs-without-init", NULL) == 0); /* unknown */
 }
 
 static void test_python_extraction(void) {

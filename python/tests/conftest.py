@@ -24,3 +24,13 @@ def device():
 
 def example_path(name):
     return EXAMPLES / f"{name}.metal"
+
+
+def alloy_cuda_reason():
+    """None when alloy has a CUDA device, else why not (for skipif)."""
+    import alloy
+    try:
+        alloy.Device("cuda")
+        return None
+    except alloy.Error as e:
+        return f"alloy has no CUDA device: {e}"

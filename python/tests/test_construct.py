@@ -8,18 +8,10 @@ import numpy as np
 import pytest
 
 import alloy
+from conftest import alloy_cuda_reason
 
-
-def cuda_reason():
-    try:
-        alloy.Device("cuda")
-        return None
-    except alloy.Error as e:
-        return f"alloy has no CUDA device: {e}"
-
-
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(cuda_reason() is not None,
-                                                                 reason=cuda_reason() or ""))]
+CUDA = alloy_cuda_reason()
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(CUDA is not None, reason=CUDA or ""))]
 
 
 def bf16_reference_bits(x):

@@ -14,13 +14,7 @@ import alloy
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX must not take the GPU's memory
 
 
-def alloy_cuda_reason():
-    try:
-        alloy.Device("cuda")
-        return None
-    except alloy.Error as e:
-        return f"alloy has no CUDA device: {e}"
-
+from conftest import alloy_cuda_reason  # noqa: E402
 
 ALLOY_CUDA = alloy_cuda_reason()
 
