@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # scripts/test-aarch64.sh — cross-builds alloy for AArch64 with Debian's cross
-# compiler and runs the test suite under qemu-user (all but the CLI test,
-# which would have to start a second emulated program). Kernels are
+# compiler and runs the test suite under qemu-user. Left out: the CLI test
+# (it would have to start a second emulated program) and the concurrency test:
+# qemu-user 7.2 can hang for good when several guest threads spawn the
+# compiler at once (seen once in CI, a 900 s timeout), and under qemu on an
+# x86 host the guest sees x86's memory ordering anyway, so the test adds
+# nothing there that the native and ThreadSanitizer stages do not. Kernels are
 # JIT-compiled with the AArch64 cross g++ (qemu-user runs the host compiler
 # natively when the emulated process spawns it).
 set -euo pipefail
@@ -19,4 +23,4 @@ echo "=== aarch64: test under qemu-user"
 ALLOY_CXX=aarch64-linux-gnu-g++ QEMU_LD_PREFIX=/usr/aarch64-linux-gnu \
     ALLOY_TEST_LAUNCHER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
-    -E "${ALLOY_AARCH64_EXCLUDE:-test_cli}"
+    -E "${ALLOY_AARCH64_EXCLUDE:-^test_(cli|concurrency)$}"
