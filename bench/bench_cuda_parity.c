@@ -138,7 +138,7 @@ static const char AFFINE2D_BODY[] =
 static CUmodule compile_hand(int cc_major, int cc_minor, const char *dump_dir) {
     char arch[64];
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", cc_major, cc_minor);
-    const char *opts[] = {arch, "--std=c++17", "-lineinfo"};
+    const char *opts[] = {arch, "--std=c++20", "-lineinfo"};
     nvrtcProgram p;
     if (api.nvrtcCreateProgram(&p, HAND_SRC, "hand.cu", 0, NULL, NULL)) exit(1);
     nvrtcResult r = api.nvrtcCompileProgram(p, 3, opts);

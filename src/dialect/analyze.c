@@ -31,6 +31,7 @@ static const char *const sync_names[] = {
     "simdgroup_matrix", "simdgroup_float8x8", "simdgroup_half8x8", "simdgroup_bfloat8x8",
     "simdgroup_load", "simdgroup_store", "simdgroup_multiply", "simdgroup_multiply_accumulate",
     "make_filled_simdgroup_matrix",
+    "reduce_columns", /* a tensor operation whose threads meet in threadgroup memory */
     NULL};
 
 static int ident_is(const char *id, int len, const char *word) {
@@ -66,6 +67,35 @@ int alloy_source_uses_sync(const char *src) {
     if (len > (size_t)0x7fffffff) return 1;
     int found = 0;
     if (alloy_for_each_ident(src, (int)len, sync_cb, &found) != ALLOY_OK) return 1;
+    return found;
+}
+
+/* The names that bring in the tensor prelude (a body may spell the types
+ * without `#include <metal_tensor>`, as the prelude is always there). */
+static const char *const tensor_names[] = {
+    "tensor", "cooperative_tensor", "extents", "dextents", "tensor_inline", "tensor_offset",
+    "tensor_handle", "matmul2d", "matmul2d_descriptor", "mpp", "tensor_ops", "execution_thread",
+    "execution_threads", "execution_simdgroup", "execution_simdgroups", "reduce_rows",
+    "reduce_columns", "is_iterator_compatible", "reduction_operation", "dynamic_extent", NULL};
+
+static void tensor_cb(const char *id, int len, const char *next, int next_len, void *user) {
+    (void)next;
+    (void)next_len;
+    int *found = user;
+    if (*found) return;
+    for (int i = 0; tensor_names[i]; i++)
+        if (ident_is(id, len, tensor_names[i])) {
+            *found = 1;
+            return;
+        }
+}
+
+int alloy_source_uses_tensor_ops(const char *src) {
+    if (!src) return 0;
+    size_t len = strlen(src);
+    if (len > (size_t)0x7fffffff) return 0;
+    int found = 0;
+    if (alloy_for_each_ident(src, (int)len, tensor_cb, &found) != ALLOY_OK) return 1;
     return found;
 }
 

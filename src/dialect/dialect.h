@@ -153,4 +153,11 @@ void alloy_codegen_result_clear(alloy_codegen_result *r);
 /* The embedded prelude of a target (static storage). */
 const char *alloy_prelude(alloy_codegen_target target);
 
+/* The Metal 4 tensor operations (prelude/tensor.h), pasted after the target's
+ * prelude when the source uses them (alloy_source_uses_tensor_ops). */
+const char *alloy_prelude_tensor(void);
+
+/* 1 when `src` names a Metal 4 tensor type or tensor operation. */
+int alloy_source_uses_tensor_ops(const char *src);
+
 #endif

@@ -54,6 +54,8 @@ static char *concatenate(const char *const *files) {
 static void build_cpu_prelude(void) { cpu_prelude = concatenate(cpu_files); }
 static void build_cuda_prelude(void) { cuda_prelude = concatenate(cuda_files); }
 
+const char *alloy_prelude_tensor(void) { return alloy_embedded("src/dialect/prelude/tensor.h"); }
+
 const char *alloy_prelude(alloy_codegen_target target) {
     switch (target) {
     case ALLOY_TARGET_CPU:

@@ -11,7 +11,11 @@
  *   - swizzles `.xy`, `.bgra` become `.template alloy_swz<...>()` (or
  *     `alloy_swz_ref` when assigned to);
  *   - half literals `1.0h` become `half(1.0f)`;
- *   - `#include <metal_...>` and `#pragma METAL` lines are dropped.
+ *   - with tensor operations, a subscript with several indices `t[i, j]`
+ *     becomes `t[alloy_md(i, j)]` (C++ before 23 reads the comma as an
+ *     operator);
+ *   - `#include <metal_...>`, `#include <MetalPerformancePrimitives/...>` and
+ *     `#pragma METAL` lines are dropped (the prelude provides them).
  * Every newline stays exactly where it was (erased text becomes spaces), so
  * `#line` directives map compiler diagnostics to the user's own lines.
  *
@@ -35,7 +39,11 @@ typedef struct rw {
     int *attribute_scan; /* per `[[` token: see attribute_scan_table (NULL until needed) */
     int failed;          /* out of memory building a table */
     int debug;           /* ALLOY_REWRITE_CPU_DEBUG */
+    unsigned char *multi_index; /* per token: MD_OPEN / MD_CLOSE (NULL: none) */
 } rw;
+
+#define MD_OPEN 1  /* a `[` whose subscript has several indices */
+#define MD_CLOSE 2 /* its `]` */
 
 static int is(const rw *r, int i, const char *word) {
     return i >= 0 && i < r->n && (size_t)r->t[i].len == strlen(word) &&
@@ -463,7 +471,11 @@ static alloy_status rewrite_directive(const rw *r, int i, const char *what) {
     int k = skip_blanks(s, a + 1, end);
     if (word_at(s, k, end, "include")) {
         int q = skip_blanks(s, k + 7, end);
-        if (end - q > 7 && (s[q] == '<' || s[q] == '"') && memcmp(s + q + 1, "metal_", 6) == 0) {
+        static const char mpp[] = "MetalPerformancePrimitives/";
+        const size_t mpp_len = sizeof mpp - 1;
+        if (end - q > 7 && (s[q] == '<' || s[q] == '"') &&
+            (memcmp(s + q + 1, "metal_", 6) == 0 ||
+             ((size_t)(end - q) > mpp_len + 1 && memcmp(s + q + 1, mpp, mpp_len) == 0))) {
             blank(r->out, s, a, end);
             return ALLOY_OK;
         }
@@ -494,6 +506,61 @@ static alloy_status rewrite_directive(const rw *r, int i, const char *what) {
     return ALLOY_OK;
 }
 
+/* ---- multi-index subscripts ----------------------------------------------- */
+
+static const char *const not_subscripted[] = {"auto", "return", "case", "new", "delete",
+                                               "throw", "else", "do", "co_return", NULL};
+
+/* A `[` at i opens a subscript when it follows an expression: a name (not a
+ * keyword that can precede a lambda or a structured binding), `)` or `]`. */
+static int opens_subscript(const rw *r, int i) {
+    int p = prev_sig(r, i);
+    if (p < 0) return 0;
+    if (is_ident(r, p)) {
+        for (int k = 0; not_subscripted[k]; k++)
+            if (is(r, p, not_subscripted[k])) return 0;
+        return 1;
+    }
+    return is_punct(r, p, ")") || is_punct(r, p, "]");
+}
+
+/* Marks every subscript with a comma at its own level, in one pass with a
+ * stack of open brackets (unbalanced text is left alone). */
+static void multi_index_table(rw *r) {
+    int *stack = malloc(((size_t)r->n + 1) * 2 * sizeof(int));
+    unsigned char *m = calloc((size_t)r->n + 1, 1);
+    if (!stack || !m) {
+        free(stack);
+        free(m);
+        r->failed = 1;
+        return;
+    }
+    int depth = 0; /* entries: token index, comma seen (2 ints) */
+    for (int j = 0; j < r->n; j++) {
+        if (r->t[j].kind != ALLOY_TOK_PUNCT) continue;
+        if (is(r, j, "(") || is(r, j, "{") || is(r, j, "[") || is(r, j, "[[")) {
+            int pushes = is(r, j, "[[") ? 2 : 1;
+            for (int k = 0; k < pushes; k++) {
+                stack[2 * depth] = is(r, j, "[") && opens_subscript(r, j) ? j : -1;
+                stack[2 * depth + 1] = 0;
+                depth++;
+            }
+        } else if (is(r, j, ",")) {
+            if (depth > 0) stack[2 * depth - 1] = 1;
+        } else if (is(r, j, ")") || is(r, j, "}") || is(r, j, "]")) {
+            if (depth == 0) continue;
+            depth--;
+            int open = stack[2 * depth];
+            if (open >= 0 && stack[2 * depth + 1] && is(r, j, "]")) {
+                m[open] = MD_OPEN;
+                m[j] = MD_CLOSE;
+            }
+        }
+    }
+    free(stack);
+    r->multi_index = m;
+}
+
 /* ---- driver -------------------------------------------------------------- */
 
 static alloy_status rewrite_text(const char *src, int len, unsigned flags, const char *what,
@@ -503,7 +570,7 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
     alloy_status st = alloy_scan_ex(src, len, what, flags, &t, &n);
     if (st != ALLOY_OK) return st;
     rw r = {src, t, n, out, malloc(((size_t)n + 1) * sizeof(int)), NULL, 0,
-            (flags & ALLOY_REWRITE_CPU_DEBUG) != 0};
+            (flags & ALLOY_REWRITE_CPU_DEBUG) != 0, NULL};
     if (!r.next_stop) {
         free(t);
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
@@ -517,6 +584,7 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
             attribute_scan_table(&r);
             break;
         }
+    if (flags & ALLOY_REWRITE_TENSOR) multi_index_table(&r);
     int cursor = 0;
     for (int i = 0; i < n && st == ALLOY_OK; i++) {
         alloy_sb_append_n(out, src + cursor, (size_t)(t[i].start - cursor));
@@ -554,7 +622,9 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
                     break;
                 }
             }
+            if (r.multi_index && r.multi_index[i] == MD_CLOSE) alloy_sb_append(out, ")");
             emit_tok(&r, i);
+            if (r.multi_index && r.multi_index[i] == MD_OPEN) alloy_sb_append(out, "alloy_md(");
             break;
         default:
             emit_tok(&r, i);
@@ -566,6 +636,7 @@ static alloy_status rewrite_text(const char *src, int len, unsigned flags, const
         st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
     free(r.next_stop);
     free(r.attribute_scan);
+    free(r.multi_index);
     free(t);
     return st;
 }
@@ -575,7 +646,8 @@ alloy_status alloy_rewrite_msl(const char *src, const char *what, unsigned flags
     size_t len = strlen(src);
     if (len > (size_t)0x7fffffff)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s is too long (2 GiB or more)", what);
-    alloy_status st = rewrite_text(src, (int)len, flags & ALLOY_REWRITE_CPU_DEBUG, what, out);
+    alloy_status st = rewrite_text(src, (int)len, flags & (ALLOY_REWRITE_CPU_DEBUG | ALLOY_REWRITE_TENSOR),
+                                   what, out);
     if (st == ALLOY_OK && out->failed)
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory rewriting %s", what);
     return st;

@@ -25,10 +25,12 @@ alloy_status alloy_for_each_ident(const char *src, int len, alloy_ident_fn fn, v
 
 #define ALLOY_REWRITE_CPU_DEBUG 4u /* checked device pointers and threadgroup arrays
                                       (cpu_debug.h); the scanner ignores it */
+#define ALLOY_REWRITE_TENSOR 8u    /* `t[i, j]` (MSL 4 tensor element access) becomes
+                                      `t[alloy_md(i, j)]`; the scanner ignores it */
 
 /* Appends the C++ form of the MSL text `src` to `out`, keeping every newline
  * where it was. `what` names the text in messages ("the body of kernel 'k'").
- * flags: 0, or ALLOY_REWRITE_CPU_DEBUG. */
+ * flags: 0 or a mix of ALLOY_REWRITE_CPU_DEBUG and ALLOY_REWRITE_TENSOR. */
 alloy_status alloy_rewrite_msl(const char *src, const char *what, unsigned flags, alloy_strbuf *out);
 
 /* 1 when `src` uses a barrier, a SIMD or quad operation or simdgroup

@@ -1,7 +1,8 @@
 /* cpu_compiler.c — runs the host C++ compiler (posix_spawnp, output read
  * from a pipe until EOF, then waitpid) and derives its identity.
  *
- * Flags: C++17, -O2, position-independent shared object, no exceptions or
+ * Flags: C++20 (Metal 4's matmul2d takes its descriptor as a class-type
+ * template argument), -O2, position-independent shared object, no exceptions or
  * RTTI (kernels use neither), -fno-math-errno (lets sqrt etc. inline; errno is
  * meaningless in a kernel), -g0. Floating-point contraction stays at the
  * compiler's default. Warnings stay on but never fail the build. On Linux
@@ -91,7 +92,7 @@ static int run_capture(char *const argv[], char **out, int *status) {
  * entry points are exported); MSL's char is signed on every target. The list
  * is part of the compiler identity, so changing it never reuses old objects. */
 static const char *const flags[] = {
-    "-std=c++17", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
+    "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
     "-fno-math-errno", "-fvisibility=hidden", "-fsigned-char", "-g0",
 #if defined(__linux__)
     "-Wl,-z,defs",
@@ -178,7 +179,7 @@ alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, 
         free(out);
         return alloy_error(ALLOY_ERROR_COMPILER_MISSING,
                            "cannot run the C++ compiler '%s' (%s): the CPU backend compiles "
-                           "kernels with it. Install g++ or clang++, or set ALLOY_CXX to a C++17 "
+                           "kernels with it. Install g++ or clang++, or set ALLOY_CXX to a C++20 "
                            "compiler command",
                            cc.command, strerror(err));
     }

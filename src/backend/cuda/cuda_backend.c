@@ -88,7 +88,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
 
     int nv = alloy_cuda_nvrtc_version();
     const char *inc = alloy_cuda_include_dir();
-    snprintf(d->identity, sizeof d->identity, "nvrtc %d.%d; driver %d; %s_%d; include %s",
+    snprintf(d->identity, sizeof d->identity, "nvrtc %d.%d --std=c++20; driver %d; %s_%d; include %s",
              nv / 1000, nv % 1000 / 10, d->driver_version, d->sass ? "sm" : "compute", d->arch_num,
              inc ? inc : "-");
     int n = snprintf(dev->description, sizeof dev->description,

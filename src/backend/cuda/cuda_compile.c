@@ -122,7 +122,7 @@ static alloy_status run_nvrtc(const char *src, const char *kernel_name, const ch
     char name[128], arch_opt[64], inc_opt[4200];
     snprintf(name, sizeof name, "%s.cu", kernel_name ? kernel_name : "kernel");
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
-    const char *opts[6] = {arch_opt, "-default-device", "--std=c++17", "-lineinfo"};
+    const char *opts[6] = {arch_opt, "-default-device", "--std=c++20", "-lineinfo"};
     int n_opts = 4;
     const char *inc = alloy_cuda_include_dir();
     if (inc) {

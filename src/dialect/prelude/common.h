@@ -5,7 +5,7 @@
  *
  * Pasted at the top of every generated kernel (CPU: after cpu_abi.h, before
  * cpu.h; CUDA: after the CUDA definitions of the hooks below), so that
- * body-only MSL compiles as C++17. It includes no header at all (cold compile
+ * body-only MSL compiles as C++20. It includes no header at all (cold compile
  * time matters, and NVRTC has no standard library): only compiler builtins,
  * reached through hook macros a backend may predefine (the defaults under
  * NVRTC/nvcc are in parentheses):

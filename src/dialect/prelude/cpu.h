@@ -24,6 +24,14 @@
 
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
+/* The running thread's linear index in its threadgroup (the tensor
+ * operations find their place in the execution scope from it). The entry
+ * points set it; the fibers of a group share one OS thread, so every call
+ * into the scheduler saves it and restores it afterwards. */
+static thread_local unsigned alloy_cur_lid;
+#define ALLOY_SET_LID(g, lx, ly, lz) \
+    (alloy_cur_lid = (lx) + (ly) * (g)->launch->tg[0] + (lz) * (g)->launch->tg[0] * (g)->launch->tg[1])
+ALLOY_FN unsigned alloy_thread_index_in_threadgroup() { return alloy_cur_lid; }
 
 /* ALLOY_CPU_DEBUG (cpu_debug.h): the thread a checked access runs on. The
  * fibers of a group share one OS thread, so the pointer is saved before a
@@ -42,13 +50,13 @@ ALLOY_FN unsigned alloy_dbg_site(unsigned line, const char *file) {
     bool header = e - file >= 7 && e[-7] == '.' && e[-6] == 'h' && e[-1] == 'r';
     return (line & 0x7fffffffu) | (header ? 0x80000000u : 0u);
 }
-#define ALLOY_DBG_SAVE const alloy_dbg_thread *alloy_dbg_saved_ = alloy_dbg_cur;
-#define ALLOY_DBG_RESTORE alloy_dbg_cur = alloy_dbg_saved_;
+#define ALLOY_FIBER_SAVE const alloy_dbg_thread *alloy_dbg_saved_ = alloy_dbg_cur; const unsigned alloy_lid_saved_ = alloy_cur_lid;
+#define ALLOY_FIBER_RESTORE alloy_dbg_cur = alloy_dbg_saved_; alloy_cur_lid = alloy_lid_saved_;
 #define ALLOY_DBG_SITE_PARAMS , unsigned alloy_line_ = __builtin_LINE(), const char *alloy_file_ = __builtin_FILE()
 #define ALLOY_DBG_SITE alloy_dbg_site(alloy_line_, alloy_file_)
 #else
-#define ALLOY_DBG_SAVE
-#define ALLOY_DBG_RESTORE
+#define ALLOY_FIBER_SAVE const unsigned alloy_lid_saved_ = alloy_cur_lid;
+#define ALLOY_FIBER_RESTORE alloy_cur_lid = alloy_lid_saved_;
 #define ALLOY_DBG_SITE_PARAMS
 #define ALLOY_DBG_SITE 0u
 #endif
@@ -69,19 +77,19 @@ namespace metal {
 
 ALLOY_FN void threadgroup_barrier(mem_flags = mem_flags::mem_none ALLOY_DBG_SITE_PARAMS) {
     const alloy_cpu_group *g = alloy_cur_group;
-    ALLOY_DBG_SAVE
+    ALLOY_FIBER_SAVE
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (g && g->sched) g->launch->svc->barrier(g->sched, ALLOY_DBG_SITE);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    ALLOY_DBG_RESTORE
+    ALLOY_FIBER_RESTORE
 }
 ALLOY_FN void simdgroup_barrier(mem_flags = mem_flags::mem_none) {
     const alloy_cpu_group *g = alloy_cur_group;
-    ALLOY_DBG_SAVE
+    ALLOY_FIBER_SAVE
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     if (g && g->sched) g->launch->svc->simd_barrier(g->sched);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    ALLOY_DBG_RESTORE
+    ALLOY_FIBER_RESTORE
 }
 ALLOY_FN void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
@@ -108,9 +116,9 @@ template <class T> ALLOY_FN alloy_simd_view alloy_simd_xchg(const T &v) {
         s.lane = 0u;
         return s;
     }
-    ALLOY_DBG_SAVE
+    ALLOY_FIBER_SAVE
     s.slots = g->launch->svc->simd_exchange(g->sched, &v, (unsigned)sizeof(T), &s.active, &s.lane);
-    ALLOY_DBG_RESTORE
+    ALLOY_FIBER_RESTORE
     return s;
 }
 template <class T> ALLOY_FN T alloy_simd_get(const alloy_simd_view &s, uint lane) {

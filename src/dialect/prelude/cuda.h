@@ -66,6 +66,11 @@ ALLOY_FN uint alloy_lane() {
     return l;
 }
 ALLOY_FN uint alloy_simd_lane_id() { return alloy_lane(); }
+/* The caller's linear index in its threadgroup (the tensor operations find
+ * their place in the execution scope from it). */
+ALLOY_FN unsigned alloy_thread_index_in_threadgroup() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
 /* Lanes of the caller's warp that exist in the threadgroup (the last warp
  * of a group whose size is not a multiple of 32 is short). */
 ALLOY_FN uint alloy_exist_mask() {
