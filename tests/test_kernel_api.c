@@ -6,11 +6,13 @@
  * `<in>_shape/_strides/_ndim` only on a token match; 0-d inputs as values;
  * atomic_outputs and init_value; ensure_row_contiguous on and off; verbose;
  * zero-size grids; the one-time "grid counts threads" warning;
- * caller-provided outputs written in place; streams; concurrent launches. */
+ * caller-provided outputs written in place; streams; concurrent launches;
+ * launch constants (by value, not part of the compiled specialisation). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "kernel_util.h"
+#include "core/program_cache.h"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -803,6 +805,77 @@ static void test_concurrent_launches(void) {
     alloy_kernel_free(k);
 }
 
+/* ---- launch constants ------------------------------------------------------ */
+
+/* out[i] = a * x[i] + b (+ n when flag), with a, b, n, flag by-value
+ * constants: new values reuse the compiled kernel, errors name the constant. */
+static void test_launch_constants(void) {
+    alloy_device *dev = ku_device();
+    const char *in[] = {"x"}, *out[] = {"out"};
+    alloy_kernel *k = NULL;
+    CHECK_OK(alloy_kernel_new("constants", 1, in, 1, out,
+                              "uint i = thread_position_in_grid.x;\n"
+                              "out[i] = float(a * double(x[i]) + double(b)) + (flag ? float(n) : 0.0f);\n",
+                              NULL, 1, 0, &k));
+    float x[37];
+    for (int i = 0; i < 37; i++) x[i] = (float)(i - 11);
+    alloy_array *xa = ku_array(ALLOY_FLOAT32, 37, x), *res = NULL;
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    int64_t n = 37;
+    CHECK_OK(alloy_launch_add_output(l, 1, &n, ALLOY_FLOAT32));
+    CHECK_OK(alloy_launch_set_grid(l, 37, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 32, 1, 1));
+    const double as[3] = {2.5, -1.0, 1e-3};
+    const float bs[3] = {0.25f, 7.0f, -3.5f};
+    const int64_t ns[3] = {5000000000LL, -3, 0};
+    long builds0 = 0;
+    for (int r = 0; r < 3; r++) {
+        CHECK_OK(alloy_launch_set_constant(l, "a", ALLOY_FLOAT64, as[r]));
+        CHECK_OK(alloy_launch_set_constant(l, "b", ALLOY_FLOAT32, bs[r]));
+        CHECK_OK(alloy_launch_set_constant_int(l, "n", ALLOY_INT64, ns[r]));
+        CHECK_OK(alloy_launch_set_constant_int(l, "flag", ALLOY_BOOL, r != 2));
+        if (r == 1) builds0 = alloy_program_cache_builds(dev);
+        CHECK_OK(alloy_kernel_apply(k, 1, &xa, l, NULL, &res));
+        float got[37];
+        if (res) CHECK_OK(alloy_array_copy_to_host(res, got, sizeof got));
+        double ref[37];
+        for (int i = 0; i < 37; i++)
+            ref[i] = (float)(as[r] * x[i] + bs[r]) + (r != 2 ? (float)ns[r] : 0.0f);
+        CHECK(res && ku_cmp_f32("constants", got, ref, 37, 0, 0) == 0);
+        alloy_array_free(res);
+        res = NULL;
+    }
+    CHECK_MSG(alloy_program_cache_builds(dev) == builds0,
+              "a new constant value compiled the kernel again (%ld builds)",
+              alloy_program_cache_builds(dev) - builds0);
+    /* errors */
+    CHECK_FAILS(alloy_launch_set_constant(l, "a", ALLOY_FLOAT32, 1.0), ALLOY_ERROR_INVALID_ARGUMENT,
+                "keeps its dtype");
+    CHECK_FAILS(alloy_launch_set_constant(l, "c", ALLOY_FLOAT16, 1.0), ALLOY_ERROR_INVALID_ARGUMENT,
+                "'c': dtype float16");
+    CHECK_FAILS(alloy_launch_set_constant(l, "m", ALLOY_INT32, 1.5), ALLOY_ERROR_INVALID_ARGUMENT,
+                "is not a int32 value");
+    CHECK_FAILS(alloy_launch_set_constant_int(l, "m", ALLOY_INT32, 1LL << 40), ALLOY_ERROR_INVALID_ARGUMENT,
+                "out of range");
+    CHECK_FAILS(alloy_launch_set_constant(l, "thread_position_in_grid", ALLOY_FLOAT32, 1.0),
+                ALLOY_ERROR_INVALID_ARGUMENT, "thread_position_in_grid");
+    CHECK_FAILS(alloy_launch_add_template_int(l, "a", 1), ALLOY_ERROR_INVALID_ARGUMENT,
+                "launch constant");
+    CHECK_OK(alloy_launch_set_constant(l, "x", ALLOY_FLOAT32, 1.0));
+    CHECK_FAILS(alloy_kernel_apply(k, 1, &xa, l, NULL, &res), ALLOY_ERROR_INVALID_ARGUMENT,
+                "launch constant 'x' has the name of an input");
+    /* a constant the body needs but the launch lacks: a compile error naming it */
+    CHECK_OK(alloy_launch_reset(l));
+    CHECK_OK(alloy_launch_add_output(l, 1, &n, ALLOY_FLOAT32));
+    CHECK_OK(alloy_launch_set_grid(l, 37, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 32, 1, 1));
+    CHECK_FAILS(alloy_kernel_apply(k, 1, &xa, l, NULL, &res), ALLOY_ERROR_COMPILE, "flag");
+    alloy_launch_free(l);
+    alloy_array_free(xa);
+    alloy_kernel_free(k);
+}
+
 int main(void) {
     RUN(test_grid_warning_once);
     RUN(test_grid_counts_threads);
@@ -825,5 +898,6 @@ int main(void) {
     RUN(test_caller_outputs);
     RUN(test_stream_and_compile);
     RUN(test_concurrent_launches);
+    RUN(test_launch_constants);
     return harness_finish();
 }

@@ -83,6 +83,20 @@ alloy_status alloy_launch_add_template_int(alloy_launch *launch, const char *nam
 alloy_status alloy_launch_add_template_bool(alloy_launch *launch, const char *name, int value);
 alloy_status alloy_launch_add_template_dtype(alloy_launch *launch, const char *name, alloy_dtype value);
 
+/* Launch constants (an alloy extension): by-value scalars the body sees as
+ * `const T name` (T the dtype's type: bool, int, uint, long, ulong, float,
+ * double). Unlike template arguments, only a constant's name and dtype are
+ * part of the compiled specialisation: a new value reuses the compiled kernel,
+ * and unlike a 0-d input nothing is allocated or copied to the device (the
+ * value travels with the launch). Setting a name again replaces its value
+ * (the dtype must stay). dtype: ALLOY_BOOL, ALLOY_INT32, ALLOY_UINT32,
+ * ALLOY_INT64, ALLOY_UINT64, ALLOY_FLOAT32, ALLOY_FLOAT64; `value` must be
+ * representable (a whole number in range for the integer dtypes). */
+alloy_status alloy_launch_set_constant(alloy_launch *launch, const char *name, alloy_dtype dtype,
+                                       double value);
+alloy_status alloy_launch_set_constant_int(alloy_launch *launch, const char *name, alloy_dtype dtype,
+                                           int64_t value);
+
 /* Runs the kernel. `stream` NULL = the default stream of the inputs' device
  * (or of "auto" when there are no inputs). `outputs` receives one new
  * reference per output (caller frees); for caller-provided output arrays it is

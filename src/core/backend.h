@@ -22,7 +22,8 @@ typedef enum alloy_copy_kind {
 typedef enum alloy_arg_kind {
     ALLOY_ARG_BUFFER,  /* device pointer (offset applied) */
     ALLOY_ARG_SHAPE,   /* int32 shape[ALLOY_MAX_NDIM] */
-    ALLOY_ARG_STRIDES  /* int64 strides[ALLOY_MAX_NDIM], elements */
+    ALLOY_ARG_STRIDES, /* int64 strides[ALLOY_MAX_NDIM], elements */
+    ALLOY_ARG_VALUE    /* a launch constant: `value`, by value */
 } alloy_arg_kind;
 
 typedef struct alloy_arg {
@@ -38,6 +39,7 @@ typedef struct alloy_arg {
     const char *name;          /* the body's name for it */
     int check_written;         /* an output alloy allocated without init_value: every
                                   element must be written */
+    unsigned char value[8];    /* VALUE only: the constant, in its dtype's C type */
 } alloy_arg;
 
 typedef struct alloy_launch_args {

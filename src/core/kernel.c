@@ -206,14 +206,16 @@ static alloy_status check_launch(const alloy_kernel *k, const alloy_launch *l) {
                            "kernel '%s': threadgroup (%u, %u, %u) has %llu threads, more than the "
                            "maximum of %d threads per threadgroup",
                            k->name, t[0], t[1], t[2], (unsigned long long)total, ALLOY_MAX_THREADGROUP);
-    for (int i = 0; i < l->n_templates; i++) {
+    for (int i = 0; i < l->n_templates + l->n_constants; i++) {
+        const int is_template = i < l->n_templates;
+        const char *what = is_template ? l->templates[i].name : l->constants[i - l->n_templates].name;
         for (int j = 0; j < k->n_inputs + k->n_outputs; j++) {
             const char *n = j < k->n_inputs ? k->input_names[j] : k->output_names[j - k->n_inputs];
-            if (strcmp(n, l->templates[i].name) == 0)
+            if (strcmp(n, what) == 0)
                 return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                                   "kernel '%s': template argument '%s' has the name of an %s: rename "
-                                   "one of them",
-                                   k->name, n, j < k->n_inputs ? "input" : "output");
+                                   "kernel '%s': %s '%s' has the name of an %s: rename one of them",
+                                   k->name, is_template ? "template argument" : "launch constant", n,
+                                   j < k->n_inputs ? "input" : "output");
         }
     }
     return ALLOY_OK;
@@ -312,6 +314,13 @@ static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const
         ok &= key_put(b, &t->ivalue, sizeof t->ivalue);
         ok &= key_put(b, &t->dvalue, sizeof t->dvalue);
     }
+    for (int i = 0; i < l->n_constants; i++) { /* names and dtypes, not values */
+        const alloy_constant_arg *c = &l->constants[i];
+        unsigned char tag = 0xC0;
+        ok &= key_put(b, &tag, 1);
+        ok &= key_put(b, c->name, strlen(c->name) + 1);
+        ok &= key_put(b, &c->dtype, sizeof c->dtype);
+    }
     return ok;
 }
 
@@ -350,6 +359,8 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .atomic_outputs = k->atomic_outputs,
         .n_templates = l->n_templates,
         .templates = l->templates,
+        .n_constants = l->n_constants,
+        .constants = l->constants,
         .geometry = geometry,
         .cpu_debug = debug && target == ALLOY_TARGET_CPU,
     };
@@ -612,6 +623,16 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
         args[n].name = k->output_names[i];
         args[n].check_written = !l->outputs[i].array && !l->has_init;
         args[n++].ptr = alloy_array_data(outputs[i]);
+    }
+    for (int i = 0; i < l->n_constants && st == ALLOY_OK; i++) {
+        args[n].kind = ALLOY_ARG_VALUE;
+        args[n].ptr = NULL;
+        args[n].nbytes = 0;
+        args[n].span_lo = 0;
+        args[n].dtype = l->constants[i].dtype;
+        args[n].name = l->constants[i].name;
+        args[n].check_written = 0;
+        memcpy(args[n++].value, l->constants[i].value.bytes, sizeof args[0].value);
     }
     if (st == ALLOY_OK && n != spec->n_slots)
         st = alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': built %d arguments for %d slots", k->name,

@@ -1,6 +1,7 @@
 /* launch.c — the launch configuration object: outputs, grid, threadgroup,
  * template arguments, init value, verbosity. Checks what it can on its own;
  * the kernel checks the rest against its names when it is applied. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ void alloy_launch_free(alloy_launch *l) {
     clear_outputs(l);
     free(l->outputs);
     free(l->templates);
+    free(l->constants);
     free(l);
 }
 
@@ -32,12 +34,15 @@ alloy_status alloy_launch_reset(alloy_launch *l) {
     clear_outputs(l);
     alloy_output_spec *o = l->outputs;
     alloy_template_arg *t = l->templates;
-    int co = l->cap_outputs, ct = l->cap_templates;
+    alloy_constant_arg *c = l->constants;
+    int co = l->cap_outputs, ct = l->cap_templates, cc = l->cap_constants;
     memset(l, 0, sizeof *l);
     l->outputs = o;
     l->cap_outputs = co;
     l->templates = t;
     l->cap_templates = ct;
+    l->constants = c;
+    l->cap_constants = cc;
     return ALLOY_OK;
 }
 
@@ -173,6 +178,11 @@ static alloy_status add_template(alloy_launch *l, const char *name, alloy_templa
         if (strcmp(l->templates[i].name, name) == 0)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "template argument '%s' is given twice: each name once", name);
+    for (int i = 0; i < l->n_constants; i++)
+        if (strcmp(l->constants[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "template argument '%s' has the name of a launch constant: each name "
+                               "once", name);
     if (kind == ALLOY_TEMPLATE_DTYPE && (unsigned)dv >= ALLOY_DTYPE_COUNT)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "template argument '%s': invalid dtype %d",
                            name, (int)dv);
@@ -200,4 +210,124 @@ alloy_status alloy_launch_add_template_bool(alloy_launch *l, const char *name, i
 }
 alloy_status alloy_launch_add_template_dtype(alloy_launch *l, const char *name, alloy_dtype value) {
     return add_template(l, name, ALLOY_TEMPLATE_DTYPE, 0, value);
+}
+
+/* ---- launch constants --------------------------------------------------- */
+
+static int constant_dtype_ok(alloy_dtype dt) {
+    switch (dt) {
+    case ALLOY_BOOL: case ALLOY_INT32: case ALLOY_UINT32: case ALLOY_INT64: case ALLOY_UINT64:
+    case ALLOY_FLOAT32: case ALLOY_FLOAT64: return 1;
+    default: return 0;
+    }
+}
+
+/* Finds or appends the constant `name` (a later value replaces an earlier
+ * one: a launch is reused with new values). */
+static alloy_status constant_slot(alloy_launch *l, const char *name, alloy_dtype dtype,
+                                  alloy_constant_arg **out) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    alloy_status st = alloy_check_identifier(name, "launch constant");
+    if (st != ALLOY_OK) return st;
+    if (strlen(name) >= sizeof l->constants[0].name)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch constant name '%s' is too long", name);
+    if (!constant_dtype_ok(dtype))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "launch constant '%s': dtype %s is not one a constant can have (bool, "
+                           "int32, uint32, int64, uint64, float32, float64)",
+                           name, alloy_dtype_name(dtype));
+    for (int i = 0; i < l->n_templates; i++)
+        if (strcmp(l->templates[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "launch constant '%s' has the name of a template argument: each name "
+                               "once", name);
+    for (int i = 0; i < l->n_constants; i++)
+        if (strcmp(l->constants[i].name, name) == 0) {
+            if (l->constants[i].dtype != dtype)
+                return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                                   "launch constant '%s' was added as %s, now as %s: a constant keeps "
+                                   "its dtype (alloy_launch_reset to start over)",
+                                   name, alloy_dtype_name(l->constants[i].dtype), alloy_dtype_name(dtype));
+            *out = &l->constants[i];
+            return ALLOY_OK;
+        }
+    if (l->n_constants == l->cap_constants) {
+        int cap = l->cap_constants ? 2 * l->cap_constants : 4;
+        alloy_constant_arg *p = realloc(l->constants, (size_t)cap * sizeof *p);
+        if (!p) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
+        l->constants = p;
+        l->cap_constants = cap;
+    }
+    alloy_constant_arg *c = &l->constants[l->n_constants++];
+    memset(c, 0, sizeof *c);
+    strcpy(c->name, name);
+    c->dtype = dtype;
+    *out = c;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_constant(alloy_launch *l, const char *name, alloy_dtype dtype,
+                                       double value) {
+    alloy_constant_arg *c;
+    alloy_status st = constant_slot(l, name, dtype, &c);
+    if (st != ALLOY_OK) return st;
+    memset(&c->value, 0, sizeof c->value);
+    switch (dtype) {
+    case ALLOY_FLOAT64: c->value.f = value; break;
+    case ALLOY_FLOAT32: {
+        float f = (float)value;
+        memcpy(c->value.bytes, &f, sizeof f);
+        break;
+    }
+    default: {
+        /* an integer (or bool) dtype: the value must be a whole number in range */
+        const int whole = value == value && value >= -9223372036854775808.0 &&
+                          value < 18446744073709551616.0 && (value < 0 ? (double)(int64_t)value == value
+                                                                        : (double)(uint64_t)value == value);
+        if (!whole)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch constant '%s': %g is not a %s value",
+                               name, value, alloy_dtype_name(dtype));
+        if (dtype == ALLOY_UINT64) {
+            c->value.u = (uint64_t)value;
+            return ALLOY_OK;
+        }
+        if (value >= 9223372036854775808.0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "launch constant '%s': %g is out of range for %s", name, value,
+                               alloy_dtype_name(dtype));
+        return alloy_launch_set_constant_int(l, name, dtype, (int64_t)value);
+    }
+    }
+    return ALLOY_OK;
+}
+
+alloy_status alloy_launch_set_constant_int(alloy_launch *l, const char *name, alloy_dtype dtype,
+                                           int64_t value) {
+    alloy_constant_arg *c;
+    alloy_status st = constant_slot(l, name, dtype, &c);
+    if (st != ALLOY_OK) return st;
+    memset(&c->value, 0, sizeof c->value);
+    switch (dtype) {
+    case ALLOY_BOOL: c->value.bytes[0] = value != 0; break;
+    case ALLOY_INT32:
+    case ALLOY_UINT32:
+        if ((dtype == ALLOY_INT32 && (value < INT32_MIN || value > INT32_MAX)) ||
+            (dtype == ALLOY_UINT32 && (value < 0 || value > (int64_t)UINT32_MAX)))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "launch constant '%s': %lld is out of range for %s", name,
+                               (long long)value, alloy_dtype_name(dtype));
+        {
+            int32_t v = (int32_t)value;
+            memcpy(c->value.bytes, &v, sizeof v);
+        }
+        break;
+    case ALLOY_FLOAT32: {
+        float f = (float)value;
+        memcpy(c->value.bytes, &f, sizeof f);
+        break;
+    }
+    case ALLOY_FLOAT64: c->value.f = (double)value; break;
+    default: c->value.i = value; break; /* int64, uint64 (bits) */
+    }
+    return ALLOY_OK;
 }

@@ -22,6 +22,8 @@ struct alloy_launch {
     size_t threadgroup_memory;
     alloy_template_arg *templates;
     int n_templates, cap_templates;
+    alloy_constant_arg *constants;
+    int n_constants, cap_constants;
 };
 
 #endif

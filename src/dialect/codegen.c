@@ -109,6 +109,11 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
                             elem, k);
         k++;
     }
+    for (int c = 0; c < req->n_constants; c++, k++) {
+        const char *t = type_name(req->constants[c].dtype);
+        alloy_sb_printf(sb, "  [[maybe_unused]] const %s %s = *(const %s*)alloy_a[%d];\n", t,
+                        req->constants[c].name, t, k);
+    }
 }
 
 static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *req) {
@@ -172,6 +177,8 @@ static void cuda_open_function(alloy_strbuf *sb, const alloy_codegen_request *re
     }
     for (int j = 0; j < req->n_outputs; j++)
         alloy_sb_printf(sb, "    %s* alloy_a%d,\n", type_name(req->outputs[j].dtype), k++);
+    for (int c = 0; c < req->n_constants; c++)
+        alloy_sb_printf(sb, "    const %s alloy_a%d,\n", type_name(req->constants[c].dtype), k++);
     alloy_sb_append(sb, "    const alloy_launch_info alloy_info) {\n");
     /* Threads outside the grid never run the body (the SIMD functions see
      * them as exited lanes; barriers count exited threads as arrived). Only
@@ -224,6 +231,9 @@ static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
         else
             alloy_sb_printf(sb, "  [[maybe_unused]] %s* %s = alloy_a%d;\n", t, o->name, k++);
     }
+    for (int c = 0; c < req->n_constants; c++)
+        alloy_sb_printf(sb, "  [[maybe_unused]] const %s %s = alloy_a%d;\n",
+                        type_name(req->constants[c].dtype), req->constants[c].name, k++);
 }
 
 /* The primitives the attribute formulas use, as the CPU's locals: the
@@ -365,9 +375,9 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
     if (!req->body)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel '%s': the body is NULL",
                            kname);
-    if (req->n_inputs < 0 || req->n_outputs < 0 || req->n_templates < 0 ||
+    if (req->n_inputs < 0 || req->n_outputs < 0 || req->n_templates < 0 || req->n_constants < 0 ||
         (req->n_inputs && !req->inputs) || (req->n_outputs && !req->outputs) ||
-        (req->n_templates && !req->templates))
+        (req->n_templates && !req->templates) || (req->n_constants && !req->constants))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "kernel '%s': inconsistent argument counts for code generation",
                            kname);
@@ -391,6 +401,12 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "kernel '%s': output %d has no name or an invalid dtype (%d)",
                                kname, i, (int)req->outputs[i].dtype);
+    }
+    for (int i = 0; i < req->n_constants; i++) {
+        const alloy_constant_arg *c = &req->constants[i];
+        if (!memchr(c->name, 0, sizeof c->name) ||
+            alloy_check_identifier(c->name, "launch constant") != ALLOY_OK)
+            return ALLOY_ERROR_INVALID_ARGUMENT;
     }
     for (int i = 0; i < req->n_templates; i++) {
         const alloy_template_arg *t = &req->templates[i];
@@ -422,7 +438,7 @@ static void compute_slots(const alloy_codegen_request *req, const mentions *m, u
         slots[i] = s;
         k += 1 + (s & 1u) + ((s >> 1) & 1u); /* data, then each slot */
     }
-    *n_slots = k + req->n_outputs;
+    *n_slots = k + req->n_outputs + req->n_constants;
 }
 
 /* Every backend computes the thread attributes with these formulas over its

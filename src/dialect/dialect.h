@@ -17,6 +17,7 @@
  *   for each input i:  data; then `<in>_shape` if referenced, `<in>_strides`
  *                      if referenced (not for 0-d)
  *   for each output j: data
+ *   for each launch constant: its value (by value, in the dtype's C type)
  * (`<in>_ndim` is no slot: it is a compile-time constant of the
  * specialisation.) */
 #ifndef ALLOY_DIALECT_H
@@ -108,6 +109,19 @@ typedef struct alloy_template_arg {
     alloy_dtype dvalue; /* DTYPE */
 } alloy_template_arg;
 
+/* A launch constant: a by-value scalar the body sees as `const T name`
+ * (its value is not part of the generated code). */
+typedef struct alloy_constant_arg {
+    char name[64];
+    alloy_dtype dtype; /* bool, int32, uint32, int64, uint64, float32, float64 */
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+        unsigned char bytes[8];
+    } value; /* the launch's value, in the dtype's C type */
+} alloy_constant_arg;
+
 typedef struct alloy_codegen_request {
     alloy_codegen_target target;
     const char *kernel_name;
@@ -120,6 +134,8 @@ typedef struct alloy_codegen_request {
     int atomic_outputs;
     int n_templates;
     const alloy_template_arg *templates;
+    int n_constants; /* launch constants: one argument slot each, after the outputs */
+    const alloy_constant_arg *constants;
     /* The launch's geometry class (alloy_launch_geometry): which dimensions
      * have a partial last threadgroup, and in which the rounded-up grid
      * passes 2^32 threads. A target may use it to drop the out-of-grid check

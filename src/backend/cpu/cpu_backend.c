@@ -411,6 +411,7 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
         switch (a->kind) {
         case ALLOY_ARG_SHAPE: ptrs[i] = a->shape; break;
         case ALLOY_ARG_STRIDES: ptrs[i] = a->strides; break;
+        case ALLOY_ARG_VALUE: ptrs[i] = a->value; break;
         default: ptrs[i] = a->ptr; break;
         }
     }

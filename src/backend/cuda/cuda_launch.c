@@ -123,6 +123,7 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
         switch (a->kind) {
         case ALLOY_ARG_SHAPE: params[i] = a->shape; break;
         case ALLOY_ARG_STRIDES: params[i] = a->strides; break;
+        case ALLOY_ARG_VALUE: params[i] = a->value; break; /* the value itself */
         default: params[i] = &a->ptr; break; /* the device pointer itself, 8 bytes */
         }
     }
