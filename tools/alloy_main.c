@@ -39,7 +39,8 @@ static void print_help(FILE *f) {
             "            --output out:float32:1000=out.npy --grid 1000 --threadgroup 256\n"
             "\n"
             "environment: ALLOY_DEVICE (what \"auto\" means), ALLOY_CXX (host C++ compiler),\n"
-            "ALLOY_NUM_THREADS, ALLOY_CACHE_DIR, ALLOY_CACHE=0 (no disk cache), ALLOY_CPU_DEBUG=1.\n"
+            "ALLOY_NUM_THREADS, ALLOY_CACHE_DIR, ALLOY_CACHE=0 (no disk cache), ALLOY_CPU_DEBUG=1,\n"
+            "ALLOY_CPU_NATIVE=0 (CPU kernels for the baseline ISA, not -march=native).\n"
             "Exit status: 0 success, 1 error, 2 usage error. See docs/cli.md.\n");
 }
 

@@ -4,8 +4,13 @@
  * Flags: C++20 (Metal 4's matmul2d takes its descriptor as a class-type
  * template argument), -O2, position-independent shared object, no exceptions or
  * RTTI (kernels use neither), -fno-math-errno (lets sqrt etc. inline; errno is
- * meaningless in a kernel), -g0. Floating-point contraction stays at the
- * compiler's default. Warnings stay on but never fail the build. On Linux
+ * meaningless in a kernel), -g0, and -march=native where the compiler takes
+ * it (kernels are built for the machine that runs them, like a JIT: the
+ * catalog's GEMM needs the vector units; ALLOY_CPU_NATIVE=0 turns it off, and
+ * the identity then names the CPU so a shared cache never mixes machines).
+ * Floating-point contraction stays off (ISO C++ mode: -std=c++20, not
+ * gnu++20), so native code rounds as the baseline does. Warnings stay on but
+ * never fail the build. On Linux
  * `-z defs` makes an undefined function a link error with a message, instead
  * of a dlopen failure later. */
 #include "cpu_compiler.h"
@@ -22,6 +27,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "core/strbuf.h"
 
 extern char **environ;
@@ -37,7 +43,36 @@ static struct {
     char version[256];
     int have_version;
     char identity[1024];
-} cc = {PTHREAD_ONCE_INIT, "", NULL, {NULL}, 0, "", 0, ""};
+    int native; /* -march=native is passed */
+} cc = {PTHREAD_ONCE_INIT, "", NULL, {NULL}, 0, "", 0, "", 0};
+
+/* What native code depends on: the CPU's model and feature lines (Linux),
+ * as a short hash; "unknown" elsewhere. */
+static void cpu_signature(char out[17]) {
+    snprintf(out, 17, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    alloy_sha256 h;
+    alloy_sha256_init(&h);
+    char line[8192];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10) || !strncmp(line, "flags", 5) ||
+            !strncmp(line, "Features", 8) || !strncmp(line, "CPU part", 8) ||
+            !strncmp(line, "CPU implementer", 15)) {
+            alloy_sha256_update(&h, line, strlen(line));
+            seen++;
+        }
+        if (line[0] == '\n' && seen) break; /* the first processor is enough */
+    }
+    fclose(f);
+    uint8_t d[32];
+    alloy_sha256_final(&h, d);
+    char hex[65];
+    alloy_digest_to_hex(d, hex);
+    memcpy(out, hex, 16);
+    out[16] = 0;
+}
 
 const char *alloy_cpu_arch(void) {
 #if defined(__x86_64__)
@@ -129,6 +164,24 @@ static void compiler_init(void) {
         cc.have_version = len > 0;
     }
     free(out);
+    /* -march=native: where the compiler takes it (not a cross compiler). */
+    const char *ne = getenv("ALLOY_CPU_NATIVE");
+    if (!(ne && !strcmp(ne, "0"))) {
+        n = 0;
+        for (int i = 0; i < cc.cxx_argc; i++) argv[n++] = cc.cxx_argv[i];
+        argv[n++] = (char *)"-march=native";
+        argv[n++] = (char *)"-fsyntax-only";
+        argv[n++] = (char *)"-x";
+        argv[n++] = (char *)"c++";
+        argv[n++] = (char *)"/dev/null";
+        argv[n] = NULL;
+        out = NULL;
+        cc.native = run_capture(argv, &out, &status) == 0 && WIFEXITED(status) &&
+                    WEXITSTATUS(status) == 0;
+        free(out);
+    }
+    char cpu[17] = "";
+    if (cc.native) cpu_signature(cpu);
     char flag_text[512] = "";
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
         strncat(flag_text, flags[i], sizeof flag_text - strlen(flag_text) - 2);
@@ -137,8 +190,9 @@ static void compiler_init(void) {
     /* Built with the string buffer: the parts may exceed any fixed size. */
     alloy_strbuf sb;
     alloy_sb_init(&sb);
-    alloy_sb_printf(&sb, "%s | %s | %s | %s", cc.command,
-                    cc.have_version ? cc.version : "(not found)", alloy_cpu_arch(), flag_text);
+    alloy_sb_printf(&sb, "%s | %s | %s | %s%s%s", cc.command,
+                    cc.have_version ? cc.version : "(not found)", alloy_cpu_arch(), flag_text,
+                    cc.native ? "-march=native cpu " : "", cpu);
     snprintf(cc.identity, sizeof cc.identity, "%s", sb.data ? sb.data : "");
     alloy_sb_free(&sb);
 }
@@ -164,7 +218,10 @@ alloy_status alloy_cpu_compile_file(const char *src_path, const char *out_path, 
     char *argv[MAX_CXX_ARGS + 2];
     int n = 0;
     for (int i = 0; i < cc.cxx_argc; i++) argv[n++] = cc.cxx_argv[i];
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) argv[n++] = (char *)flags[i];
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0] - 2; i++) argv[n++] = (char *)flags[i];
+    if (cc.native) argv[n++] = (char *)"-march=native";
+    argv[n++] = (char *)"-x"; /* the last two flags: the language of the file that follows */
+    argv[n++] = (char *)"c++";
     argv[n++] = (char *)src_path;
     argv[n++] = (char *)"-o";
     argv[n++] = (char *)out_path;

@@ -31,7 +31,7 @@ static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone
 static thread_local unsigned alloy_cur_lid;
 #define ALLOY_SET_LID(g, lx, ly, lz) \
     (alloy_cur_lid = (lx) + (ly) * (g)->launch->tg[0] + (lz) * (g)->launch->tg[0] * (g)->launch->tg[1])
-ALLOY_FN unsigned alloy_thread_index_in_threadgroup() { return alloy_cur_lid; }
+ALLOY_FN unsigned alloy_linear_tid() { return alloy_cur_lid; }
 
 /* ALLOY_CPU_DEBUG (cpu_debug.h): the thread a checked access runs on. The
  * fibers of a group share one OS thread, so the pointer is saved before a

@@ -68,7 +68,7 @@ ALLOY_FN uint alloy_lane() {
 ALLOY_FN uint alloy_simd_lane_id() { return alloy_lane(); }
 /* The caller's linear index in its threadgroup (the tensor operations find
  * their place in the execution scope from it). */
-ALLOY_FN unsigned alloy_thread_index_in_threadgroup() {
+ALLOY_FN unsigned alloy_linear_tid() {
     return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
 }
 /* Lanes of the caller's warp that exist in the threadgroup (the last warp

@@ -242,7 +242,7 @@ template <> struct alloy_scope<execution_threads<1>> {
 
 /* The caller's index in its scope of T threads: the scope is the T
  * consecutive threads of the threadgroup that include the caller. */
-ALLOY_FN uint alloy_tg_index() { return alloy_thread_index_in_threadgroup(); }
+ALLOY_FN uint alloy_tg_index() { return alloy_linear_tid(); }
 template <uint T> ALLOY_FN uint alloy_scope_index() {
     return T == 1u ? 0u : alloy_tg_index() % T;
 }
