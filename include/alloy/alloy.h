@@ -13,6 +13,7 @@
 #include "kernel.h"
 #include "cache.h"
 #include "kernel_file.h"
+#include "linalg.h"
 
 #define ALLOY_VERSION_MAJOR 0
 #define ALLOY_VERSION_MINOR 1

@@ -812,6 +812,41 @@ namespace metal {
 
 template <class T, int N> using vec = alloy_vec<T, N>;
 
+/* <metal_type_traits>: the common ones (MSL follows <type_traits>). */
+template <class T, T V> struct integral_constant {
+    static constexpr T value = V;
+    typedef T value_type;
+    constexpr operator T() const { return V; }
+};
+typedef integral_constant<bool, true> true_type;
+typedef integral_constant<bool, false> false_type;
+template <class A, class B> struct is_same : false_type {};
+template <class A> struct is_same<A, A> : true_type {};
+template <class A, class B> constexpr bool is_same_v = is_same<A, B>::value;
+template <bool C, class X, class Y> struct conditional { typedef X type; };
+template <class X, class Y> struct conditional<false, X, Y> { typedef Y type; };
+template <bool C, class X, class Y> using conditional_t = typename conditional<C, X, Y>::type;
+template <bool C, class T = void> using enable_if = alloy_enable_if<C, T>;
+template <bool C, class T = void> using enable_if_t = typename alloy_enable_if<C, T>::type;
+template <class T> struct remove_const { typedef T type; };
+template <class T> struct remove_const<const T> { typedef T type; };
+template <class T> struct remove_volatile { typedef T type; };
+template <class T> struct remove_volatile<volatile T> { typedef T type; };
+template <class T> struct remove_cv { typedef typename remove_const<typename remove_volatile<T>::type>::type type; };
+template <class T> struct remove_reference { typedef T type; };
+template <class T> struct remove_reference<T &> { typedef T type; };
+template <class T> struct remove_reference<T &&> { typedef T type; };
+template <class T> using remove_const_t = typename remove_const<T>::type;
+template <class T> using remove_cv_t = typename remove_cv<T>::type;
+template <class T> using remove_reference_t = typename remove_reference<T>::type;
+template <class T> struct is_floating_point : integral_constant<bool, (alloy_frank<remove_cv_t<T>>::value > 1)> {};
+template <class T> constexpr bool is_floating_point_v = is_floating_point<T>::value;
+template <class T> struct is_integral : integral_constant<bool, alloy_is_int<remove_cv_t<T>>::value> {};
+template <class T> constexpr bool is_integral_v = is_integral<T>::value;
+template <class T> struct is_signed
+    : integral_constant<bool, is_floating_point_v<T> || (is_integral_v<T> && alloy_is_signed<remove_cv_t<T>>::value)> {};
+template <class T> constexpr bool is_signed_v = is_signed<T>::value;
+
 /* Result type of a function of two scalars: the wider floating type, an
  * integer with half/bfloat gives half/bfloat, two different 16-bit floats
  * give float, two integers the usual arithmetic conversion. */

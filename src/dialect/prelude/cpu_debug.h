@@ -52,8 +52,10 @@ template <class U, class T> struct converts<U *, T *> {
 };
 
 /* Scratch for an access that was refused: big and aligned enough for any
- * element a body can name. */
-alignas(64) static thread_local unsigned char scratch[256];
+ * element a body can name, and for a whole row of a threadgroup array (a
+ * refused `buf[i]` of `threadgroup float buf[2][8][132]` stands for a row;
+ * 64 KB is more than a group's static threadgroup memory on any target). */
+alignas(64) static thread_local unsigned char scratch[65536];
 
 ALLOY_FN void report(const char *what, const char *name, long long index, long long count,
                      unsigned esize, unsigned line, const char *file) {
@@ -102,6 +104,9 @@ template <class T> struct ptr {
     ALLOY_FN ptr(decltype(nullptr)) : ptr() {}
     /* from a raw address: not checked (its buffer is unknown) */
     ALLOY_FN ptr(T *raw) : p(raw), base(nullptr), bytes(0), name(nullptr), what(nullptr) {}
+    /* a raw address of another type, by a cast (`(device float4 *)&x[i]`): not checked */
+    template <class U, alloy_if<!converts<U *, T *>::value> = 0>
+    ALLOY_FN explicit ptr(U *raw) : p((T *)raw), base(nullptr), bytes(0), name(nullptr), what(nullptr) {}
     /* a buffer: `nbytes` from `lo` bytes off `raw` (a strided view may reach below it) */
     ALLOY_FN ptr(T *raw, long long lo, unsigned long long nbytes, const char *nm, const char *w)
         : p(raw), base((const unsigned char *)raw + lo), bytes(nbytes), name(nm), what(w) {}

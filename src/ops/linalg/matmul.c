@@ -1,0 +1,328 @@
+/* matmul.c — alloy_matmul (alloy/linalg.h): NumPy's matmul semantics on
+ * top of the catalog's GEMM kernels.
+ *
+ * The host side reduces every call to one shape the kernels take: a batch of
+ * M x K times K x N products where each operand is a pointer and three
+ * element strides (batch, row, column), so transposes, broadcasting and
+ * strided views cost nothing. Leading dimensions that cannot be expressed as
+ * one batch stride are handled by launching once per outer index (the
+ * launch constants a_off, b_off, c_off move the operands' origins). The kernel
+ * is chosen per device and dtype (each kernel file says what it does); sizes,
+ * strides, alpha and beta travel as launch constants, so a new shape never
+ * recompiles and nothing is copied to the device. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+#include "core/error.h"
+#include "ops/catalog.h"
+
+static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
+
+void alloy_matmul_options_init(alloy_matmul_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->alpha = 1.0;
+    o->precision = ALLOY_PRECISION_HIGHEST;
+    o->out_dtype = ALLOY_FLOAT32;
+}
+
+static int gemm_dtype(alloy_dtype dt) {
+    return dt == ALLOY_FLOAT32 || dt == ALLOY_FLOAT16 || dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT64;
+}
+
+/* One operand as the kernels see it: rows x cols with element strides, and
+ * its leading (batch) dimensions. */
+typedef struct operand {
+    int nb;                      /* batch dimensions */
+    int64_t bshape[ALLOY_MAX_NDIM], bstride[ALLOY_MAX_NDIM];
+    int64_t rows, cols, rs, cs;  /* after the transpose */
+} operand;
+
+static alloy_status describe(const alloy_array *x, const char *name, int transpose, int is_b,
+                             operand *o) {
+    const int nd = alloy_array_ndim(x);
+    const int64_t *sh = alloy_array_shape(x), *st = alloy_array_strides(x);
+    if (nd < 1)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: %s is 0-d; matmul needs at least one dimension (use a "
+                           "product by a scalar instead)",
+                           name);
+    memset(o, 0, sizeof *o);
+    if (nd == 1) {
+        if (transpose)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_matmul: transpose_%s needs a matrix, but %s is 1-D", is_b ? "b" : "a",
+                               name);
+        if (is_b) { /* a column: K x 1 */
+            o->rows = sh[0];
+            o->cols = 1;
+            o->rs = st[0];
+            o->cs = 0;
+        } else { /* a row: 1 x K */
+            o->rows = 1;
+            o->cols = sh[0];
+            o->rs = 0;
+            o->cs = st[0];
+        }
+        return ALLOY_OK;
+    }
+    o->nb = nd - 2;
+    for (int d = 0; d < o->nb; d++) {
+        o->bshape[d] = sh[d];
+        o->bstride[d] = st[d];
+    }
+    o->rows = sh[nd - 2];
+    o->cols = sh[nd - 1];
+    o->rs = st[nd - 2];
+    o->cs = st[nd - 1];
+    if (transpose) {
+        int64_t t = o->rows;
+        o->rows = o->cols;
+        o->cols = t;
+        t = o->rs;
+        o->rs = o->cs;
+        o->cs = t;
+    }
+    return ALLOY_OK;
+}
+
+/* The operand's stride along each of the nb result batch dimensions (0 where
+ * it broadcasts). */
+static void batch_strides(const operand *o, int nb, const int64_t *rshape, int64_t *out) {
+    for (int d = 0; d < nb; d++) {
+        int od = d - (nb - o->nb);
+        out[d] = (od >= 0 && o->bshape[od] == rshape[d] && rshape[d] != 1) ? o->bstride[od] : 0;
+    }
+}
+
+/* How many of the innermost batch dimensions [first, nb) collapse into one
+ * stride for all three operands: the smallest `first` for which every
+ * operand's stride along d equals its stride along d+1 times extent d+1
+ * (extents of 1 never matter). */
+static int collapsible_from(int nb, const int64_t *rshape, int64_t s[3][ALLOY_MAX_NDIM]) {
+    int first = nb > 0 ? nb - 1 : 0;
+    while (first > 0) {
+        int d = first - 1, ok = 1;
+        if (rshape[d] != 1) {
+            int e = d + 1; /* the next dimension of extent > 1 */
+            while (e < nb && rshape[e] == 1) e++;
+            for (int k = 0; k < 3 && ok; k++) {
+                if (e >= nb) break;
+                ok = s[k][d] == s[k][e] * rshape[e];
+            }
+        }
+        if (!ok) break;
+        first = d;
+    }
+    return first;
+}
+
+/* The stride of the collapsed batch [first, nb): the stride of its
+ * innermost dimension of extent > 1 (0 if none). */
+static int64_t collapsed_stride(int first, int nb, const int64_t *rshape, const int64_t *s) {
+    for (int d = nb - 1; d >= first; d--)
+        if (rshape[d] != 1) return s[d];
+    return 0;
+}
+
+typedef struct plan {
+    alloy_kernel *kernel;
+    const char *file;
+    uint32_t tile_m, tile_n, threads;
+} plan;
+
+static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt,
+                                  alloy_precision precision, plan *p, alloy_launch *l) {
+    (void)dev;
+    (void)precision;
+    p->file = SIMT_FILE;
+    p->tile_m = 128;
+    p->tile_n = 128;
+    p->threads = 256;
+    alloy_status st = alloy_catalog_kernel(p->file, &p->kernel);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
+    if (st == ALLOY_OK)
+        st = alloy_launch_add_template_dtype(l, "ACC", in == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32);
+    return st;
+}
+
+alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_options *options,
+                          alloy_stream *stream, alloy_array **out) {
+    if (!a) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: a is NULL");
+    if (!b) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: b is NULL");
+    if (!out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: out is NULL (pass the address of an alloy_array *)");
+    alloy_matmul_options o;
+    if (options) o = *options;
+    else alloy_matmul_options_init(&o);
+    if (o.precision != ALLOY_PRECISION_HIGHEST && o.precision != ALLOY_PRECISION_HIGH &&
+        o.precision != ALLOY_PRECISION_DEFAULT)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: precision %d is not one of "
+                           "ALLOY_PRECISION_HIGHEST, _HIGH, _DEFAULT", (int)o.precision);
+    if (!isfinite(o.alpha) || !isfinite(o.beta))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: alpha (%g) and beta (%g) must be finite",
+                           o.alpha, o.beta);
+    alloy_device *dev = alloy_array_device(a);
+    if (alloy_array_device(b) != dev)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: a lives on %s but b on %s",
+                           alloy_device_name(dev), alloy_device_name(alloy_array_device(b)));
+    if (stream && alloy_stream_device(stream) != dev)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: the stream belongs to %s but a and b live on %s",
+                           alloy_device_name(alloy_stream_device(stream)), alloy_device_name(dev));
+    const alloy_dtype dt = alloy_array_dtype(a);
+    if (!gemm_dtype(dt))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: a is %s; matmul takes float32, float16, bfloat16 or float64",
+                           alloy_dtype_name(dt));
+    if (alloy_array_dtype(b) != dt)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: a is %s but b is %s: give both the same dtype", alloy_dtype_name(dt),
+                           alloy_dtype_name(alloy_array_dtype(b)));
+    alloy_dtype odt = o.out_dtype_set ? o.out_dtype : dt;
+    if (*out) odt = o.out_dtype_set ? o.out_dtype : alloy_array_dtype(*out);
+    if (!gemm_dtype(odt))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: the result dtype %s is not float32, float16, bfloat16 or float64",
+                           alloy_dtype_name(odt));
+    if (!*out && o.beta != 0.0)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: beta is %g but no out array was given (beta scales out's old values)",
+                           o.beta);
+
+    operand A, B;
+    alloy_status st = describe(a, "a", o.transpose_a, 0, &A);
+    if (st == ALLOY_OK) st = describe(b, "b", o.transpose_b, 1, &B);
+    if (st != ALLOY_OK) return st;
+    if (A.cols != B.rows)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_matmul: a has %lld columns%s but b has %lld rows%s (they must agree)",
+                           (long long)A.cols, o.transpose_a ? " (transposed)" : "", (long long)B.rows,
+                           o.transpose_b ? " (transposed)" : "");
+    const int64_t M = A.rows, N = B.cols, K = A.cols;
+
+    /* the result's shape: broadcast batch, then M and N (minus 1-D operands' dims) */
+    const int nb = A.nb > B.nb ? A.nb : B.nb;
+    int64_t rshape[ALLOY_MAX_NDIM];
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - A.nb), db = d - (nb - B.nb);
+        int64_t ea = da >= 0 ? A.bshape[da] : 1, eb = db >= 0 ? B.bshape[db] : 1;
+        if (ea != eb && ea != 1 && eb != 1)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_matmul: the leading dimensions do not broadcast: a has %lld where b "
+                               "has %lld (result dimension %d)",
+                               (long long)ea, (long long)eb, d);
+        rshape[d] = ea > eb ? ea : eb;
+    }
+    int rnd = nb;
+    int64_t full[ALLOY_MAX_NDIM];
+    memcpy(full, rshape, sizeof(int64_t) * (size_t)nb);
+    if (alloy_array_ndim(a) > 1) full[rnd++] = M;
+    if (alloy_array_ndim(b) > 1) full[rnd++] = N;
+    if (rnd > ALLOY_MAX_NDIM)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: the result would have %d dimensions (at most %d)",
+                           rnd, ALLOY_MAX_NDIM);
+
+    /* the result array */
+    alloy_array *c = *out;
+    if (c) {
+        if (alloy_array_device(c) != dev)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: out lives on %s but a and b on %s",
+                               alloy_device_name(alloy_array_device(c)), alloy_device_name(dev));
+        int same = alloy_array_ndim(c) == rnd;
+        for (int d = 0; same && d < rnd; d++) same = alloy_array_shape(c)[d] == full[d];
+        if (!same)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_matmul: out has the wrong shape (the result is %d-D, %lld x %lld per "
+                               "matrix)", rnd, (long long)M, (long long)N);
+        if (alloy_array_dtype(c) != odt)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_matmul: out is %s but the result dtype is %s",
+                               alloy_dtype_name(alloy_array_dtype(c)), alloy_dtype_name(odt));
+        if (!alloy_array_is_row_contiguous(c))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_matmul: out must be row-contiguous (results are written row-major)");
+    } else {
+        st = alloy_array_new(dev, odt, rnd, full, &c);
+        if (st != ALLOY_OK) return st;
+    }
+    int64_t total = 1;
+    for (int d = 0; d < nb; d++) total *= rshape[d];
+    if (M == 0 || N == 0 || total == 0) {
+        if (!*out) *out = c;
+        return ALLOY_OK;
+    }
+
+    /* batch strides of the three operands over the result's batch */
+    int64_t s[3][ALLOY_MAX_NDIM];
+    batch_strides(&A, nb, rshape, s[0]);
+    batch_strides(&B, nb, rshape, s[1]);
+    {
+        int64_t cs = M * N;
+        for (int d = nb - 1; d >= 0; d--) {
+            s[2][d] = rshape[d] == 1 ? 0 : cs;
+            cs *= rshape[d];
+        }
+    }
+    const int first = collapsible_from(nb, rshape, s);
+    int64_t inner = 1, outer = 1;
+    for (int d = 0; d < nb; d++) *(d >= first ? &inner : &outer) *= rshape[d];
+    const int64_t sab = collapsed_stride(first, nb, rshape, s[0]), sbb = collapsed_stride(first, nb, rshape, s[1]),
+                  scb = collapsed_stride(first, nb, rshape, s[2]);
+    if (inner > 65535) {
+        if (!*out) alloy_array_free(c);
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                           "alloy_matmul: a batch of %lld matrices in one launch is more than 65535",
+                           (long long)inner);
+    }
+
+    alloy_launch *l = NULL;
+    plan p = {0};
+    st = alloy_launch_new(&l);
+    if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, o.precision, &p, l);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
+    const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
+    const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;
+    if (st == ALLOY_OK && (gy > 65535 || gx * p.threads > UINT32_MAX))
+        st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld x %lld is too large for one launch",
+                         (long long)M, (long long)N);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, p.threads, 1, 1);
+    const struct {
+        const char *name;
+        int64_t v;
+    } ints[] = {{"M", M},        {"N", N},        {"K", K},       {"batch", inner}, {"sa_b", sab},
+                {"sa_m", A.rs},  {"sa_k", A.cs},  {"sb_b", sbb},  {"sb_k", B.rs},   {"sb_n", B.cs},
+                {"sc_b", scb},   {"sc_m", N},     {"tile_m", tm}, {"tile_n", tn}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
+        st = alloy_launch_set_constant_int(l, ints[i].name, ALLOY_INT64, ints[i].v);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, o.alpha);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, o.beta);
+
+    /* One launch per outer batch index (usually one in all); the operands
+     * stay the caller's arrays, the outer index moves their origins. */
+    alloy_array *ins[2] = {a, b};
+    for (int64_t ob = 0; ob < outer && st == ALLOY_OK; ob++) {
+        int64_t offs[3] = {0, 0, 0}, rest = ob;
+        for (int d = first - 1; d >= 0; d--) {
+            const int64_t i = rest % rshape[d];
+            rest /= rshape[d];
+            for (int k = 0; k < 3; k++) offs[k] += i * s[k][d];
+        }
+        st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0]);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1]);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2]);
+        alloy_array *res = NULL;
+        if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
+        alloy_array_free(res);
+    }
+    alloy_launch_free(l);
+    if (st != ALLOY_OK) {
+        if (!*out) alloy_array_free(c);
+        return st;
+    }
+    if (!*out) *out = c;
+    return ALLOY_OK;
+}

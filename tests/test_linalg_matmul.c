@@ -1,0 +1,333 @@
+/* test_linalg_matmul.c — alloy_matmul (alloy/linalg.h) against a
+ * double-precision C loop: NumPy's shapes (1-D operands, broadcast batches),
+ * transposes and strided views read in place, alpha/beta into a given out,
+ * every dtype in and out, and the errors that name their argument. On the
+ * device the tests run on (ALLOY_DEVICE, default cpu). */
+#include "harness.h"
+#include "kernel_util.h"
+
+#include "alloy/linalg.h"
+
+/* ---- host operands --------------------------------------------------------- */
+
+/* A random array of `dt` with the given shape (row-major) and the values it
+ * holds, as doubles (rounded exactly as stored). */
+typedef struct host_arr {
+    int ndim;
+    int64_t shape[ALLOY_MAX_NDIM];
+    int64_t n;
+    double *v;
+    alloy_array *a;
+} host_arr;
+
+static void encode(alloy_dtype dt, double x, void *dst, int64_t i, double *stored) {
+    switch (dt) {
+    case ALLOY_FLOAT16: ((uint16_t *)dst)[i] = ku_f16_bits(x); *stored = ku_f16_value(((uint16_t *)dst)[i]); break;
+    case ALLOY_BFLOAT16: ((uint16_t *)dst)[i] = ku_bf16_bits(x); *stored = ku_bf16_value(((uint16_t *)dst)[i]); break;
+    case ALLOY_FLOAT64: ((double *)dst)[i] = x; *stored = x; break;
+    default: ((float *)dst)[i] = (float)x; *stored = (float)x; break;
+    }
+}
+
+static double decode(alloy_dtype dt, const void *src, int64_t i) {
+    switch (dt) {
+    case ALLOY_FLOAT16: return ku_f16_value(((const uint16_t *)src)[i]);
+    case ALLOY_BFLOAT16: return ku_bf16_value(((const uint16_t *)src)[i]);
+    case ALLOY_FLOAT64: return ((const double *)src)[i];
+    default: return ((const float *)src)[i];
+    }
+}
+
+static host_arr make(alloy_dtype dt, int ndim, const int64_t *shape) {
+    host_arr h = {0};
+    h.ndim = ndim;
+    h.n = 1;
+    for (int d = 0; d < ndim; d++) {
+        h.shape[d] = shape[d];
+        h.n *= shape[d];
+    }
+    h.v = malloc((size_t)(h.n ? h.n : 1) * sizeof *h.v);
+    void *raw = malloc((size_t)(h.n ? h.n : 1) * 8);
+    for (int64_t i = 0; i < h.n; i++) encode(dt, harness_uniform(-1, 1), raw, i, &h.v[i]);
+    CHECK_OK(alloy_array_from_host(ku_device(), dt, ndim, shape, raw, &h.a));
+    free(raw);
+    return h;
+}
+
+static void drop(host_arr *h) {
+    free(h->v);
+    alloy_array_free(h->a);
+}
+
+/* Element (b..., r, c) of a row-major host array given its batch index
+ * broadcast from the result's batch shape. */
+static double at(const host_arr *h, int nb, const int64_t *bidx, int64_t r, int64_t c, int as_row,
+                 int as_col) {
+    int64_t off = 0, mul = 1;
+    int mat = h->ndim >= 2 ? 2 : 1;
+    /* matrix part */
+    if (h->ndim == 1) off = as_row ? c : r; /* a 1-D a is a row (use c), a 1-D b a column (use r) */
+    else off = r * h->shape[h->ndim - 1] + c;
+    (void)as_col;
+    mul = h->ndim >= 2 ? h->shape[h->ndim - 1] * h->shape[h->ndim - 2] : h->shape[0];
+    for (int d = h->ndim - mat - 1; d >= 0; d--) {
+        int rd = d + (nb - (h->ndim - mat));
+        int64_t i = h->shape[d] == 1 ? 0 : bidx[rd];
+        off += i * mul;
+        mul *= h->shape[d];
+    }
+    return h->v[off];
+}
+
+/* ---- one case --------------------------------------------------------------- */
+
+typedef struct mm_case {
+    alloy_dtype in, out;
+    int nda, ndb;
+    int64_t sa[ALLOY_MAX_NDIM], sb[ALLOY_MAX_NDIM];
+    int ta, tb;
+    double alpha, beta; /* beta != 0: out given, pre-filled */
+    int give_out;       /* out given with beta 0, pre-filled with NaN */
+} mm_case;
+
+static void run_case(const mm_case *t) {
+    host_arr A = make(t->in, t->nda, t->sa), B = make(t->in, t->ndb, t->sb);
+    /* logical shapes */
+    int64_t M, K, N, Kb;
+    if (t->nda == 1) { M = 1; K = t->sa[0]; }
+    else { M = t->sa[t->nda - 2]; K = t->sa[t->nda - 1]; if (t->ta) { int64_t x = M; M = K; K = x; } }
+    if (t->ndb == 1) { Kb = t->sb[0]; N = 1; }
+    else { Kb = t->sb[t->ndb - 2]; N = t->sb[t->ndb - 1]; if (t->tb) { int64_t x = Kb; Kb = N; N = x; } }
+    CHECK(K == Kb);
+    int nba = t->nda > 2 ? t->nda - 2 : 0, nbb = t->ndb > 2 ? t->ndb - 2 : 0;
+    int nb = nba > nbb ? nba : nbb;
+    int64_t rshape[ALLOY_MAX_NDIM], full[ALLOY_MAX_NDIM];
+    int64_t batch = 1;
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - nba), db = d - (nb - nbb);
+        int64_t ea = da >= 0 ? t->sa[da] : 1, eb = db >= 0 ? t->sb[db] : 1;
+        rshape[d] = ea > eb ? ea : eb;
+        full[d] = rshape[d];
+        batch *= rshape[d];
+    }
+    int rnd = nb;
+    if (t->nda > 1) full[rnd++] = M;
+    if (t->ndb > 1) full[rnd++] = N;
+    const int64_t nres = batch * M * N;
+
+    alloy_matmul_options o;
+    alloy_matmul_options_init(&o);
+    o.transpose_a = t->ta;
+    o.transpose_b = t->tb;
+    o.alpha = t->alpha;
+    o.beta = t->beta;
+    o.out_dtype_set = 1;
+    o.out_dtype = t->out;
+    alloy_array *c = NULL;
+    double *c0 = calloc((size_t)(nres ? nres : 1), sizeof *c0);
+    if (t->beta != 0 || t->give_out) {
+        void *raw = malloc((size_t)(nres ? nres : 1) * 8);
+        for (int64_t i = 0; i < nres; i++) {
+            if (t->beta != 0) encode(t->out, harness_uniform(-1, 1), raw, i, &c0[i]);
+            else encode(t->out, NAN, raw, i, &c0[i]);
+        }
+        CHECK_OK(alloy_array_from_host(ku_device(), t->out, rnd, full, raw, &c));
+        free(raw);
+    }
+    alloy_array *given = c;
+    CHECK_OK(alloy_matmul(A.a, B.a, &o, NULL, &c));
+    CHECK(!given || c == given);
+    if (c) {
+        CHECK(alloy_array_ndim(c) == rnd);
+        CHECK(alloy_array_dtype(c) == t->out);
+        void *got = malloc((size_t)(nres ? nres : 1) * 8);
+        CHECK_OK(alloy_array_copy_to_host(c, got, (size_t)nres * alloy_dtype_size(t->out)));
+        const double eps_in = t->in == ALLOY_FLOAT64 ? 1e-15 : 2e-7; /* accumulation */
+        const double eps_out = t->out == ALLOY_FLOAT16 ? 1e-3 : t->out == ALLOY_BFLOAT16 ? 8e-3
+                                : t->out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
+        int bad = 0;
+        int64_t bidx[ALLOY_MAX_NDIM] = {0};
+        for (int64_t bi = 0; bi < batch; bi++) {
+            int64_t rest = bi;
+            for (int d = nb - 1; d >= 0; d--) {
+                bidx[d] = rest % rshape[d];
+                rest /= rshape[d];
+            }
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    double s = 0, sabs = 0;
+                    for (int64_t k = 0; k < K; k++) {
+                        double x = t->ta ? at(&A, nb, bidx, k, i, t->nda == 1, 0) : at(&A, nb, bidx, i, k, t->nda == 1, 0);
+                        double y = t->tb ? at(&B, nb, bidx, j, k, 0, 1) : at(&B, nb, bidx, k, j, 0, 1);
+                        s += x * y;
+                        sabs += fabs(x * y);
+                    }
+                    const int64_t ci = (bi * M + i) * N + j;
+                    double ref = t->alpha * s + (t->beta != 0 ? t->beta * c0[ci] : 0.0);
+                    double g = decode(t->out, got, ci);
+                    const double cterm = t->beta != 0 ? fabs(t->beta * c0[ci]) : 0.0;
+                    double tol = (fabs(t->alpha) * sabs + cterm) * (K + 2) * eps_in +
+                                 fabs(ref) * eps_out + 1e-30;
+                    if (!(fabs(g - ref) <= tol)) {
+                        if (bad < 4)
+                            fprintf(stderr, "  %s->%s M=%lld N=%lld K=%lld batch %lld: C[%lld,%lld] = %.9g, want %.9g\n",
+                                    alloy_dtype_name(t->in), alloy_dtype_name(t->out), (long long)M,
+                                    (long long)N, (long long)K, (long long)bi, (long long)i, (long long)j, g, ref);
+                        bad++;
+                    }
+                }
+        }
+        CHECK_MSG(bad == 0, "%d of %lld elements wrong", bad, (long long)nres);
+        free(got);
+    }
+    alloy_array_free(c);
+    free(c0);
+    drop(&A);
+    drop(&B);
+}
+
+#define SHAPE(...) {__VA_ARGS__}
+
+static void test_shapes(void) {
+    const struct { int nda, ndb; int64_t sa[4], sb[4]; } cases[] = {
+        {2, 2, SHAPE(1, 1), SHAPE(1, 1)},
+        {2, 2, SHAPE(33, 29), SHAPE(29, 47)},
+        {2, 2, SHAPE(130, 70), SHAPE(70, 257)},
+        {2, 2, SHAPE(100, 7), SHAPE(7, 1)},
+        {2, 2, SHAPE(1, 3), SHAPE(3, 1000)},
+        {2, 2, SHAPE(5, 0), SHAPE(0, 6)}, /* K = 0: zeros */
+        {1, 2, SHAPE(13), SHAPE(13, 9)},  /* a row */
+        {2, 1, SHAPE(9, 13), SHAPE(13)},  /* a column */
+        {1, 1, SHAPE(31), SHAPE(31)},     /* a dot product: 0-d result */
+        {3, 2, SHAPE(3, 17, 11), SHAPE(11, 5)},
+        {4, 3, SHAPE(2, 1, 5, 7), SHAPE(3, 7, 4)}, /* broadcast both ways */
+        {3, 3, SHAPE(1, 6, 8), SHAPE(4, 8, 3)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0};
+        memcpy(t.sa, cases[i].sa, sizeof t.sa);
+        memcpy(t.sb, cases[i].sb, sizeof t.sb);
+        run_case(&t);
+    }
+}
+
+static void test_transposes_alpha_beta(void) {
+    mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(29, 33), SHAPE(41, 29), 1, 1, 1.0, 0.0, 0};
+    run_case(&t); /* (33 x 29) (29 x 41) from transposed storage */
+    mm_case u = {ALLOY_FLOAT32, ALLOY_FLOAT32, 3, 2, SHAPE(2, 40, 19), SHAPE(40, 23), 1, 0, -0.5, 2.0, 0};
+    run_case(&u);
+    mm_case v = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(17, 9), SHAPE(9, 12), 0, 0, 1.0, 0.0, 1};
+    run_case(&v); /* out pre-filled with NaN, beta 0: NaN must not leak */
+}
+
+static void test_dtypes(void) {
+    const alloy_dtype dts[4] = {ALLOY_FLOAT32, ALLOY_FLOAT16, ALLOY_BFLOAT16, ALLOY_FLOAT64};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            mm_case t = {dts[i], dts[j], 2, 2, SHAPE(21, 37), SHAPE(37, 19), 0, i == j, 1.0, 0.0, 0};
+            if (i == j) { /* b stored transposed */
+                t.sb[0] = 19;
+                t.sb[1] = 37;
+            }
+            run_case(&t);
+        }
+}
+
+/* A strided view read in place: every other column of a wider matrix, and a
+ * matrix with negative row stride. */
+static void test_strided_views(void) {
+    const int64_t M = 19, K = 23, N = 14;
+    float *wide = malloc(sizeof(float) * M * 2 * K), *bb = malloc(sizeof(float) * K * N);
+    for (int64_t i = 0; i < M * 2 * K; i++) wide[i] = (float)harness_uniform(-1, 1);
+    for (int64_t i = 0; i < K * N; i++) bb[i] = (float)harness_uniform(-1, 1);
+    int64_t shape_a[2] = {M, K}, str_a[2] = {2 * K, 2};     /* every other column */
+    int64_t shape_b[2] = {K, N}, str_b[2] = {-N, 1};         /* rows reversed */
+    alloy_array *va = NULL, *vb = NULL, *c = NULL;
+    CHECK_OK(ku_view_of_host(wide, M * 2 * K, ALLOY_FLOAT32, 2, shape_a, str_a, 0, &va));
+    CHECK_OK(ku_view_of_host(bb, K * N, ALLOY_FLOAT32, 2, shape_b, str_b, (K - 1) * N, &vb));
+    CHECK_OK(alloy_matmul(va, vb, NULL, NULL, &c));
+    if (c) {
+        float got[19 * 14];
+        CHECK_OK(alloy_array_copy_to_host(c, got, sizeof got));
+        double ref[19 * 14];
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0;
+                for (int64_t k = 0; k < K; k++) s += (double)wide[i * 2 * K + 2 * k] * bb[(K - 1 - k) * N + j];
+                ref[i * N + j] = s;
+            }
+        CHECK(ku_cmp_f32("strided", got, ref, M * N, 1e-5, 1e-5) == 0);
+    }
+    alloy_array_free(c);
+    alloy_array_free(va);
+    alloy_array_free(vb);
+    free(wide);
+    free(bb);
+}
+
+static void test_errors(void) {
+    int64_t s23[2] = {2, 3}, s43[2] = {4, 3}, s34[2] = {3, 4};
+    float z[12] = {0};
+    int32_t zi[12] = {0};
+    alloy_array *a = NULL, *b = NULL, *bad_k = NULL, *ints = NULL, *c = NULL, *scalar = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 2, s23, z, &a));
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 2, s34, z, &b));
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 2, s43, z, &bad_k));
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_INT32, 2, s34, zi, &ints));
+    CHECK_OK(alloy_array_scalar(ku_device(), ALLOY_FLOAT32, 1.0, &scalar));
+    CHECK_FAILS(alloy_matmul(a, bad_k, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "a has 3 columns but b has 4 rows");
+    CHECK_FAILS(alloy_matmul(a, ints, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "b is int32");
+    CHECK_FAILS(alloy_matmul(ints, ints, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "a is int32");
+    CHECK_FAILS(alloy_matmul(scalar, b, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "a is 0-d");
+    CHECK_FAILS(alloy_matmul(NULL, b, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "a is NULL");
+    alloy_matmul_options o;
+    alloy_matmul_options_init(&o);
+    o.beta = 1.0;
+    CHECK_FAILS(alloy_matmul(a, b, &o, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "no out array");
+    alloy_matmul_options_init(&o);
+    o.alpha = NAN;
+    CHECK_FAILS(alloy_matmul(a, b, &o, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "alpha");
+    alloy_matmul_options_init(&o);
+    o.out_dtype_set = 1;
+    o.out_dtype = ALLOY_INT8;
+    CHECK_FAILS(alloy_matmul(a, b, &o, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "result dtype int8");
+    CHECK(c == NULL);
+    /* a given out of the wrong shape, dtype, layout */
+    alloy_array *wrong = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 2, s23, z, &wrong));
+    CHECK_FAILS(alloy_matmul(a, b, NULL, NULL, &wrong), ALLOY_ERROR_INVALID_ARGUMENT, "out has the wrong shape");
+    alloy_array_free(wrong);
+    int64_t s24[2] = {2, 4};
+    wrong = NULL;
+    double zd[8] = {0};
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT64, 2, s24, zd, &wrong));
+    o.out_dtype = ALLOY_FLOAT32;
+    CHECK_FAILS(alloy_matmul(a, b, &o, NULL, &wrong), ALLOY_ERROR_INVALID_ARGUMENT,
+                "out is float64 but the result dtype is float32");
+    CHECK_OK(alloy_matmul(a, b, NULL, NULL, &wrong)); /* without out_dtype, out's dtype is the result's */
+    alloy_array_free(wrong);
+    /* leading dimensions that do not broadcast */
+    int64_t s3[3] = {2, 2, 3}, t3[3] = {3, 3, 4};
+    alloy_array *a3 = NULL, *b3 = NULL;
+    float zz[36] = {0};
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 3, s3, zz, &a3));
+    CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_FLOAT32, 3, t3, zz, &b3));
+    CHECK_FAILS(alloy_matmul(a3, b3, NULL, NULL, &c), ALLOY_ERROR_INVALID_ARGUMENT, "do not broadcast");
+    alloy_array_free(a3);
+    alloy_array_free(b3);
+    alloy_array_free(a);
+    alloy_array_free(b);
+    alloy_array_free(bad_k);
+    alloy_array_free(ints);
+    alloy_array_free(scalar);
+}
+
+int main(void) {
+    harness_seed();
+    RUN(test_shapes);
+    RUN(test_transposes_alpha_beta);
+    RUN(test_dtypes);
+    RUN(test_strided_views);
+    RUN(test_errors);
+    return harness_finish();
+}
