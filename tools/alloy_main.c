@@ -18,6 +18,7 @@ static const command commands[] = {
     {"compile", cmd_compile, "show the generated source, compile log and resource report"},
     {"cache", cmd_cache, "the on-disk kernel cache: dir | stats | clear"},
     {"lint", cmd_lint, "check kernel files and Python launches for common mistakes"},
+    {"bench", cmd_bench, "the catalog's benchmarks: time, rate, error, the peer side by side"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

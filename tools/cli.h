@@ -24,6 +24,7 @@ int cmd_run(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* "alloy: <message>" on stderr; return CLI_ERROR / CLI_USAGE. cli_usage adds
  * a hint to run `alloy <cmd> --help`, naming the current command. */
