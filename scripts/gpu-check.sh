@@ -16,7 +16,7 @@ note() { summary+=("$(printf '| %-28s | %s |' "$1" "$2")"); }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 # At most 8 files come back from $OUT: info.txt, build.log, tests-cuda.log,
-# bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt,
+# bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt, bench_catalog.txt,
 # python.log, bench_python.txt, sanitizer.log.
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/info.txt" 2>&1
 note "device" "$(head -1 "$OUT/info.txt")"
@@ -52,6 +52,12 @@ if has bench; then
     build-gpu/bench/bench_cuda_parity 2>&1 | tee -a "$OUT/bench_cuda_runtime.txt"
     w=$(awk '/^PARITY_WORST/ {print $2}' "$OUT/bench_cuda_runtime.txt")
     note "alloy / hand-written (worst)" "${w:-FAILED} (target <= 1.03)"
+    # The catalog's table (alloy bench): cuBLAS loaded from the CUDA toolkit.
+    [ -z "${ALLOY_CUBLAS:-}" ] && ALLOY_CUBLAS=$(ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -1) &&
+        export ALLOY_CUBLAS
+    if build-gpu/alloy bench --device cuda > "$OUT/bench_catalog.txt" 2>&1; then note "alloy bench" "ok (bench_catalog.txt)"
+    else note "alloy bench" "FAILED (bench_catalog.txt)"; fi
+    cat "$OUT/bench_catalog.txt"
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
     if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then
         cat "$OUT/peer.tmp" | tee -a "$OUT/bench_cuda_runtime.txt"

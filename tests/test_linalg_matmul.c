@@ -7,6 +7,7 @@
 #include "kernel_util.h"
 
 #include "alloy/linalg.h"
+#include "ops/catalog.h"
 
 /* ---- host operands --------------------------------------------------------- */
 
@@ -322,6 +323,69 @@ static void test_errors(void) {
     alloy_array_free(scalar);
 }
 
+/* Each GEMM kernel file launched directly with the op's interface on this
+ * device, whichever the op would pick here: the tensor-core kernel runs its
+ * portable path on the CPU (and its CUDA source is compiled by the NVRTC
+ * check), its wgmma path on a Hopper GPU. */
+static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t smem, alloy_dtype dt,
+                             int64_t M, int64_t N, int64_t K, int with_acc) {
+    alloy_kernel *k = NULL;
+    CHECK_OK(alloy_catalog_kernel(file, &k));
+    if (!k) return;
+    int64_t sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    host_arr A = make(dt, 2, sa), B = make(dt, 2, sb);
+    alloy_array *c = NULL, *res = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 2, sc, &c));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output_array(l, c));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", dt));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", ALLOY_FLOAT32));
+    if (with_acc) CHECK_OK(alloy_launch_add_template_dtype(l, "ACC", ALLOY_FLOAT32));
+    if (smem) CHECK_OK(alloy_launch_set_threadgroup_memory(l, smem));
+    const struct { const char *n; int64_t v; } ints[] = {
+        {"M", M}, {"N", N}, {"K", K}, {"batch", 1}, {"sa_b", 0}, {"sa_m", K}, {"sa_k", 1}, {"sb_b", 0},
+        {"sb_k", N}, {"sb_n", 1}, {"sc_b", 0}, {"sc_m", N}, {"tile_m", tm}, {"tile_n", tn},
+        {"a_off", 0}, {"b_off", 0}, {"c_off", 0}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
+    CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, 1.0));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((N + tn - 1) / tn * 256), (uint32_t)((M + tm - 1) / tm), 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    alloy_array *ins[2] = {A.a, B.a};
+    CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
+    float *got = malloc((size_t)(M * N) * sizeof *got);
+    double *ref = malloc((size_t)(M * N) * sizeof *ref);
+    CHECK_OK(alloy_array_copy_to_host(c, got, (size_t)(M * N) * sizeof *got));
+    for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (int64_t q = 0; q < K; q++) acc += A.v[i * K + q] * B.v[q * N + j];
+            ref[i * N + j] = acc;
+        }
+    CHECK(ku_cmp_f32(file, got, ref, M * N, 1e-5 * (double)K, 1e-5) == 0);
+    free(got);
+    free(ref);
+    alloy_array_free(res);
+    alloy_array_free(c);
+    alloy_launch_free(l);
+    drop(&A);
+    drop(&B);
+}
+
+static void test_kernel_files(void) {
+    alloy_device *dev = ku_device();
+    const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
+    kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1);
+    if (!cuda || alloy_device_compute_capability(dev) == 90) {
+        kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
+                         ALLOY_BFLOAT16, 130, 260, 70, 0);
+        kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
+                         ALLOY_FLOAT16, 33, 17, 9, 0);
+    }
+}
+
 int main(void) {
     harness_seed();
     RUN(test_shapes);
@@ -329,5 +393,6 @@ int main(void) {
     RUN(test_dtypes);
     RUN(test_strided_views);
     RUN(test_errors);
+    RUN(test_kernel_files);
     return harness_finish();
 }

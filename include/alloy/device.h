@@ -28,6 +28,9 @@ alloy_status alloy_device_get(const char *name, alloy_device **out);
 const char *alloy_device_name(const alloy_device *device);        /* "cpu", "cuda:0" */
 const char *alloy_device_description(const alloy_device *device); /* human-readable */
 alloy_backend_kind alloy_device_backend(const alloy_device *device);
+/* A CUDA device's compute capability as major * 10 + minor (90: Hopper);
+ * 0 for other devices. */
+int alloy_device_compute_capability(const alloy_device *device);
 
 /* Waits until all work queued on every stream of the device has finished. */
 alloy_status alloy_device_synchronize(alloy_device *device);

@@ -105,6 +105,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
                      " (PTX for compute_%d)", d->arch_num);
     }
     dev->impl = d;
+    dev->compute_capability = d->cc_major * 10 + d->cc_minor;
     return ALLOY_OK;
 }
 

@@ -21,6 +21,7 @@
 #include "ops/catalog.h"
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
+static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
     if (!o) return;
@@ -133,17 +134,45 @@ typedef struct plan {
     alloy_kernel *kernel;
     const char *file;
     uint32_t tile_m, tile_n, threads;
+    size_t threadgroup_memory;
 } plan;
 
+/* What the kernel choice depends on besides dtypes: the operands' layout. */
+typedef struct layout {
+    const void *a, *b;     /* first elements */
+    int64_t sa_b, sa_m, sa_k, sb_b, sb_k, sb_n;
+    int64_t outer_a, outer_b; /* gcd-like: 0 or the outer batch strides (must keep alignment) */
+} layout;
+
+/* Rows of 16-byte-aligned, unit-stride 2-byte elements (what cp.async reads). */
+static int rows16(const void *p, int64_t unit, int64_t row, int64_t batch, int64_t outer) {
+    return unit == 1 && row % 8 == 0 && batch % 8 == 0 && outer % 8 == 0 && ((uintptr_t)p % 16) == 0;
+}
+
 static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt,
-                                  alloy_precision precision, plan *p, alloy_launch *l) {
-    (void)dev;
+                                  alloy_precision precision, const layout *lay, plan *p, alloy_launch *l) {
     (void)precision;
+    const int hopper = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) == 90;
+    alloy_status st;
+    if (hopper && (in == ALLOY_BFLOAT16 || in == ALLOY_FLOAT16) &&
+        rows16(lay->a, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
+        rows16(lay->b, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
+        p->file = WGMMA_FILE;
+        p->tile_m = 128;
+        p->tile_n = 256;
+        p->threads = 256;
+        p->threadgroup_memory = 4 * 48 * 1024 + 1024;
+        st = alloy_catalog_kernel(p->file, &p->kernel);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
+        return st;
+    }
     p->file = SIMT_FILE;
     p->tile_m = 128;
     p->tile_n = 128;
     p->threads = 256;
-    alloy_status st = alloy_catalog_kernel(p->file, &p->kernel);
+    st = alloy_catalog_kernel(p->file, &p->kernel);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
     if (st == ALLOY_OK)
@@ -281,7 +310,14 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     alloy_launch *l = NULL;
     plan p = {0};
     st = alloy_launch_new(&l);
-    if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, o.precision, &p, l);
+    /* the outer batch strides (moves of the origin between launches) */
+    int64_t outer_a = 0, outer_b = 0;
+    for (int d = 0; d < first; d++) {
+        outer_a |= s[0][d];
+        outer_b |= s[1][d];
+    }
+    const layout lay = {alloy_array_data(a), alloy_array_data(b), sab, A.rs, A.cs, sbb, B.rs, B.cs, outer_a, outer_b};
+    if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, o.precision, &lay, &p, l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
     const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;

@@ -1,0 +1,159 @@
+// matmul_wgmma: C = alpha * A B + beta * C for bfloat16 or float16 operands
+// on Hopper's tensor cores (sm_90a wgmma), float accumulation. A is M x K
+// with unit column stride (rows 16-byte aligned), B is K x N with unit column
+// stride (rows 16-byte aligned); other layouts go to matmul_simt. C any
+// float dtype, C(b, m, n) = C[c_off + b*sc_b + m*sc_m + n]; a_off, b_off,
+// c_off, the strides and sizes are launch constants as for matmul_simt.
+// beta == 0: C is not read.
+// Design (the experiment of bench/experiments/wgmma_gemm_bf16.cu): a 128 x 256
+// tile per threadgroup of two warpgroups (256 threads), each warpgroup 64 x
+// 256 with 128 float accumulators per thread; K steps of 64 through 4 stages
+// of 48 KB of dynamic threadgroup memory, filled with 16-byte cp.async into
+// the 128-byte-swizzled layouts wgmma reads (A K-major; B MN-major, read
+// transposed); bytes outside the matrices are zero-filled by cp.async, so any
+// M, N, K works. Threadgroups are rasterised in groups of 8 tile rows for L2
+// reuse. On the CPU the body is a plain loop over the same tile (tests run it
+// there; the op never picks this kernel off a Hopper GPU).
+// Launch: grid = (ceil(N/256)*256, ceil(M/128), batch), threadgroup = (256, 1, 1),
+// threadgroup memory 4 * 48 KB + 1 KB.
+//! name: alloy_matmul_wgmma
+//! inputs: A B
+//! outputs: C
+//! ensure_row_contiguous: false
+//! template: TIN=bfloat16
+//! template: TOUT=bfloat16
+//! header:
+#if defined(ALLOY_BACKEND_CUDA)
+METAL_FUNC uint mm_smem_u32(const threadgroup void *p) {
+    uint r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+/* 16 bytes global -> shared; bytes past `valid` are zero-filled */
+METAL_FUNC void mm_cp16(uint dst, const device void *src, uint valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid));
+}
+/* a shared-memory matrix descriptor, 128-byte swizzle */
+METAL_FUNC ulong mm_desc(uint addr, uint lbo, uint sbo) {
+    ulong d = 0;
+    d |= (ulong)((addr & 0x3FFFF) >> 4);
+    d |= (ulong)((lbo >> 4) & 0x3FFF) << 16;
+    d |= (ulong)((sbo >> 4) & 0x3FFF) << 32;
+    d |= 1ul << 62;
+    return d;
+}
+METAL_FUNC void mm_wgmma_bf16(thread float *d, ulong da, ulong db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1));
+}
+METAL_FUNC void mm_wgmma_f16(thread float *d, ulong da, ulong db) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(1));
+}
+#endif
+//! body:
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
+const uint tid = thread_index_in_threadgroup;
+const long bz = long(threadgroup_position_in_grid.z);
+auto Ab = A + (a_off + bz * sa_b);
+auto Bb = B + (b_off + bz * sb_b);
+auto Cb = C + (c_off + bz * sc_b);
+// L2 rasterisation: groups of 8 tile rows, rows fastest inside a group
+const int gn = int(threadgroups_per_grid.x), gm = int(threadgroups_per_grid.y);
+const int lin = int(threadgroup_position_in_grid.x) + int(threadgroup_position_in_grid.y) * gn;
+const int per = 8 * gn, grp = lin / per, first = grp * 8;
+const int rows = gm - first < 8 ? gm - first : 8;
+const int by = first + (lin % per) % rows, bx = (lin % per) / rows;
+const long bm = long(by) * BM, bn = long(bx) * BN;
+const float al = float(alpha), be = float(beta);
+
+#if defined(ALLOY_BACKEND_CUDA)
+threadgroup uchar *smem = (threadgroup uchar *)(((ulong)alloy_threadgroup_memory + 1023) & ~1023ul);
+const int wg = int(tid / 128);
+const int KT = int((K + BK - 1) / BK);
+const uint sbase = mm_smem_u32(smem);
+auto load = [&](int t, int buf) {
+    const long k0 = long(t) * BK;
+    const uint sa = sbase + uint(buf * STAGE), sb = sa + A_STAGE;
+    for (int i = 0; i < 4; i++) { // A: 128 rows x 8 chunks of 8 elements
+        const int c = int(tid) + i * 256, r = c >> 3, ch = c & 7;
+        const long row = bm + r, k = k0 + ch * 8;
+        const long left = K - k;
+        const uint valid = (row < M && left > 0) ? uint(left >= 8 ? 16 : left * 2) : 0u;
+        const device void *src = valid ? (const device void *)&Ab[row * sa_m + k] : (const device void *)&Ab[0];
+        mm_cp16(sa + uint(r * 128 + ((ch ^ (r & 7)) << 4)), src, valid);
+    }
+    for (int i = 0; i < 8; i++) { // B: 64 rows (k) x 32 chunks (n)
+        const int c = int(tid) + i * 256, r = c >> 5, cn = c & 31, j = cn >> 3, ch = cn & 7;
+        const long k = k0 + r, n = bn + cn * 8;
+        const long left = N - n;
+        const uint valid = (k < K && left > 0) ? uint(left >= 8 ? 16 : left * 2) : 0u;
+        const device void *src = valid ? (const device void *)&Bb[k * sb_k + n] : (const device void *)&Bb[0];
+        mm_cp16(sb + uint(j * (BK * 128) + r * 128 + ((ch ^ (r & 7)) << 4)), src, valid);
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+};
+
+float d[128];
+for (int i = 0; i < 128; i++) d[i] = 0.0f;
+for (int s = 0; s < STAGES - 1; s++) {
+    if (s < KT) load(s, s);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+for (int t = 0; t < KT; t++) {
+    const int buf = t % STAGES;
+    const uint sa = sbase + uint(buf * STAGE + wg * (64 * 128)), sb = sbase + uint(buf * STAGE + A_STAGE);
+    asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2) : "memory");
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    for (int kk = 0; kk < BK / 16; kk++) {
+        const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
+        const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
+        if constexpr (metal::is_same_v<TIN, half>) mm_wgmma_f16(d, da, db);
+        else mm_wgmma_bf16(d, da, db);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int tn = t + STAGES - 1;
+    if (tn < KT) load(tn, tn % STAGES);
+    else asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+// Epilogue: thread (warp w, lane l) of warpgroup g holds rows
+// bm + 64g + 16w + l/4 (+8) and columns bn + 8j + 2(l%4) (+1), j < 32.
+const int warp = int(tid % 128) / 32, lane = int(tid % 32);
+const long row0 = bm + wg * 64 + warp * 16 + lane / 4;
+for (int j = 0; j < 32; j++) {
+    const long col = bn + j * 8 + 2 * (lane % 4);
+    for (int h = 0; h < 4; h++) {
+        const long m = row0 + (h >> 1) * 8, n = col + (h & 1);
+        if (m >= M || n >= N) continue;
+        float v = al * d[4 * j + h];
+        if (beta != 0.0) v = fma(be, float(Cb[m * sc_m + n]), v);
+        Cb[m * sc_m + n] = TOUT(v);
+    }
+}
+#else
+// Other targets: the same tile, element by element (float accumulation).
+for (int e = int(tid); e < BM * BN; e += int(threads_per_threadgroup.x)) {
+    const long m = bm + e / BN, n = bn + e % BN;
+    if (m >= M || n >= N) continue;
+    float acc = 0.0f;
+    for (long k = 0; k < K; k++) acc = fma(float(Ab[m * sa_m + k * sa_k]), float(Bb[k * sb_k + n * sb_n]), acc);
+    float v = al * acc;
+    if (beta != 0.0) v = fma(be, float(Cb[m * sc_m + n]), v);
+    Cb[m * sc_m + n] = TOUT(v);
+}
+#endif
