@@ -351,8 +351,9 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
         CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, 1.0));
     CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
-    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((N + tn - 1) / tn * 256), (uint32_t)((M + tm - 1) / tm), 1));
-    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    const uint32_t threads = tm == 32 ? 128 : 256;
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((N + tn - 1) / tn * threads), (uint32_t)((M + tm - 1) / tm), 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, threads, 1, 1));
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     float *got = malloc((size_t)(M * N) * sizeof *got);
@@ -378,11 +379,12 @@ static void test_kernel_files(void) {
     alloy_device *dev = ku_device();
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1);
+    kernel_file_case("src/ops/linalg/kernels/matmul_small.metal", 32, 32, 0, ALLOY_FLOAT32, 45, 70, 77, 1);
     if (!cuda || alloy_device_compute_capability(dev) == 90) {
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_BFLOAT16, 130, 260, 70, 0);
+                         ALLOY_BFLOAT16, 130, 264, 72, 0); /* rows 16-byte aligned: K, N % 8 == 0 */
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_FLOAT16, 33, 17, 9, 0);
+                         ALLOY_FLOAT16, 33, 40, 24, 0);
     }
 }
 

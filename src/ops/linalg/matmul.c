@@ -22,6 +22,7 @@
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
+static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
     if (!o) return;
@@ -141,7 +142,8 @@ typedef struct plan {
 typedef struct layout {
     const void *a, *b;     /* first elements */
     int64_t sa_b, sa_m, sa_k, sb_b, sb_k, sb_n;
-    int64_t outer_a, outer_b; /* gcd-like: 0 or the outer batch strides (must keep alignment) */
+    int64_t outer_a, outer_b; /* the outer batch strides OR-ed (alignment of every origin) */
+    int64_t m, n;
 } layout;
 
 /* Rows of 16-byte-aligned, unit-stride 2-byte elements (what cp.async reads). */
@@ -168,10 +170,12 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }
-    p->file = SIMT_FILE;
-    p->tile_m = 128;
-    p->tile_n = 128;
-    p->threads = 256;
+    /* small matrices: 32 x 32 tiles keep every thread busy */
+    const int small = lay->m <= 64 || lay->n <= 64;
+    p->file = small ? SMALL_FILE : SIMT_FILE;
+    p->tile_m = small ? 32 : 128;
+    p->tile_n = small ? 32 : 128;
+    p->threads = small ? 128 : 256;
     st = alloy_catalog_kernel(p->file, &p->kernel);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
@@ -316,7 +320,8 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
         outer_a |= s[0][d];
         outer_b |= s[1][d];
     }
-    const layout lay = {alloy_array_data(a), alloy_array_data(b), sab, A.rs, A.cs, sbb, B.rs, B.cs, outer_a, outer_b};
+    const layout lay = {alloy_array_data(a), alloy_array_data(b), sab, A.rs, A.cs, sbb, B.rs, B.cs,
+                        outer_a, outer_b, M, N};
     if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, o.precision, &lay, &p, l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;

@@ -11,7 +11,9 @@
 // of 48 KB of dynamic threadgroup memory, filled with 16-byte cp.async into
 // the 128-byte-swizzled layouts wgmma reads (A K-major; B MN-major, read
 // transposed); bytes outside the matrices are zero-filled by cp.async, so any
-// M, N, K works. Threadgroups are rasterised in groups of 8 tile rows for L2
+// M, N, K works (rows must still be 16-byte aligned: K and N multiples of 8
+// for contiguous matrices). Every loop over the accumulators is unrolled so
+// they stay in registers. Threadgroups are rasterised in groups of 8 tile rows for L2
 // reuse. On the CPU the body is a plain loop over the same tile (tests run it
 // there; the op never picks this kernel off a Hopper GPU).
 // Launch: grid = (ceil(N/256)*256, ceil(M/128), batch), threadgroup = (256, 1, 1),
@@ -84,6 +86,7 @@ const uint sbase = mm_smem_u32(smem);
 auto load = [&](int t, int buf) {
     const long k0 = long(t) * BK;
     const uint sa = sbase + uint(buf * STAGE), sb = sa + A_STAGE;
+    #pragma unroll
     for (int i = 0; i < 4; i++) { // A: 128 rows x 8 chunks of 8 elements
         const int c = int(tid) + i * 256, r = c >> 3, ch = c & 7;
         const long row = bm + r, k = k0 + ch * 8;
@@ -92,6 +95,7 @@ auto load = [&](int t, int buf) {
         const device void *src = valid ? (const device void *)&Ab[row * sa_m + k] : (const device void *)&Ab[0];
         mm_cp16(sa + uint(r * 128 + ((ch ^ (r & 7)) << 4)), src, valid);
     }
+    #pragma unroll
     for (int i = 0; i < 8; i++) { // B: 64 rows (k) x 32 chunks (n)
         const int c = int(tid) + i * 256, r = c >> 5, cn = c & 31, j = cn >> 3, ch = cn & 7;
         const long k = k0 + r, n = bn + cn * 8;
@@ -104,6 +108,7 @@ auto load = [&](int t, int buf) {
 };
 
 float d[128];
+#pragma unroll
 for (int i = 0; i < 128; i++) d[i] = 0.0f;
 for (int s = 0; s < STAGES - 1; s++) {
     if (s < KT) load(s, s);
@@ -116,6 +121,7 @@ for (int t = 0; t < KT; t++) {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     threadgroup_barrier(mem_flags::mem_threadgroup);
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    #pragma unroll
     for (int kk = 0; kk < BK / 16; kk++) {
         const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
         const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
@@ -135,8 +141,10 @@ asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 // bm + 64g + 16w + l/4 (+8) and columns bn + 8j + 2(l%4) (+1), j < 32.
 const int warp = int(tid % 128) / 32, lane = int(tid % 32);
 const long row0 = bm + wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
 for (int j = 0; j < 32; j++) {
     const long col = bn + j * 8 + 2 * (lane % 4);
+    #pragma unroll
     for (int h = 0; h < 4; h++) {
         const long m = row0 + (h >> 1) * 8, n = col + (h & 1);
         if (m >= M || n >= N) continue;
