@@ -31,7 +31,6 @@ threadgroup ACC Bs[2][BK][BN];
 
 const uint tid = thread_index_in_threadgroup;
 const long bz = long(threadgroup_position_in_grid.z);
-// L2 rasterisation: groups of 8 tile rows, rows fastest inside a group
 const int gn = int(threadgroups_per_grid.x), gm = int(threadgroups_per_grid.y);
 const int lin = int(threadgroup_position_in_grid.x) + int(threadgroup_position_in_grid.y) * gn;
 const int per = 8 * gn, grp = lin / per, first = grp * 8;
@@ -62,7 +61,6 @@ auto load = [&](long k0) {
         const float4 v = *(const device float4 *)(&Ab[a_row * sa_m + ka]);
         ra[0] = ACC(v.x); ra[1] = ACC(v.y); ra[2] = ACC(v.z); ra[3] = ACC(v.w);
     } else {
-        #pragma unroll
         for (int j = 0; j < 4; j++)
             ra[j] = (a_row < M && ka + j < K) ? ACC(Ab[a_row * sa_m + (ka + j) * sa_k]) : ACC(0);
     }
@@ -71,23 +69,18 @@ auto load = [&](long k0) {
         const float4 v = *(const device float4 *)(&Bb[kb * sb_k + b_col]);
         rb[0] = ACC(v.x); rb[1] = ACC(v.y); rb[2] = ACC(v.z); rb[3] = ACC(v.w);
     } else {
-        #pragma unroll
         for (int j = 0; j < 4; j++)
             rb[j] = (kb < K && b_col + j < N) ? ACC(Bb[kb * sb_k + (b_col + j) * sb_n]) : ACC(0);
     }
 };
 auto store = [&](int buf) {
-    #pragma unroll
     for (int j = 0; j < 4; j++) As[buf][ak + j][ar] = ra[j];
-    #pragma unroll
     for (int j = 0; j < 4; j++) Bs[buf][bk][bn + j] = rb[j];
 };
 
 const int ty = int(tid >> 4), tx = int(tid & 15u);
 ACC acc[8][8];
-#pragma unroll
 for (int i = 0; i < 8; i++)
-    #pragma unroll
     for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
 
 if (K > 0) {
@@ -99,19 +92,15 @@ int buf = 0;
 for (long k0 = 0; k0 < K; k0 += BK) {
     const bool more = k0 + BK < K;
     if (more) load(k0 + BK);
-    #pragma unroll
     for (int kk = 0; kk < BK; kk++) {
         ACC a[8], b[8];
-        #pragma unroll
         for (int i = 0; i < 4; i++) {
             a[i] = As[buf][kk][ty * 4 + i];
             a[i + 4] = As[buf][kk][64 + ty * 4 + i];
             b[i] = Bs[buf][kk][tx * 4 + i];
             b[i + 4] = Bs[buf][kk][64 + tx * 4 + i];
         }
-        #pragma unroll
         for (int i = 0; i < 8; i++)
-            #pragma unroll
             for (int j = 0; j < 8; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
     }
     if (more) store(buf ^ 1);
@@ -121,11 +110,9 @@ for (long k0 = 0; k0 < K; k0 += BK) {
 
 // Epilogue: C = alpha * acc (+ beta * C), rounded once into C's dtype.
 const ACC al = ACC(alpha), be = ACC(beta);
-#pragma unroll
 for (int i = 0; i < 8; i++) {
     const long m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
     if (m >= M) continue;
-    #pragma unroll
     for (int j = 0; j < 8; j++) {
         const long n = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
         if (n >= N) continue;
