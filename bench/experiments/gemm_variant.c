@@ -5,6 +5,7 @@
  * machine:
  *   cc -O2 -Iinclude bench/experiments/gemm_variant.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/gv
  *   /tmp/gv DTYPE M N K BATCH TILE_M TILE_N THREADS SMEM FILE.metal [FILE.metal ...]
+ * (FILE.metal@TILE_M,TILE_N,THREADS,SMEM gives one file its own launch shape);
  * prints, per file, the median time of 9 batches and TFLOP/s, and the max
  * difference from the first file's result. */
 #include <math.h>
@@ -63,6 +64,12 @@ int main(int argc, char **argv) {
     OK(alloy_array_from_host(dev, dt, 3, sb, hb, &b));
     float *first = NULL, *cur = malloc((size_t)(B * M * N) * 4);
     for (int f = 10; f < argc; f++) {
+        /* FILE@TILE_M,TILE_N,THREADS,SMEM overrides the launch shape for one file */
+        char *at = strchr(argv[f], '@');
+        if (at) {
+            *at = 0;
+            sscanf(at + 1, "%ld,%ld,%ld,%ld", &tm, &tn, &threads, &smem);
+        }
         char *text = slurp(argv[f]);
         alloy_kernel_file *kf;
         OK(alloy_kernel_file_parse(text, strlen(text), argv[f], &kf));

@@ -140,6 +140,9 @@ PyObject *alloypy_metal_kernel(PyObject *self, PyObject *args, PyObject *kwargs)
 PyObject *alloypy_empty(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_fill(PyObject *self, PyObject *args);
 
+/* ---- the catalog (linalg.c) ---- */
+PyObject *alloypy_matmul(PyObject *self, PyObject *args, PyObject *kwargs);
+
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);
 

@@ -132,6 +132,8 @@ static PyMethodDef module_methods[] = {
     {"_empty", (PyCFunction)(void (*)(void))alloypy_empty, METH_VARARGS | METH_KEYWORDS,
      "_empty(shape, dtype, device=None): an uninitialised array (alloy.empty)."},
     {"_fill", alloypy_fill, METH_VARARGS, "_fill(array, value): sets every element (alloy.full)."},
+    {"_matmul", (PyCFunction)(void (*)(void))alloypy_matmul, METH_VARARGS | METH_KEYWORDS,
+     "_matmul(a, b, out=None, ...): alloy.linalg.matmul."},
     {"parse_kernel_file", (PyCFunction)(void (*)(void))alloypy_parse_kernel_file,
      METH_VARARGS | METH_KEYWORDS,
      "parse_kernel_file(text, path=None)\n\nThe pieces of a kernel file as a dict (the library's "
