@@ -284,6 +284,71 @@ static void test_batches(void) {
     }
 }
 
+/* float16/bfloat16 special values through the packing conversions (vector
+ * and scalar paths): subnormals, signed zeros, the largest finite values,
+ * and an Inf and a NaN in A, which must give whole rows of Inf and NaN. */
+static void special_case(alloy_dtype dt) {
+    enum { M = 3, N = 70, K = 40 };
+    const double maxv = dt == ALLOY_FLOAT16 ? KU_HALF_MAX : 3.0e38;
+    const double sub = dt == ALLOY_FLOAT16 ? ldexp(1, -24) : ldexp(1, -133);
+    uint16_t ra[M * K], rb[K * N];
+    double a[M * K], b[K * N];
+    for (int i = 0; i < M * K; i++) {
+        int kind = i % 5;
+        double x = kind == 0 ? sub * (1 + i % 7) : kind == 1 ? -0.0 : kind == 2 ? -sub * 3
+                 : kind == 3 ? round_to(dt, harness_uniform(-1, 1)) : round_to(dt, maxv / 64);
+        a[i] = x;
+    }
+    a[1 * K + 17] = INFINITY;
+    a[2 * K + 33] = NAN;
+    for (int i = 0; i < K * N; i++) b[i] = i % 9 == 0 ? sub * 5 : round_to(dt, harness_uniform(0.5, 1));
+    for (int i = 0; i < M * K; i++) ra[i] = dt == ALLOY_FLOAT16 ? ku_f16_bits(a[i]) : ku_bf16_bits(a[i]);
+    for (int i = 0; i < K * N; i++) rb[i] = dt == ALLOY_FLOAT16 ? ku_f16_bits(b[i]) : ku_bf16_bits(b[i]);
+    int64_t sa[2] = {M, K}, sb[2] = {K, N};
+    alloy_array *in[2] = {ku_array_nd(dt, 2, sa, ra), ku_array_nd(dt, 2, sb, rb)};
+    alloy_kernel *kern = NULL;
+    CHECK_OK(alloy_catalog_kernel(MATMUL_FILE, &kern));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    int64_t sc[2] = {M, N};
+    CHECK_OK(alloy_launch_add_output(l, 2, sc, ALLOY_FLOAT32));
+    mm_case c = {.ti = dt, .to = ALLOY_FLOAT32, .batch = 1, .m = M, .n = N, .k = K, .alpha = 1,
+                 .tile_m = 64, .tile_n = 128};
+    int64_t s3a[3] = {M * K, K, 1}, s3b[3] = {K * N, N, 1};
+    CHECK(set_constants(l, &c, s3a, s3b, N));
+    CHECK_OK(alloy_launch_set_grid(l, 1, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 1, 1, 1));
+    alloy_array *outs[1] = {NULL};
+    float got[M * N] = {0};
+    if (kern && in[0] && in[1]) {
+        CHECK_OK(alloy_kernel_apply(kern, 2, in, l, NULL, outs));
+        CHECK_OK(alloy_array_copy_to_host(outs[0], got, sizeof got));
+    }
+    int bad = 0;
+    for (int j = 0; j < N; j++) {
+        double s0 = 0, sabs = 0;
+        for (int p = 0; p < K; p++) {
+            s0 += a[p] * b[p * N + j];
+            sabs += fabs(a[p] * b[p * N + j]);
+        }
+        if (!(fabs(got[j] - s0) <= (K + 2) * unit(ALLOY_FLOAT32) * sabs + unit(ALLOY_FLOAT32) * fabs(s0) + 1e-45))
+            bad++;
+        if (!(isinf(got[N + j]) && got[N + j] > 0)) bad++;
+        if (!isnan(got[2 * N + j])) bad++;
+    }
+    CHECK_MSG(bad == 0, "%s: %d wrong (row 0 %.9g, row 1 %g, row 2 %g)", alloy_dtype_name(dt), bad,
+              got[0], got[N], got[2 * N]);
+    alloy_array_free(outs[0]);
+    alloy_launch_free(l);
+    alloy_array_free(in[0]);
+    alloy_array_free(in[1]);
+}
+
+static void test_special_values(void) {
+    special_case(ALLOY_FLOAT16);
+    special_case(ALLOY_BFLOAT16);
+}
+
 int main(void) {
     harness_seed();
     RUN(test_every_dtype_pair);
@@ -291,5 +356,6 @@ int main(void) {
     RUN(test_k_zero);
     RUN(test_layouts);
     RUN(test_batches);
+    RUN(test_special_values);
     return harness_finish();
 }

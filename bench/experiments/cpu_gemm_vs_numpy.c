@@ -10,8 +10,9 @@
  *   (huge: the arrays live in memory advised to use transparent huge pages,
  *   as NumPy's large arrays do; otherwise alloy allocates them.)
  *   (ALLOY_BENCH_PYTHON names a Python with NumPy; default python3.)
- * Times are medians of `reps` runs after two warm-up runs; alloy's include
- * the launch and the wait for the stream. The peer gets the same shapes and
+ * Times are medians over 3 rounds of `reps` runs (each after two warm-up
+ * runs), alloy's and NumPy's rounds alternating; alloy's include the launch
+ * and the wait for the stream. The peer gets the same shapes and
  * dtype (bfloat16/float16: NumPy has no bfloat16 GEMM, so the peer runs
  * float32, the rate a bfloat16 kernel is compared with). The launch is the
  * op's: tiles of 64 x 128 and one thread per tile. */
@@ -73,26 +74,27 @@ static alloy_array *random_array(alloy_device *dev, alloy_dtype dt, int64_t rows
     return a;
 }
 
-/* NumPy's median time (seconds) for the same product, or -1. */
-static double numpy_seconds(int64_t m, int64_t n, int64_t k, const char *dtype, int reps) {
+/* Runs NumPy's a @ b `reps` times (after two warm-ups) and appends the
+ * times (seconds) to t[*n]; returns 0 when NumPy could not be run. */
+static int numpy_times(int64_t m, int64_t n, int64_t k, const char *dtype, int reps, double *t,
+                       int *count) {
     const char *py = getenv("ALLOY_BENCH_PYTHON");
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "%s -c \"import numpy as np, time\n"
              "a = np.random.rand(%lld, %lld).astype('%s'); b = np.random.rand(%lld, %lld).astype('%s')\n"
              "a @ b; a @ b\n"
-             "t = []\n"
              "for _ in range(%d):\n"
-             "    s = time.perf_counter(); a @ b; t.append(time.perf_counter() - s)\n"
-             "print(sorted(t)[len(t) // 2])\"",
+             "    s = time.perf_counter(); a @ b; print(time.perf_counter() - s)\"",
              py && *py ? py : "python3", (long long)m, (long long)k, dtype, (long long)k,
              (long long)n, dtype, reps);
     FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    double s = -1;
-    if (fscanf(p, "%lf", &s) != 1) s = -1;
+    if (!p) return 0;
+    int got = 0;
+    double s;
+    while (got < reps && fscanf(p, "%lf", &s) == 1) t[(*count)++] = s, got++;
     pclose(p);
-    return s;
+    return got == reps;
 }
 
 int main(int argc, char **argv) {
@@ -127,29 +129,39 @@ int main(int argc, char **argv) {
     BENCH_CHECK(alloy_launch_set_threadgroup(l, 1, 1, 1));
     alloy_stream *s = NULL;
     BENCH_CHECK(alloy_stream_default(dev, &s));
-    double *t = malloc((size_t)reps * sizeof *t);
-    for (int r = -2; r < reps; r++) {
-        alloy_array *outs[1] = {NULL};
-        double t0 = bench_now();
-        BENCH_CHECK(alloy_kernel_apply(kern, 2, in, l, s, outs));
-        BENCH_CHECK(alloy_stream_synchronize(s));
-        if (r >= 0) t[r] = bench_now() - t0;
-        alloy_array_free(outs[0]);
+    /* Rounds of alloy then NumPy, so that both see the same machine (its
+     * speed drifts when it is shared). */
+    const int rounds = 3;
+    double *t = malloc((size_t)(reps * rounds) * sizeof *t);
+    double *tnp_all = malloc((size_t)(reps * rounds) * sizeof *tnp_all);
+    int nt = 0, nn = 0, have_np = 1;
+    const char *np_dt = dt == ALLOY_FLOAT64 ? "float64" : "float32";
+    for (int round = 0; round < rounds; round++) {
+        for (int r = -2; r < reps; r++) {
+            alloy_array *outs[1] = {NULL};
+            double t0 = bench_now();
+            BENCH_CHECK(alloy_kernel_apply(kern, 2, in, l, s, outs));
+            BENCH_CHECK(alloy_stream_synchronize(s));
+            if (r >= 0) t[nt++] = bench_now() - t0;
+            alloy_array_free(outs[0]);
+        }
+        if (have_np) have_np = numpy_times(m, n, k, np_dt, reps, tnp_all, &nn);
     }
     double tbest = t[0];
-    for (int r = 1; r < reps; r++) tbest = t[r] < tbest ? t[r] : tbest;
-    double ta = bench_median(t, reps), flop = 2.0 * (double)m * (double)n * (double)k;
-    const char *np_dt = dt == ALLOY_FLOAT64 ? "float64" : "float32";
-    double tnp = numpy_seconds(m, n, k, np_dt, reps);
-    printf("%lldx%lldx%lld %s -> %s\n", m, n, k, alloy_dtype_name(dt), alloy_dtype_name(out_dt));
+    for (int r = 1; r < nt; r++) tbest = t[r] < tbest ? t[r] : tbest;
+    double ta = bench_median(t, nt), flop = 2.0 * (double)m * (double)n * (double)k;
+    printf("%lldx%lldx%lld %s -> %s, medians of %d runs in %d rounds\n", m, n, k,
+           alloy_dtype_name(dt), alloy_dtype_name(out_dt), reps * rounds, rounds);
     printf("alloy matmul_cpu: %8.3f ms  %7.1f GFLOP/s  (best run %.1f GFLOP/s)\n", ta * 1e3,
            flop / ta * 1e-9, flop / tbest * 1e-9);
-    if (tnp > 0) {
+    if (have_np) {
+        double tnp = bench_median(tnp_all, nn);
         printf("numpy %s a @ b: %8.3f ms  %7.1f GFLOP/s\n", np_dt, tnp * 1e3, flop / tnp * 1e-9);
         printf("ratio alloy / numpy (throughput): %.2fx\n", tnp / ta);
     } else {
         printf("numpy: not available (set ALLOY_BENCH_PYTHON to a Python with NumPy)\n");
     }
+    free(tnp_all);
     free(t);
     alloy_launch_free(l);
     alloy_array_free(c);
