@@ -118,7 +118,8 @@ static int set_constants(alloy_launch *l, const mm_case *c, const int64_t sa[3],
                 {"batch", c->batch}, {"sa_b", c->bcast_a ? 0 : sa[0]},
                 {"sa_m", sa[1]},   {"sa_k", sa[2]},   {"sb_b", c->bcast_b ? 0 : sb[0]},
                 {"sb_k", sb[1]},   {"sb_n", sb[2]},   {"sc_b", (int64_t)c->m * ldc},
-                {"sc_m", ldc},     {"tile_m", c->tile_m}, {"tile_n", c->tile_n}};
+                {"sc_m", ldc},     {"tile_m", c->tile_m}, {"tile_n", c->tile_n},
+                {"a_off", 0},      {"b_off", 0},      {"c_off", 0}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (alloy_launch_set_constant_int(l, ints[i].name, ALLOY_INT64, ints[i].v) != ALLOY_OK)
             return 0;

@@ -120,9 +120,9 @@ int main(int argc, char **argv) {
     BENCH_CHECK(alloy_launch_new(&l));
     BENCH_CHECK(alloy_launch_add_output_array(l, c));
     const char *names[] = {"M", "N", "K", "batch", "sa_b", "sa_m", "sa_k", "sb_b",
-                           "sb_k", "sb_n", "sc_b", "sc_m", "tile_m", "tile_n"};
-    const int64_t vals[] = {m, n, k, 1, m * k, k, 1, k * n, n, 1, m * n, n, tm, tn};
-    for (int i = 0; i < 14; i++) BENCH_CHECK(alloy_launch_set_constant_int(l, names[i], ALLOY_INT64, vals[i]));
+                           "sb_k", "sb_n", "sc_b", "sc_m", "tile_m", "tile_n", "a_off", "b_off", "c_off"};
+    const int64_t vals[] = {m, n, k, 1, m * k, k, 1, k * n, n, 1, m * n, n, tm, tn, 0, 0, 0};
+    for (int i = 0; i < 17; i++) BENCH_CHECK(alloy_launch_set_constant_int(l, names[i], ALLOY_INT64, vals[i]));
     BENCH_CHECK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, 1.0));
     BENCH_CHECK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
     BENCH_CHECK(alloy_launch_set_grid(l, (uint32_t)((n + tn - 1) / tn), (uint32_t)((m + tm - 1) / tm), 1));

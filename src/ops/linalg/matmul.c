@@ -23,6 +23,7 @@
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
+static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
     if (!o) return;
@@ -169,6 +170,14 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
+    }
+    if (alloy_device_backend(dev) == ALLOY_BACKEND_CPU) {
+        /* one thread per 64 x 128 tile (smaller for small matrices: every worker busy) */
+        p->file = CPU_FILE;
+        p->tile_m = lay->m >= 64 ? 64 : (uint32_t)lay->m;
+        p->tile_n = lay->n >= 128 ? 128 : (uint32_t)lay->n;
+        p->threads = 1;
+        return alloy_catalog_kernel(p->file, &p->kernel);
     }
     /* small matrices: 32 x 32 tiles keep every thread busy */
     const int small = lay->m <= 64 || lay->n <= 64;

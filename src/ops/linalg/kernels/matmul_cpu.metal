@@ -5,11 +5,12 @@
 //   A(b, m, k) = A[b*sa_b + m*sa_m + k*sa_k]
 //   B(b, k, n) = B[b*sb_b + k*sb_k + n*sb_n]
 //   C(b, m, n) = C[b*sc_b + m*sc_m + n]          (C's columns are contiguous)
+// (each plus a_off, b_off, c_off: the origins the op moves between launches)
 // Sums accumulate in float (double for float64 inputs) and round once into
 // C's dtype; alpha and beta apply in double. With beta == 0, C is never read
 // (it may hold NaN); with K == 0, C = beta * C (0 when beta == 0).
 // Launch constants: int64 M N K batch sa_b sa_m sa_k sb_b sb_k sb_n sc_b sc_m
-// tile_m tile_n; float64 alpha beta.
+// tile_m tile_n a_off b_off c_off; float64 alpha beta.
 // Launch: grid = (ceil(N / tile_n), ceil(M / tile_m), batch) threads,
 // threadgroup = (1, 1, 1): thread (x, y, z) computes the tile_m x tile_n
 // block of C at rows y*tile_m, columns x*tile_n of batch z. Any tile sizes
@@ -330,10 +331,10 @@ if (m0 < M && n0 < N && bz < batch) {
   const long mt = M - m0 < tile_m ? M - m0 : tile_m;
   const long nt = N - n0 < tile_n ? N - n0 : tile_n;
 #ifdef ALLOY_MM_FAST
-  alloy_mm_tile(A + bz * sa_b + m0 * sa_m, B + bz * sb_b + n0 * sb_n, C + bz * sc_b + m0 * sc_m + n0,
-                mt, nt, K, sa_m, sa_k, sb_k, sb_n, sc_m, alpha, beta);
+  alloy_mm_tile(A + (a_off + bz * sa_b + m0 * sa_m), B + (b_off + bz * sb_b + n0 * sb_n),
+                C + (c_off + bz * sc_b + m0 * sc_m + n0), mt, nt, K, sa_m, sa_k, sb_k, sb_n, sc_m, alpha, beta);
 #else
-  alloy_mm_plain(A + bz * sa_b + m0 * sa_m, B + bz * sb_b + n0 * sb_n, C + bz * sc_b + m0 * sc_m + n0,
-                 mt, nt, K, sa_m, sa_k, sb_k, sb_n, sc_m, alpha, beta);
+  alloy_mm_plain(A + (a_off + bz * sa_b + m0 * sa_m), B + (b_off + bz * sb_b + n0 * sb_n),
+                 C + (c_off + bz * sc_b + m0 * sc_m + n0), mt, nt, K, sa_m, sa_k, sb_k, sb_n, sc_m, alpha, beta);
 #endif
 }
