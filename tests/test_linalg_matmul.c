@@ -206,8 +206,8 @@ static void test_shapes(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0};
-        memcpy(t.sa, cases[i].sa, sizeof t.sa);
-        memcpy(t.sb, cases[i].sb, sizeof t.sb);
+        memcpy(t.sa, cases[i].sa, sizeof cases[i].sa);
+        memcpy(t.sb, cases[i].sb, sizeof cases[i].sb);
         run_case(&t);
     }
 }
