@@ -89,6 +89,7 @@ typedef struct mm_case {
     int ta, tb;
     double alpha, beta; /* beta != 0: out given, pre-filled */
     int give_out;       /* out given with beta 0, pre-filled with NaN */
+    alloy_precision precision; /* float32 inputs: 0 (highest) unless set */
 } mm_case;
 
 static void run_case(const mm_case *t) {
@@ -124,6 +125,7 @@ static void run_case(const mm_case *t) {
     o.beta = t->beta;
     o.out_dtype_set = 1;
     o.out_dtype = t->out;
+    o.precision = t->precision;
     alloy_array *c = NULL;
     double *c0 = calloc((size_t)(nres ? nres : 1), sizeof *c0);
     if (t->beta != 0 || t->give_out) {
@@ -144,6 +146,11 @@ static void run_case(const mm_case *t) {
         void *got = malloc((size_t)(nres ? nres : 1) * 8);
         CHECK_OK(alloy_array_copy_to_host(c, got, (size_t)nres * alloy_dtype_size(t->out)));
         const double eps_in = t->in == ALLOY_FLOAT64 ? 1e-15 : 2e-7; /* accumulation */
+        /* each product's own error: TF32 factors (10-bit significands) for
+         * "default", split TF32 (about 22 bits) for "high" */
+        const double eps_prod = t->in != ALLOY_FLOAT32 ? 0.0
+                                : t->precision == ALLOY_PRECISION_DEFAULT ? 2e-3
+                                : t->precision == ALLOY_PRECISION_HIGH ? 1e-6 : 0.0;
         const double eps_out = t->out == ALLOY_FLOAT16 ? 1e-3 : t->out == ALLOY_BFLOAT16 ? 8e-3
                                 : t->out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
         int bad = 0;
@@ -168,6 +175,7 @@ static void run_case(const mm_case *t) {
                     double g = decode(t->out, got, ci);
                     const double cterm = t->beta != 0 ? fabs(t->beta * c0[ci]) : 0.0;
                     double tol = (fabs(t->alpha) * sabs + cterm) * (K + 2) * eps_in +
+                                 fabs(t->alpha) * sabs * eps_prod +
                                  fabs(ref) * eps_out + 1e-30;
                     if (!(fabs(g - ref) <= tol)) {
                         if (bad < 4)
@@ -205,7 +213,7 @@ static void test_shapes(void) {
         {3, 3, SHAPE(1, 6, 8), SHAPE(4, 8, 3)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0};
+        mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};
         memcpy(t.sa, cases[i].sa, sizeof cases[i].sa);
         memcpy(t.sb, cases[i].sb, sizeof cases[i].sb);
         run_case(&t);
@@ -213,19 +221,36 @@ static void test_shapes(void) {
 }
 
 static void test_transposes_alpha_beta(void) {
-    mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(29, 33), SHAPE(41, 29), 1, 1, 1.0, 0.0, 0};
+    mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(29, 33), SHAPE(41, 29), 1, 1, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};
     run_case(&t); /* (33 x 29) (29 x 41) from transposed storage */
-    mm_case u = {ALLOY_FLOAT32, ALLOY_FLOAT32, 3, 2, SHAPE(2, 40, 19), SHAPE(40, 23), 1, 0, -0.5, 2.0, 0};
+    mm_case u = {ALLOY_FLOAT32, ALLOY_FLOAT32, 3, 2, SHAPE(2, 40, 19), SHAPE(40, 23), 1, 0, -0.5, 2.0, 0, ALLOY_PRECISION_HIGHEST};
     run_case(&u);
-    mm_case v = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(17, 9), SHAPE(9, 12), 0, 0, 1.0, 0.0, 1};
+    mm_case v = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(17, 9), SHAPE(9, 12), 0, 0, 1.0, 0.0, 1, ALLOY_PRECISION_HIGHEST};
     run_case(&v); /* out pre-filled with NaN, beta 0: NaN must not leak */
+}
+
+/* float32 at each precision, at sizes and layouts that take the tensor-core
+ * TF32 kernel on a Hopper GPU (rows 16-byte aligned, M and N over 64) and
+ * ones that do not (a transposed a, an odd N). */
+static void test_precisions(void) {
+    const alloy_precision ps[3] = {ALLOY_PRECISION_HIGHEST, ALLOY_PRECISION_HIGH, ALLOY_PRECISION_DEFAULT};
+    for (int i = 0; i < 3; i++) {
+        mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(300, 132), SHAPE(132, 260), 0, 0, 1.0, 0.0, 1, ps[i]};
+        run_case(&t); /* edge tiles in M and N, out pre-filled with NaN */
+        mm_case u = {ALLOY_FLOAT32, ALLOY_FLOAT32, 3, 3, SHAPE(3, 100, 68), SHAPE(3, 68, 72), 0, 0, -0.5, 2.0, 0, ps[i]};
+        run_case(&u); /* a batch, alpha and beta, K not a multiple of 32 */
+        mm_case v = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(64, 257), SHAPE(64, 129), 1, 0, 1.0, 0.0, 0, ps[i]};
+        run_case(&v); /* transposed a, odd N */
+        mm_case w = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(520, 36), SHAPE(36, 516), 0, 0, 1.0, 0.0, 0, ps[i]};
+        run_case(&w); /* several tiles each way, K shorter than one step */
+    }
 }
 
 static void test_dtypes(void) {
     const alloy_dtype dts[4] = {ALLOY_FLOAT32, ALLOY_FLOAT16, ALLOY_BFLOAT16, ALLOY_FLOAT64};
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
-            mm_case t = {dts[i], dts[j], 2, 2, SHAPE(21, 37), SHAPE(37, 19), 0, i == j, 1.0, 0.0, 0};
+            mm_case t = {dts[i], dts[j], 2, 2, SHAPE(21, 37), SHAPE(37, 19), 0, i == j, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};
             if (i == j) { /* b stored transposed */
                 t.sb[0] = 19;
                 t.sb[1] = 37;
@@ -328,7 +353,7 @@ static void test_errors(void) {
  * portable path on the CPU (and its CUDA source is compiled by the NVRTC
  * check), its wgmma path on a Hopper GPU. */
 static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t smem, alloy_dtype dt,
-                             int64_t M, int64_t N, int64_t K, int with_acc) {
+                             int64_t M, int64_t N, int64_t K, int with_acc, int passes) {
     alloy_kernel *k = NULL;
     CHECK_OK(alloy_catalog_kernel(file, &k));
     if (!k) return;
@@ -342,6 +367,7 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", dt));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", ALLOY_FLOAT32));
     if (with_acc) CHECK_OK(alloy_launch_add_template_dtype(l, "ACC", ALLOY_FLOAT32));
+    if (passes) CHECK_OK(alloy_launch_add_template_int(l, "PASSES", passes));
     if (smem) CHECK_OK(alloy_launch_set_threadgroup_memory(l, smem));
     const struct { const char *n; int64_t v; } ints[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", 1}, {"sa_b", 0}, {"sa_m", K}, {"sa_k", 1}, {"sb_b", 0},
@@ -357,15 +383,29 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     float *got = malloc((size_t)(M * N) * sizeof *got);
-    double *ref = malloc((size_t)(M * N) * sizeof *ref);
+    double *ref = malloc((size_t)(M * N) * sizeof *ref), *mag = malloc((size_t)(M * N) * sizeof *mag);
     CHECK_OK(alloy_array_copy_to_host(c, got, (size_t)(M * N) * sizeof *got));
     for (int64_t i = 0; i < M; i++)
         for (int64_t j = 0; j < N; j++) {
-            double acc = 0;
-            for (int64_t q = 0; q < K; q++) acc += A.v[i * K + q] * B.v[q * N + j];
+            double acc = 0, sabs = 0;
+            for (int64_t q = 0; q < K; q++) {
+                acc += A.v[i * K + q] * B.v[q * N + j];
+                sabs += fabs(A.v[i * K + q] * B.v[q * N + j]);
+            }
             ref[i * N + j] = acc;
+            mag[i * N + j] = sabs;
         }
-    CHECK(ku_cmp_f32(file, got, ref, M * N, 1e-5 * (double)K, 1e-5) == 0);
+    /* TF32 products (one pass) carry about 2^-10 of each factor */
+    const double eps = passes == 1 ? 2e-3 : 2e-7 * (double)(K + 2);
+    int bad = 0;
+    for (int64_t e = 0; e < M * N; e++)
+        if (!(fabs(got[e] - ref[e]) <= eps * mag[e] + 1e-30)) {
+            if (bad++ < 4)
+                fprintf(stderr, "  %s (passes %d): C[%lld] = %.9g, want %.9g\n", file, passes, (long long)e,
+                        got[e], ref[e]);
+        }
+    CHECK_MSG(bad == 0, "%s: %d of %lld elements wrong", file, bad, (long long)(M * N));
+    free(mag);
     free(got);
     free(ref);
     alloy_array_free(res);
@@ -378,13 +418,18 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
 static void test_kernel_files(void) {
     alloy_device *dev = ku_device();
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
-    kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1);
-    kernel_file_case("src/ops/linalg/kernels/matmul_small.metal", 32, 32, 0, ALLOY_FLOAT32, 45, 70, 77, 1);
+    kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1, 0);
+    kernel_file_case("src/ops/linalg/kernels/matmul_small.metal", 32, 32, 0, ALLOY_FLOAT32, 45, 70, 77, 1, 0);
     if (!cuda || alloy_device_compute_capability(dev) == 90) {
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_BFLOAT16, 130, 264, 72, 0); /* rows 16-byte aligned: K, N % 8 == 0 */
+                         ALLOY_BFLOAT16, 130, 264, 72, 0, 0); /* rows 16-byte aligned: K, N % 8 == 0 */
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_FLOAT16, 33, 40, 24, 0);
+                         ALLOY_FLOAT16, 33, 40, 24, 0, 0);
+        /* rows 16-byte aligned: K, N % 4 == 0 */
+        kernel_file_case("src/ops/linalg/kernels/matmul_tf32.metal", 256, 128, 216064 + 1024, ALLOY_FLOAT32,
+                         300, 132, 68, 0, 3);
+        kernel_file_case("src/ops/linalg/kernels/matmul_tf32.metal", 256, 128, 216064 + 1024, ALLOY_FLOAT32,
+                         33, 260, 100, 0, 1);
     }
 }
 
@@ -392,6 +437,7 @@ int main(void) {
     harness_seed();
     RUN(test_shapes);
     RUN(test_transposes_alpha_beta);
+    RUN(test_precisions);
     RUN(test_dtypes);
     RUN(test_strided_views);
     RUN(test_errors);

@@ -1,4 +1,4 @@
-/* cmd_bench.c — `alloy bench [OP...] [--device D] [--json] [--quick]`: the
+/* cmd_bench.c — `alloy bench [OP...] [--device D] [--json] [--quick] [--only TEXT]`: the
  * catalog's benchmark table on one device.
  *
  * Per operation and size: the median time of several timed batches after a
@@ -27,6 +27,7 @@ static const char *const USAGE =
     "  --device D       cpu, cuda, cuda:N or auto (default auto; ALLOY_DEVICE)\n"
     "  --json           one JSON object per line instead of the table\n"
     "  --quick          the smallest sizes only\n"
+    "  --only TEXT      the sizes whose label contains TEXT (e.g. \"f32 high\", bf16)\n"
     "\n"
     "Per operation and size: time (median of timed batches after a warm-up), rate,\n"
     "%% of the peer's rate, error against float64 on a sample of outputs, and the\n"
@@ -81,7 +82,7 @@ static void cublas_load(cublas_api *c) {
 
 /* CUDA data types and compute types of cuBLAS */
 enum { CU_R_32F = 0, CU_R_64F = 1, CU_R_16F = 2, CU_R_16BF = 14 };
-enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70 };
+enum { CUBLAS_COMPUTE_32F_ = 68, CUBLAS_COMPUTE_64F_ = 70, CUBLAS_COMPUTE_32F_FAST_TF32_ = 77 };
 
 static int cuda_type(alloy_dtype dt) {
     switch (dt) {
@@ -151,6 +152,7 @@ static const mm_size CUDA_SIZES[] = {
     {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0},
     {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 4096, 4096, 4096, 0},
     {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 8192, 8192, 8192, 0},
+    {"f32 default", ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT, 1, 8192, 8192, 8192, 0},
     {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 2048, 2048, 2048, 1},
     {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 4096, 4096, 4096, 0},
     {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0},
@@ -222,7 +224,10 @@ static int run_cublas(void *p) {
     mm_ctx *x = p;
     const mm_size *z = x->z;
     const int t = cuda_type(z->dt);
-    const int comp = z->dt == ALLOY_FLOAT64 ? CUBLAS_COMPUTE_64F_ : CUBLAS_COMPUTE_32F_;
+    /* float32 "default" against cuBLAS's TF32 mode; "high" and "highest" against SGEMM */
+    const int comp = z->dt == ALLOY_FLOAT64                                           ? CUBLAS_COMPUTE_64F_
+                     : z->dt == ALLOY_FLOAT32 && z->prec == ALLOY_PRECISION_DEFAULT ? CUBLAS_COMPUTE_32F_FAST_TF32_
+                                                                                      : CUBLAS_COMPUTE_32F_;
     double one_d = 1.0, zero_d = 0.0;
     float one_f = 1.0f, zero_f = 0.0f;
     const void *one = z->dt == ALLOY_FLOAT64 ? (const void *)&one_d : (const void *)&one_f;
@@ -286,7 +291,7 @@ static double sample_error(const mm_size *z, const void *ha, const void *hb, con
     return worst;
 }
 
-static int bench_matmul(alloy_device *dev, int quick, int json) {
+static int bench_matmul(alloy_device *dev, int quick, const char *only, int json) {
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     const mm_size *sizes = is_cuda ? CUDA_SIZES : CPU_SIZES;
     const size_t n_sizes = is_cuda ? sizeof CUDA_SIZES / sizeof *CUDA_SIZES : sizeof CPU_SIZES / sizeof *CPU_SIZES;
@@ -308,6 +313,7 @@ static int bench_matmul(alloy_device *dev, int quick, int json) {
     for (size_t zi = 0; zi < n_sizes; zi++) {
         const mm_size *z = &sizes[zi];
         if (quick && !z->quick) continue;
+        if (only && !strstr(z->label, only)) continue;
         int64_t sa[3] = {z->batch, z->m, z->k}, sb[3] = {z->batch, z->k, z->n}, sc[3] = {z->batch, z->m, z->n};
         const int nd = z->batch > 1 ? 3 : 2;
         const int64_t *pa = nd == 3 ? sa : sa + 1, *pb = nd == 3 ? sb : sb + 1, *pc = nd == 3 ? sc : sc + 1;
@@ -354,7 +360,7 @@ static int bench_matmul(alloy_device *dev, int quick, int json) {
             alloy_array_copy_to_host(x.c, x.hc, nc * es);
             r.err = sample_error(z, x.ha, x.hb, x.hc);
             if (is_cuda && cb.handle) {
-                r.peer = "cuBLAS";
+                r.peer = z->dt == ALLOY_FLOAT32 && z->prec == ALLOY_PRECISION_DEFAULT ? "cuBLAS-TF32" : "cuBLAS";
                 r.peer_t = time_calls(run_cublas, &x, s, per, 9);
                 alloy_array_copy_to_host(x.c, x.hc, nc * es);
                 r.peer_err = sample_error(z, x.ha, x.hb, x.hc);
@@ -409,6 +415,7 @@ static int bench_matmul(alloy_device *dev, int quick, int json) {
 int cmd_bench(int argc, char **argv) {
     cli_set_command("bench");
     const char *device = "auto";
+    const char *only = NULL;
     int json = 0, quick = 0, want_matmul = 0, any_op = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -420,6 +427,9 @@ int cmd_bench(int argc, char **argv) {
         if ((r = cli_opt_value(argc, argv, &i, "--device", &v))) {
             if (r < 0) return CLI_USAGE;
             device = v;
+        } else if ((r = cli_opt_value(argc, argv, &i, "--only", &v))) {
+            if (r < 0) return CLI_USAGE;
+            only = v;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (!strcmp(argv[i], "--quick")) {
@@ -439,7 +449,7 @@ int cmd_bench(int argc, char **argv) {
     if (!json) printf("device: %s\n", alloy_device_description(dev));
     int rc = CLI_OK;
     if (want_matmul) {
-        int r = bench_matmul(dev, quick, json);
+        int r = bench_matmul(dev, quick, only, json);
         if (r != CLI_OK) rc = r;
     }
     return rc;

@@ -5,7 +5,8 @@
  * machine:
  *   cc -O2 -Iinclude bench/experiments/gemm_variant.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/gv
  *   /tmp/gv DTYPE M N K BATCH TILE_M TILE_N THREADS SMEM FILE.metal [FILE.metal ...]
- * (FILE.metal@TILE_M,TILE_N,THREADS,SMEM gives one file its own launch shape);
+ * (FILE.metal@TILE_M,TILE_N,THREADS,SMEM gives one file its own launch shape;
+ * GV_PASSES sets the TF32 kernel's PASSES);
  * prints, per file, the median time of 9 batches and TFLOP/s, and the max
  * difference from the first file's result. */
 #include <math.h>
@@ -82,6 +83,8 @@ int main(int argc, char **argv) {
         OK(alloy_launch_add_output_array(l, c));
         OK(alloy_launch_add_template_dtype(l, "TIN", dt));
         OK(alloy_launch_add_template_dtype(l, "TOUT", ALLOY_FLOAT32));
+        if (strstr(text, "template: PASSES")) /* the TF32 kernel: GV_PASSES=1 or 3 (default) */
+            OK(alloy_launch_add_template_int(l, "PASSES", getenv("GV_PASSES") ? atoi(getenv("GV_PASSES")) : 3));
         if (strstr(text, "template: ACC")) OK(alloy_launch_add_template_dtype(l, "ACC", dt == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32));
         if (smem) OK(alloy_launch_set_threadgroup_memory(l, (size_t)smem));
         const char *names[] = {"M", "N", "K", "batch", "sa_b", "sa_m", "sa_k", "sb_b", "sb_k", "sb_n", "sc_b", "sc_m", "tile_m", "tile_n", "a_off", "b_off", "c_off"};

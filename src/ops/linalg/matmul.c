@@ -22,6 +22,7 @@
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
+static const char TF32_FILE[] = "src/ops/linalg/kernels/matmul_tf32.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
 
@@ -147,19 +148,20 @@ typedef struct layout {
     int64_t m, n;
 } layout;
 
-/* Rows of 16-byte-aligned, unit-stride 2-byte elements (what cp.async reads). */
-static int rows16(const void *p, int64_t unit, int64_t row, int64_t batch, int64_t outer) {
-    return unit == 1 && row % 8 == 0 && batch % 8 == 0 && outer % 8 == 0 && ((uintptr_t)p % 16) == 0;
+/* Rows of 16-byte-aligned, unit-stride elements of `size` bytes (what
+ * cp.async reads 16 bytes at a time). */
+static int rows16(const void *p, size_t size, int64_t unit, int64_t row, int64_t batch, int64_t outer) {
+    const int64_t per = (int64_t)(16 / size);
+    return unit == 1 && row % per == 0 && batch % per == 0 && outer % per == 0 && ((uintptr_t)p % 16) == 0;
 }
 
 static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt,
                                   alloy_precision precision, const layout *lay, plan *p, alloy_launch *l) {
-    (void)precision;
     const int hopper = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) == 90;
     alloy_status st;
     if (hopper && (in == ALLOY_BFLOAT16 || in == ALLOY_FLOAT16) &&
-        rows16(lay->a, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
-        rows16(lay->b, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
+        rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
+        rows16(lay->b, 2, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
         p->file = WGMMA_FILE;
         p->tile_m = 128;
         p->tile_n = 256;
@@ -168,6 +170,23 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         st = alloy_catalog_kernel(p->file, &p->kernel);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
+        return st;
+    }
+    /* float32 "high" / "default": split or plain TF32 tensor-core products
+     * (large enough matrices only: the 256 x 128 tile would idle otherwise) */
+    if (hopper && in == ALLOY_FLOAT32 && precision != ALLOY_PRECISION_HIGHEST && lay->m > 64 && lay->n > 64 &&
+        rows16(lay->a, 4, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
+        rows16(lay->b, 4, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
+        p->file = TF32_FILE;
+        p->tile_m = 256;
+        p->tile_n = 128;
+        p->threads = 256;
+        p->threadgroup_memory = 216064 + 1024;
+        st = alloy_catalog_kernel(p->file, &p->kernel);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
+        if (st == ALLOY_OK)
+            st = alloy_launch_add_template_int(l, "PASSES", precision == ALLOY_PRECISION_HIGH ? 3 : 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }
