@@ -52,6 +52,66 @@ void alloy_matmul_options_init(alloy_matmul_options *options);
 alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_options *options,
                           alloy_stream *stream, alloy_array **out);
 
+/* ---- Cholesky and triangular solves ---- */
+
+/* Which triangle a Cholesky factorization reads and returns. */
+typedef struct alloy_cholesky_options {
+    int upper; /* 0 (default): A = L L^T, a's lower triangle is read and L returned (NumPy);
+                  1: A = U^T U, a's upper triangle is read and U returned */
+} alloy_cholesky_options;
+
+/* upper 0. */
+void alloy_cholesky_options_init(alloy_cholesky_options *options);
+
+/* LAPACK's potrf for a batch: a is (..., n, n), float32 or float64, any
+ * strides; only the triangle named by options->upper is read. The factor
+ * goes to `*out` ((..., n, n), a's dtype, row-major) with zeros in the other
+ * triangle. `*info` receives an int32 array of the batch shape (...): 0 where
+ * the factorization succeeded, else the 1-based order of the first leading
+ * minor that is not positive definite (a pivot <= 0 or NaN); that matrix's
+ * factor then holds the factor's first info-1 columns and, in rows and
+ * columns >= info-1, the Schur complement left at that point (its first
+ * diagonal element is the failed pivot); see docs/linalg.md. No other matrix
+ * of the batch is affected.
+ * `*out` / `*info` NULL: new arrays are returned there (caller frees); given:
+ * they must have those shapes and dtypes, live on a's device and be
+ * row-contiguous. `info` itself may be NULL (the codes are then discarded).
+ * `options` NULL: the defaults. */
+alloy_status alloy_cholesky(alloy_array *a, const alloy_cholesky_options *options, alloy_stream *stream,
+                            alloy_array **out, alloy_array **info);
+
+/* LAPACK's potrs for a batch: solves A X = B given the Cholesky factor of
+ * A (as alloy_cholesky returns it: lower L with options->upper 0, upper U
+ * with 1; only that triangle is read). factor is (..., n, n); b is
+ * (..., n, k) or a 1-D (n,) (one right-hand side; the result is then
+ * (..., n)); the leading dimensions broadcast (NumPy). Both float32 or
+ * both float64, on one device. `*out` as in alloy_matmul: NULL for a new
+ * array, or a row-contiguous array of the result's shape and dtype. */
+alloy_status alloy_cholesky_solve(alloy_array *factor, alloy_array *b, const alloy_cholesky_options *options,
+                                  alloy_stream *stream, alloy_array **out);
+
+/* What a triangular solve solves (scipy.linalg.solve_triangular, LAPACK
+ * trsm). */
+typedef struct alloy_triangular_options {
+    int lower;         /* 1: a is lower triangular; 0 (default, as SciPy): upper */
+    int transpose;     /* 1: solve with a^T */
+    int unit_diagonal; /* 1: a's diagonal is taken as ones and not read */
+    int right;         /* 1: solve X op(a) = b; 0 (default): op(a) X = b */
+} alloy_triangular_options;
+
+/* lower 0, transpose 0, unit_diagonal 0, right 0. */
+void alloy_triangular_options_init(alloy_triangular_options *options);
+
+/* Solves op(a) X = b (or X op(a) = b with options->right) for a batch of
+ * triangular a (..., n, n); only a's triangle (without the diagonal when
+ * unit_diagonal) is read. b is (..., n, k) ((..., k, n) for the right side)
+ * or a 1-D (n,) (one right-hand side; the result is then (..., n)); the
+ * leading dimensions broadcast. float32 or float64, the same for both, on
+ * one device. A zero on the diagonal is not checked: it gives Inf/NaN in
+ * that matrix's solution, as trsm does. `*out` as in alloy_matmul. */
+alloy_status alloy_solve_triangular(alloy_array *a, alloy_array *b, const alloy_triangular_options *options,
+                                    alloy_stream *stream, alloy_array **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,20 @@
+/* cholesky_internal.h — alloy_cholesky with the kernel chosen by the
+ * caller, so the tests run every kernel file through the op on any device. */
+#ifndef ALLOY_OPS_LINALG_CHOLESKY_INTERNAL_H
+#define ALLOY_OPS_LINALG_CHOLESKY_INTERNAL_H
+
+#include "alloy/alloy.h"
+
+typedef enum alloy_cholesky_path {
+    ALLOY_CHOLESKY_AUTO = 0,        /* what alloy_cholesky picks for the device */
+    ALLOY_CHOLESKY_CPU = 1,         /* cholesky_cpu.metal: one thread per matrix */
+    ALLOY_CHOLESKY_SMALL = 2,       /* cholesky_small.metal: n <= 32 */
+    ALLOY_CHOLESKY_BLOCKED_SMEM = 3,/* cholesky_blocked.metal, matrix in threadgroup memory */
+    ALLOY_CHOLESKY_BLOCKED_DEVICE = 4 /* cholesky_blocked.metal, matrix in the output */
+} alloy_cholesky_path;
+
+alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_options *options,
+                                      alloy_cholesky_path path, alloy_stream *stream, alloy_array **out,
+                                      alloy_array **info);
+
+#endif
