@@ -399,10 +399,21 @@ static void test_errors(void) {
     CHECK_FAILS(alloy_cholesky(b3, NULL, NULL, &l, &winfo), ALLOY_ERROR_INVALID_ARGUMENT, "info is float32; it must be int32");
     alloy_array_free(winfo);
     CHECK(l == NULL);
-    /* info may be left out */
+    /* info may be left out; a single matrix has a 0-d info */
     CHECK_OK(alloy_cholesky(b3, NULL, NULL, &l, NULL));
     alloy_array_free(l);
     l = NULL;
+    CHECK_OK(alloy_cholesky(sq, NULL, NULL, &l, &info));
+    if (info) {
+        int32_t code = -1;
+        CHECK(alloy_array_ndim(info) == 0);
+        CHECK_OK(alloy_array_copy_to_host(info, &code, sizeof code));
+        CHECK(code == 1); /* the zero matrix */
+    }
+    alloy_array_free(l);
+    alloy_array_free(info);
+    l = NULL;
+    info = NULL;
     /* the solve */
     alloy_array *x = NULL;
     CHECK_FAILS(alloy_cholesky_solve(sq, rect, NULL, NULL, &x), ALLOY_ERROR_INVALID_ARGUMENT, "b has 2 rows but factor is 3 x 3");

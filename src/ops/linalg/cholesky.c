@@ -27,7 +27,7 @@ static const char SMALL_FILE[] = "src/ops/linalg/kernels/cholesky_small.metal";
 static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/cholesky_blocked.metal";
 
 /* The blocked kernel keeps the matrix in threadgroup memory up to this size
- * (float32 n <= 130, float64 n <= 92), and needs n x 33 elements of it for
+ * (float32 n <= 131, float64 n <= 93), and needs n x 33 elements of it for
  * the panel otherwise. */
 #define SMEM_MATRIX_MAX ((size_t)68 * 1024)
 #define SMEM_PANEL_MAX ((size_t)192 * 1024)
