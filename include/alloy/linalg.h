@@ -112,6 +112,67 @@ void alloy_triangular_options_init(alloy_triangular_options *options);
 alloy_status alloy_solve_triangular(alloy_array *a, alloy_array *b, const alloy_triangular_options *options,
                                     alloy_stream *stream, alloy_array **out);
 
+/* ---- LU factorization, solves, inverse, determinants ---- */
+/* LU with partial pivoting and what is built on it (docs/linalg.md, "LU").
+ * Every operand is a square matrix or a batch of them, (..., n, n) with any
+ * leading dimensions (n >= 0, an empty batch is fine), float32 or float64,
+ * all on one device; strided operands are read through a contiguous copy.
+ * Outputs follow one rule: `*out` NULL receives a new row-contiguous array
+ * (the caller frees it); `*out` an array is written in place (it must have
+ * the documented shape and dtype, live on the operands' device and be
+ * row-contiguous) and stays the caller's. Per-matrix results that LAPACK
+ * reports in `info` are written to an int32 array on the device: nothing
+ * waits for the device, so read it when you need it. */
+
+/* LAPACK's getrf for each matrix: P A = L U with partial pivoting (the row
+ * of largest |value| in the column, the first on ties; NaN counts as
+ * larger than every number).
+ * a (..., n, n) -> *lu (..., n, n): L below the diagonal (its unit diagonal
+ * not stored) and U on and above it, exactly as LAPACK leaves them; `*lu ==
+ * a` factors a in place (a must be row-contiguous).
+ * *pivots (..., n) int32: LAPACK's ipiv, 1-based: at step k row k was
+ * interchanged with row pivots[k] - 1 (>= k + 1).
+ * info (may be NULL: not wanted) -> *info (...) int32: 0, or k + 1 for the
+ * first step k whose pivot is exactly zero (U(k,k) = 0: the matrix is
+ * singular); the factorization is completed all the same, as LAPACK's. */
+alloy_status alloy_lu_factor(alloy_array *a, alloy_stream *stream, alloy_array **lu, alloy_array **pivots,
+                             alloy_array **info);
+
+/* LAPACK's getrs: solves A X = B (transpose 0) or A^T X = B (transpose
+ * non-zero) for each matrix, from lu and pivots as alloy_lu_factor gives
+ * them (pivots int32 (..., n); an entry outside [1, n] acts as no
+ * interchange). b is (..., n, k) (k >= 0 right-hand sides) or (..., n) (one
+ * per matrix), with lu's leading dimensions (they do not broadcast) and
+ * dtype. *x has b's shape; `*x == b` solves in place (b row-contiguous). A
+ * singular factor (info > 0) gives inf/NaN in that matrix's x, as LAPACK. */
+alloy_status alloy_lu_solve(alloy_array *lu, alloy_array *pivots, alloy_array *b, int transpose,
+                            alloy_stream *stream, alloy_array **x);
+
+/* NumPy's linalg.solve: A X = B for each matrix, factor and solve in one
+ * call (the factor lives in scratch memory of the call). a (..., n, n), b
+ * (..., n, k) or (..., n) as in alloy_lu_solve; *x has b's shape (`*x == b`
+ * is fine). info (may be NULL) -> *info (...) int32 as alloy_lu_factor's:
+ * where it is non-zero that matrix is singular and its x holds inf/NaN. */
+alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, alloy_array **x,
+                         alloy_array **info);
+
+/* NumPy's linalg.inv: a (..., n, n) -> *inverse (..., n, n) (`*inverse ==
+ * a` is fine), from the LU factorization (getrf, then getrs on the
+ * identity). info as alloy_solve's. */
+alloy_status alloy_inv(alloy_array *a, alloy_stream *stream, alloy_array **inverse, alloy_array **info);
+
+/* NumPy's linalg.det: a (..., n, n) -> *det (...) of a's dtype (0-d for one
+ * matrix): (-1)^(interchanges) times the product of U's diagonal, in order;
+ * 0 for a singular matrix, 1 for n = 0. */
+alloy_status alloy_det(alloy_array *a, alloy_stream *stream, alloy_array **det);
+
+/* NumPy's linalg.slogdet: a (..., n, n) -> *sign and *logabsdet (...) of
+ * a's dtype, det = sign * exp(logabsdet) without overflow: sign +-1 and
+ * logabsdet = sum log|U(k,k)|; a singular matrix (a zero on U's diagonal)
+ * gives sign 0 and logabsdet -inf; otherwise NaN in the factor gives NaN in
+ * both; n = 0 gives 1 and 0. */
+alloy_status alloy_slogdet(alloy_array *a, alloy_stream *stream, alloy_array **sign, alloy_array **logabsdet);
+
 #ifdef __cplusplus
 }
 #endif
