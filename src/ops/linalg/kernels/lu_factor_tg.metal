@@ -54,8 +54,13 @@ int alloy_lu_tg_factor(P W, int n, int ld, PI ipv, Sc &sv, Si &sp, int tid, int 
         }
       }
       for (uint o = 16u; o > 0u; o >>= 1) {
+#if defined(ALLOY_BACKEND_CUDA) // simdgroup 0 whole (no partial groups): full-mask intrinsics
+        const Key ob = __shfl_xor_sync(0xffffffffu, best, int(o));
+        const int oi = __shfl_xor_sync(0xffffffffu, bi, int(o));
+#else
         const Key ob = simd_shuffle_xor(best, o);
         const int oi = simd_shuffle_xor(bi, o);
+#endif
         if (ob > best || (ob == best && oi < bi)) {
           best = ob;
           bi = oi;

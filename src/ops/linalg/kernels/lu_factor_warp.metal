@@ -34,6 +34,32 @@
 // |x| as an unsigned integer that orders like |x| (NaN above infinity).
 inline uint alloy_lu_key(float x) { return as_type<uint>(fabs(x)); }
 inline ulong alloy_lu_key(double x) { return as_type<ulong>(fabs(x)); }
+// Whole-simdgroup exchanges. The launch pads the grid to whole
+// threadgroups and the control flow around every call is uniform, so all
+// 32 lanes take part: on CUDA the warp intrinsics with a full mask (the
+// portable simd_* functions first compute the active lanes, which costs
+// more than the shuffle itself); elsewhere the MSL functions.
+template <class X> inline X alloy_lu_shfl(X v, uint src) {
+#if defined(ALLOY_BACKEND_CUDA)
+  return __shfl_sync(0xffffffffu, v, int(src));
+#else
+  return simd_shuffle(v, src);
+#endif
+}
+template <class X> inline X alloy_lu_shfl_xor(X v, uint mask) {
+#if defined(ALLOY_BACKEND_CUDA)
+  return __shfl_xor_sync(0xffffffffu, v, int(mask));
+#else
+  return simd_shuffle_xor(v, mask);
+#endif
+}
+inline uint alloy_lu_ballot(bool b) {
+#if defined(ALLOY_BACKEND_CUDA)
+  return __ballot_sync(0xffffffffu, b);
+#else
+  return uint(ulong(simd_ballot(b)));
+#endif
+}
 //! body:
 typedef decltype(alloy_lu_key(T(0))) Key;
 const uint lane = thread_index_in_simdgroup;
@@ -59,17 +85,17 @@ for (int k = 0; k < W; k++) {
         int kp = cand ? pos : INT_MAX;
         #pragma unroll
         for (uint o = uint(W) / 2u; o > 0u; o >>= 1) {
-            const Key ok = simd_shuffle_xor(key, o);
-            const int op = simd_shuffle_xor(kp, o);
+            const Key ok = alloy_lu_shfl_xor(key, o);
+            const int op = alloy_lu_shfl_xor(kp, o);
             if (ok > key || (ok == key && op < kp)) {
                 key = ok;
                 kp = op;
             }
         }
         const bool is_piv = cand && pos == kp;
-        const uint bits = uint(ulong(simd_ballot(is_piv)) >> seg) & segmask;
+        const uint bits = (alloy_lu_ballot(is_piv) >> seg) & segmask;
         const uint pl = bits ? seg + uint(ctz(bits)) : lane;
-        const T piv = simd_shuffle(v, pl);
+        const T piv = alloy_lu_shfl(v, pl);
         if (r == k) my_ipiv = kp + 1;
         if (is_piv) {
             pos = k;
@@ -86,7 +112,7 @@ for (int k = 0; k < W; k++) {
         #pragma unroll
         for (int j = k + 1; j < W; j++) {
             if (j < n) {
-                const T u = simd_shuffle(a[j], pl);
+                const T u = alloy_lu_shfl(a[j], pl);
                 if (mine && !done) a[j] = a[j] - l * u;
             }
         }

@@ -39,7 +39,11 @@ template <int Q, class Tp> inline Tp alloy_lus_row(const thread Tp *x, int k) {
 #pragma unroll
   for (int q = 1; q < Q; q++)
     if (q == (k >> 5)) s = x[q];
+#if defined(ALLOY_BACKEND_CUDA)
+  return __shfl_sync(0xffffffffu, s, k & 31); // every lane of the simdgroup is here
+#else
   return simd_shuffle(s, uint(k & 31));
+#endif
 }
 template <int Q, class Tp> inline void alloy_lus_set(thread Tp *x, int k, int lane, Tp v) {
 #pragma unroll
