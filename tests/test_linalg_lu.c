@@ -680,6 +680,52 @@ static void test_det_slogdet(void) {
     }
 }
 
+/* A transposed (strided) view: read through the runtime's contiguous copy;
+ * and a determinant whose partial products leave float32's range. */
+static void test_strided_and_scaled(void) {
+    const int64_t n = 9;
+    double a[81], at[81], b[9];
+    gen(ALLOY_FLOAT64, n, K_RANDOM, 0, a);
+    for (int64_t i = 0; i < n; i++) {
+        b[i] = harness_uniform(-1, 1);
+        for (int64_t j = 0; j < n; j++) at[j * n + i] = a[i * n + j];
+    }
+    int64_t shape[2] = {n, n}, strides[2] = {1, n}, bs[1] = {n};
+    alloy_array *view = NULL, *B = device_array(ALLOY_FLOAT64, 1, bs, b), *x = NULL;
+    CHECK_OK(ku_view_of_host(at, n * n, ALLOY_FLOAT64, 2, shape, strides, 0, &view)); /* = a */
+    CHECK(view && !alloy_array_is_row_contiguous(view));
+    CHECK_OK(alloy_solve(view, B, NULL, &x, NULL));
+    double *X = host_values(x);
+    if (X) {
+        const double r = solve_residual(a, X, b, n, 1, 0);
+        CHECK_MSG(r <= 20.0 * n * unit_round(ALLOY_FLOAT64), "strided solve residual %.3g", r);
+    }
+    free(X);
+    alloy_array_free(x);
+    alloy_array_free(B);
+    alloy_array_free(view);
+    /* diag(1e30, 1e30, 1e-30, 1e-30) permuted: det 1 in float32, though 1e30 * 1e30 overflows */
+    int64_t s4[2] = {4, 4};
+    const double d4[16] = {0, 1e30, 0, 0, 1e30, 0, 0, 0, 0, 0, 1e-30, 0, 0, 0, 0, -1e-30};
+    alloy_array *A = device_array(ALLOY_FLOAT32, 2, s4, d4), *det = NULL, *sg = NULL, *la = NULL;
+    CHECK_OK(alloy_det(A, NULL, &det));
+    CHECK_OK(alloy_slogdet(A, NULL, &sg, &la));
+    double *D = host_values(det), *S = host_values(sg), *L = host_values(la);
+    if (D && S && L) {
+        /* one interchange, one negative pivot: sign +1; |det| = 1e30^2 * 1e-30^2 rounded in float */
+        const double want = (double)(float)1e30 * (double)(float)1e30 * (double)(float)1e-30 * (double)(float)1e-30;
+        CHECK_MSG(fabs(D[0] - want) <= 1e-5 * want, "det %.9g, want %.9g", D[0], want);
+        CHECK_MSG(S[0] == 1 && fabs(L[0] - log(want)) <= 1e-5, "slogdet (%g, %g)", S[0], L[0]);
+    }
+    free(D);
+    free(S);
+    free(L);
+    alloy_array_free(det);
+    alloy_array_free(sg);
+    alloy_array_free(la);
+    alloy_array_free(A);
+}
+
 /* ---- each kernel file, forced ---------------------------------------------------- */
 
 static void test_kernel_paths(void) {
@@ -823,6 +869,7 @@ int main(void) {
     RUN(test_inverse);
     RUN(test_solve_bad_matrices);
     RUN(test_det_slogdet);
+    RUN(test_strided_and_scaled);
     RUN(test_kernel_paths);
     return harness_finish();
 }
