@@ -1,0 +1,105 @@
+/* linalg_batched.c — times the batched factorizations (alloy_cholesky,
+ * alloy_lu_factor, alloy_solve with one right-hand side) on batches of
+ * float32 matrices, the way alloy bench times (wall clock around
+ * back-to-back calls and one synchronisation, median of 9 batches after a
+ * warm-up), with outputs given so nothing is allocated per call. A first
+ * measurement of issue 9's kernels; bench/experiments/linalg_batched_torch.py
+ * times torch.linalg on the same shapes. Not part of the build; on the GPU
+ * machine:
+ *   cc -O2 -Iinclude bench/experiments/linalg_batched.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/lb
+ *   ALLOY_DEVICE=cuda /tmp/lb */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+
+#define OK(x) do { alloy_status s_ = (x); if (s_) { fprintf(stderr, "%s: %s\n", #x, alloy_last_error()); exit(1); } } while (0)
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+typedef struct ctx {
+    int op;
+    alloy_array *spd, *gen, *b, *out, *lu, *piv, *info, *x;
+    alloy_stream *s;
+} ctx;
+
+static void call(ctx *c) {
+    if (c->op == 0) OK(alloy_cholesky(c->spd, NULL, c->s, &c->out, &c->info));
+    else if (c->op == 1) OK(alloy_lu_factor(c->gen, c->s, &c->lu, &c->piv, &c->info));
+    else OK(alloy_solve(c->gen, c->b, c->s, &c->x, &c->info));
+}
+
+int main(void) {
+    alloy_device *dev;
+    OK(alloy_device_get("auto", &dev));
+    printf("device: %s\n", alloy_device_description(dev));
+    const int64_t sizes[][2] = {{10000, 8}, {10000, 16}, {10000, 32}, {10000, 64}, {10000, 128}, {1000, 256}};
+    const char *names[3] = {"cholesky", "lu_factor", "solve (k=1)"};
+    srand(7);
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int64_t B = sizes[si][0], n = sizes[si][1];
+        float *h = malloc((size_t)(B * n * n) * sizeof *h), *g = malloc((size_t)(B * n * n) * sizeof *g);
+        float *hb = malloc((size_t)(B * n) * sizeof *hb);
+        for (int64_t i = 0; i < B * n * n; i++) g[i] = (float)rand() / RAND_MAX - 0.5f;
+        for (int64_t i = 0; i < B * n; i++) hb[i] = (float)rand() / RAND_MAX - 0.5f;
+        /* SPD: diagonally dominant symmetric */
+        for (int64_t m = 0; m < B; m++)
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    float v = g[m * n * n + (i < j ? i * n + j : j * n + i)];
+                    h[m * n * n + i * n + j] = i == j ? (float)n + 1.0f : v;
+                }
+        int64_t sh[3] = {B, n, n}, sb[3] = {B, n, 1}, sv[1] = {B};
+        ctx c;
+        memset(&c, 0, sizeof c);
+        OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sh, h, &c.spd));
+        OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sh, g, &c.gen));
+        OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sb, hb, &c.b));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sh, &c.out));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sh, &c.lu));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sb, &c.x));
+        OK(alloy_array_new(dev, ALLOY_INT32, 1, sv, &c.info));
+        int64_t sp[2] = {B, n};
+        OK(alloy_array_new(dev, ALLOY_INT32, 2, sp, &c.piv));
+        OK(alloy_stream_default(dev, &c.s));
+        for (int op = 0; op < 3; op++) {
+            c.op = op;
+            call(&c);
+            OK(alloy_stream_synchronize(c.s));
+            double t0 = now_s();
+            call(&c);
+            OK(alloy_stream_synchronize(c.s));
+            double t1 = now_s() - t0;
+            int per = (int)(0.05 / (t1 > 1e-6 ? t1 : 1e-6)) + 1;
+            if (per > 200) per = 200;
+            double ts[9];
+            for (int r = 0; r < 9; r++) {
+                t0 = now_s();
+                for (int i = 0; i < per; i++) call(&c);
+                OK(alloy_stream_synchronize(c.s));
+                ts[r] = (now_s() - t0) / per;
+            }
+            qsort(ts, 9, sizeof ts[0], cmp);
+            printf("%-12s %6lld x %3lldx%-3lld %10.4f ms\n", names[op], (long long)B, (long long)n, (long long)n,
+                   ts[4] * 1e3);
+            fflush(stdout);
+        }
+        alloy_array *arrs[] = {c.spd, c.gen, c.b, c.out, c.lu, c.x, c.info, c.piv};
+        for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) alloy_array_free(arrs[i]);
+        free(h);
+        free(g);
+        free(hb);
+    }
+    return 0;
+}
