@@ -8,15 +8,138 @@ transposes, scaling and an output array of your own::
     alloy.linalg.matmul(a, b, out=c, alpha=2.0, beta=1.0) # c = 2 a b + c, in place
     alloy.linalg.matmul(w, x, transpose_a=True, dtype=alloy.float32)
 
+The factorizations and solves of batches of square matrices carry NumPy's
+and SciPy's names and conventions (float32 and float64, any leading
+dimensions)::
+
+    l = alloy.linalg.cholesky(a)                  # a = l l^T, numpy.linalg.cholesky
+    x = alloy.linalg.cholesky_solve(l, b)         # a x = b from the factor
+    x = alloy.linalg.solve_triangular(l, b, lower=True)
+    lu, piv = alloy.linalg.lu_factor(a)           # scipy.linalg.lu_factor (0-based piv)
+    x = alloy.linalg.lu_solve((lu, piv), b)
+    x = alloy.linalg.solve(a, b)                  # numpy.linalg.solve
+    ai = alloy.linalg.inv(a)
+    d = alloy.linalg.det(a)
+    sign, logabsdet = alloy.linalg.slogdet(a)
+
+Where LAPACK reports a failed matrix in ``info`` (Cholesky of a matrix that
+is not positive definite, LU of a singular one), ``check=True`` (the
+default) reads ``info`` — which waits for the device — and raises
+:class:`LinAlgError` naming the failing batch indices; ``check=False`` does
+not wait and returns ``info`` (an int32 alloy.Array of the batch shape) as
+the last element of a tuple.
+
 Operands are any arrays alloy takes (NumPy, PyTorch, CuPy, JAX through
-DLPack, or alloy.Array), read in place, strided and transposed views
-included; both must have the same dtype (float32, float16, bfloat16 or
-float64). See docs/linalg.md for the kernels, the precisions and their errors.
+DLPack, or alloy.Array); results are alloy.Array on the operands' device,
+written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). See
+docs/linalg.md for the kernels, the precisions and their errors.
 """
-from ._alloy import _matmul
+from collections import namedtuple
 
-__all__ = ["matmul"]
+from ._alloy import (
+    Error,
+    InvalidArgumentError,
+    _cholesky,
+    _cholesky_solve,
+    _det,
+    _info_failures,
+    _inv,
+    _lu_factor,
+    _lu_solve,
+    _matmul,
+    _slogdet,
+    _solve,
+    _solve_triangular,
+)
 
+__all__ = ["LinAlgError", "SlogdetResult", "matmul", "cholesky", "cholesky_solve", "cho_solve",
+           "solve_triangular", "lu_factor", "lu_solve", "solve", "inv", "det", "slogdet"]
+
+try:  # NumPy's class too, so `except numpy.linalg.LinAlgError` catches ours
+    from numpy.linalg import LinAlgError as _NumPyLinAlgError
+except ImportError:  # NumPy's LinAlgError is a ValueError; so is ours without it
+    _NumPyLinAlgError = ValueError
+
+
+class LinAlgError(Error, _NumPyLinAlgError):
+    """A factorization failed for some matrices of a batch (LAPACK's info > 0).
+
+    A subclass of :class:`alloy.Error` and of ``numpy.linalg.LinAlgError``
+    (of ``ValueError`` when NumPy is not installed). ``indices``: the batch
+    indices of the failing matrices (tuples; ``()`` for a single matrix),
+    ``codes``: their ``info`` values, ``info``: the whole info array. The
+    results were written all the same (``out=`` holds them).
+    """
+
+    status = None
+
+    def __init__(self, message, indices=(), codes=(), info=None):
+        super().__init__(message)
+        self.indices = list(indices)
+        self.codes = list(codes)
+        self.info = info
+
+
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+SlogdetResult.__doc__ = "numpy.linalg.slogdet's result: det = sign * exp(logabsdet)."
+
+
+def _unravel(flat, shape):
+    index = []
+    for d in reversed(shape):
+        index.append(flat % d)
+        flat //= d
+    return tuple(reversed(index))
+
+
+_MAX_LISTED = 8
+
+
+def _check_info(op, info, failure, describe):
+    """Raises LinAlgError when info has non-zero codes (waits for the device).
+
+    failure: what a failed matrix is ("not positive definite"); describe(code):
+    the detail of one failure ("the leading minor of order 3")."""
+    failed = _info_failures(info)
+    if not failed:
+        return
+    shape = tuple(info.shape)
+    indices = [_unravel(i, shape) for i, _ in failed]
+    codes = [c for _, c in failed]
+    if not shape:
+        msg = f"{op}: the matrix is {failure} ({describe(codes[0])})"
+    else:
+        total = 1
+        for d in shape:
+            total *= d
+        listed = "; ".join(f"batch index {idx}: {describe(c)}"
+                           for idx, c in zip(indices[:_MAX_LISTED], codes[:_MAX_LISTED]))
+        more = f"; and {len(failed) - _MAX_LISTED} more" if len(failed) > _MAX_LISTED else ""
+        what = "matrix is" if len(failed) == 1 else "matrices are"
+        msg = f"{op}: {len(failed)} of {total} {what} {failure}: {listed}{more}"
+    raise LinAlgError(msg, indices, codes, info)
+
+
+def _not_spd(op, info):
+    _check_info(op, info, "not positive definite",
+                lambda c: f"the leading minor of order {c} is not positive definite")
+
+
+def _singular(op, info):
+    _check_info(op, info, "singular", lambda c: f"U[{c - 1}, {c - 1}] is exactly zero")
+
+
+def _trans(trans):
+    """SciPy's trans: 0/'N' -> no transpose, 1/'T' and 2/'C' (real data) -> transpose."""
+    codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
+    if isinstance(trans, str):
+        trans = trans.upper()
+    if isinstance(trans, bool) or trans not in codes:
+        raise InvalidArgumentError(f"trans is {trans!r}; it must be 0, 1, 2, 'N', 'T' or 'C'")
+    return codes[trans]
+
+
+# ---- products -------------------------------------------------------------------
 
 def matmul(a, b, out=None, transpose_a=False, transpose_b=False, alpha=1.0, beta=0.0,
            precision="highest", dtype=None, stream=None):
@@ -31,3 +154,132 @@ def matmul(a, b, out=None, transpose_a=False, transpose_b=False, alpha=1.0, beta
     """
     return _matmul(a, b, out, bool(transpose_a), bool(transpose_b), float(alpha), float(beta),
                    precision, dtype, stream)
+
+
+# ---- Cholesky and triangular solves --------------------------------------------
+
+def cholesky(a, /, *, upper=False, check=True, out=None, stream=None):
+    """numpy.linalg.cholesky: the factor L of a = L L^T (upper=True: U of a = U^T U).
+
+    a: (..., n, n), float32 or float64; only the triangle named by upper is
+    read. The other triangle of the result is zero. check=True: raises
+    LinAlgError naming the matrices that are not positive definite (waits
+    for the device); check=False: returns (factor, info), info int32 of the
+    batch shape, 0 or LAPACK potrf's order of the failing leading minor.
+    out: a row-contiguous array of a's shape and dtype to write the factor
+    into (returned as given).
+    """
+    factor, info = _cholesky(a, bool(upper), out, stream)
+    if not check:
+        return factor, info
+    _not_spd("cholesky", info)
+    return factor
+
+
+def cholesky_solve(c, b, /, *, upper=False, out=None, stream=None):
+    """Solves a x = b from the Cholesky factor c of a (LAPACK potrs).
+
+    c: (..., n, n) as cholesky returns it (lower, or upper with upper=True;
+    only that triangle is read). b: (..., n, k), or 1-D (n,) for one vector
+    (the result is then (..., n)); leading dimensions broadcast.
+    """
+    return _cholesky_solve(c, b, bool(upper), out, stream)
+
+
+def cho_solve(c_and_lower, b, /, *, out=None, stream=None):
+    """scipy.linalg.cho_solve: ``cho_solve((c, lower), b)`` is
+    ``cholesky_solve(c, b, upper=not lower)``."""
+    c, lower = c_and_lower
+    return _cholesky_solve(c, b, not lower, out, stream)
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, *, left=True, out=None,
+                     stream=None):
+    """scipy.linalg.solve_triangular: op(a) x = b (left=False: x op(a) = b).
+
+    a: (..., n, n) triangular (lower=False, SciPy's default: upper); only
+    that triangle is read, and not the diagonal with unit_diagonal=True.
+    trans: 0/'N' a, 1/'T' or 2/'C' a^T. b: (..., n, k) ((..., k, n) with
+    left=False) or 1-D (n,); leading dimensions broadcast. A zero on the
+    diagonal is not checked: that matrix's x holds inf/NaN.
+    """
+    return _solve_triangular(a, b, bool(lower), _trans(trans), bool(unit_diagonal), not left, out,
+                             stream)
+
+
+# ---- LU and what is built on it ---------------------------------------------------
+
+def lu_factor(a, /, *, check=True, stream=None):
+    """scipy.linalg.lu_factor for a batch: (lu, piv) with P a = L U.
+
+    lu: (..., n, n), L below the diagonal (unit diagonal not stored) and U
+    on and above it, as LAPACK getrf leaves them. piv: int32 (..., n),
+    SciPy's 0-based pivots (row i was interchanged with row piv[i]); the C
+    API's LAPACK 1-based ipiv is piv + 1. check=True: raises LinAlgError
+    naming the singular matrices (an exactly zero U[k, k]; waits for the
+    device); check=False returns (lu, piv, info), info int32 of the batch
+    shape: 0 or k + 1 for the first zero pivot U[k, k].
+    """
+    lu, piv, info = _lu_factor(a, True, stream)
+    if not check:
+        return lu, piv, info
+    _singular("lu_factor", info)
+    return lu, piv
+
+
+def lu_solve(lu_and_piv, b, trans=0, *, out=None, stream=None):
+    """scipy.linalg.lu_solve: a x = b (trans=1 or 2: a^T x = b) from lu_factor's (lu, piv).
+
+    piv: 0-based (SciPy's), any integer dtype; an entry outside [0, n) acts
+    as no interchange. b: (..., n, k) or 1-D (n,); leading dimensions
+    broadcast. A singular factor gives inf/NaN in that matrix's x (nothing
+    is checked here: lu_factor's check does it).
+    """
+    lu, piv = lu_and_piv
+    return _lu_solve(lu, piv, b, _trans(trans), True, out, stream)
+
+
+def solve(a, b, /, *, check=True, out=None, stream=None):
+    """numpy.linalg.solve: a x = b for each matrix (LU with partial pivoting).
+
+    a: (..., n, n); b: (..., n, k), or 1-D (n,) for one vector shared by
+    every matrix (NumPy 2's rule); leading dimensions broadcast. check=True
+    raises LinAlgError naming the singular matrices (waits for the device);
+    check=False returns (x, info), info as lu_factor's; a singular matrix's
+    x holds inf/NaN.
+    """
+    x, info = _solve(a, b, out, stream)
+    if not check:
+        return x, info
+    _singular("solve", info)
+    return x
+
+
+def inv(a, /, *, check=True, out=None, stream=None):
+    """numpy.linalg.inv: the inverse of each matrix (LU, then the solve with I).
+
+    check as solve's; check=False returns (inverse, info)."""
+    x, info = _inv(a, out, stream)
+    if not check:
+        return x, info
+    _singular("inv", info)
+    return x
+
+
+def det(a, /, *, stream=None):
+    """numpy.linalg.det: (...) of a's dtype (0-d for one matrix); 0 for a
+    singular matrix, 1 for n = 0. Never raises for singular matrices."""
+    return _det(a, stream)
+
+
+def slogdet(a, /, *, stream=None):
+    """numpy.linalg.slogdet: SlogdetResult(sign, logabsdet), det = sign *
+    exp(logabsdet) without overflow; sign 0 and logabsdet -inf for a
+    singular matrix, NaN in both for a matrix whose factor has NaN."""
+    sign, logabsdet = _slogdet(a, stream)
+    return SlogdetResult(sign, logabsdet)
+
+
+# QR, least squares, eigh and SVD bind here the same way (a _name in
+# python/src/linalg_factor.c or a file beside it, a wrapper with NumPy's
+# signature, info checked by _check_info) once their C APIs exist.

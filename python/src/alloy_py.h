@@ -142,6 +142,17 @@ PyObject *alloypy_fill(PyObject *self, PyObject *args);
 
 /* ---- the catalog (linalg.c) ---- */
 PyObject *alloypy_matmul(PyObject *self, PyObject *args, PyObject *kwargs);
+/* factorizations and solves (linalg_factor.c) */
+PyObject *alloypy_cholesky(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_cholesky_solve(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_solve_triangular(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_lu_factor(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_lu_solve(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_solve(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_inv(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_det(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_slogdet(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_info_failures(PyObject *self, PyObject *info);
 
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -134,6 +134,19 @@ static PyMethodDef module_methods[] = {
     {"_fill", alloypy_fill, METH_VARARGS, "_fill(array, value): sets every element (alloy.full)."},
     {"_matmul", (PyCFunction)(void (*)(void))alloypy_matmul, METH_VARARGS | METH_KEYWORDS,
      "_matmul(a, b, out=None, ...): alloy.linalg.matmul."},
+#define LINALG_FN(name, doc) {"_" #name, (PyCFunction)(void (*)(void))alloypy_##name, METH_VARARGS | METH_KEYWORDS, doc}
+    LINALG_FN(cholesky, "_cholesky(a, upper, out, stream) -> (factor, info): alloy.linalg.cholesky."),
+    LINALG_FN(cholesky_solve, "_cholesky_solve(factor, b, upper, out, stream): alloy.linalg.cholesky_solve."),
+    LINALG_FN(solve_triangular, "_solve_triangular(a, b, lower, transpose, unit_diagonal, right, out, stream)."),
+    LINALG_FN(lu_factor, "_lu_factor(a, zero_based, stream) -> (lu, pivots, info): alloy.linalg.lu_factor."),
+    LINALG_FN(lu_solve, "_lu_solve(lu, pivots, b, transpose, zero_based, out, stream): alloy.linalg.lu_solve."),
+    LINALG_FN(solve, "_solve(a, b, out, stream) -> (x, info): alloy.linalg.solve."),
+    LINALG_FN(inv, "_inv(a, out, stream) -> (inverse, info): alloy.linalg.inv."),
+    LINALG_FN(det, "_det(a, stream): alloy.linalg.det."),
+    LINALG_FN(slogdet, "_slogdet(a, stream) -> (sign, logabsdet): alloy.linalg.slogdet."),
+#undef LINALG_FN
+    {"_info_failures", alloypy_info_failures, METH_O,
+     "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},
     {"parse_kernel_file", (PyCFunction)(void (*)(void))alloypy_parse_kernel_file,
      METH_VARARGS | METH_KEYWORDS,
      "parse_kernel_file(text, path=None)\n\nThe pieces of a kernel file as a dict (the library's "
