@@ -115,7 +115,7 @@ def _check_info(op, info, failure, describe):
         listed = "; ".join(f"batch index {idx}: {describe(c)}"
                            for idx, c in zip(indices[:_MAX_LISTED], codes[:_MAX_LISTED]))
         more = f"; and {len(failed) - _MAX_LISTED} more" if len(failed) > _MAX_LISTED else ""
-        what = "matrix is" if len(failed) == 1 else "matrices are"
+        what = "matrices is" if len(failed) == 1 else "matrices are"
         msg = f"{op}: {len(failed)} of {total} {what} {failure}: {listed}{more}"
     raise LinAlgError(msg, indices, codes, info)
 
