@@ -511,6 +511,23 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return remove(path);
 }
 
+/* `alloy bench linalg` on the CPU: the quick rows of one op as JSON, each
+ * with a small backward error; an unknown op is a usage error. */
+static void test_bench_linalg(void) {
+    if (!have_binary()) return;
+    CHECK_RC(RUN_CLI("bench", "linalg", "--device", "cpu", "--quick", "--json", "--only", "cholesky f32"), 0);
+    int rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"cholesky\"")) != NULL; p++) {
+        rows++;
+        const char *e = strstr(p, "\"error\": ");
+        CHECK(e != NULL);
+        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
+    }
+    CHECK_MSG(rows == 2, "%d cholesky rows in: %s", rows, run_out);
+    CHECK(strstr(run_out, "lu_factor") == NULL);
+    CHECK_RC(RUN_CLI("bench", "nosuchop"), 2);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/alloy-cli-XXXXXX", t && *t ? t : "/tmp");
@@ -527,6 +544,7 @@ int main(void) {
     RUN(test_run_errors);
     RUN(test_compile);
     RUN(test_cache);
+    RUN(test_bench_linalg);
     free(run_out);
     free(run_err);
     if (!harness_failed) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -1,5 +1,6 @@
 /* cmd_bench.c — `alloy bench [OP...] [--device D] [--json] [--quick] [--only TEXT]`: the
- * catalog's benchmark table on one device.
+ * catalog's benchmark table on one device. This file: the driver, the shared
+ * timing (bench.h) and matmul; the factorizations are cmd_bench_linalg.c.
  *
  * Per operation and size: the median time of several timed batches after a
  * warm-up (wall clock around back-to-back launches and one stream
@@ -18,23 +19,29 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "cli.h"
 
 static const char *const USAGE =
     "usage: alloy bench [OP...] [options]\n"
     "\n"
-    "  OP               matmul (default: every operation)\n"
+    "  OP               matmul, linalg (default: every operation)\n"
     "  --device D       cpu, cuda, cuda:N or auto (default auto; ALLOY_DEVICE)\n"
     "  --json           one JSON object per line instead of the table\n"
     "  --quick          the smallest sizes only\n"
-    "  --only TEXT      the sizes whose label contains TEXT (e.g. \"f32 high\", bf16)\n"
+    "  --only TEXT      the sizes whose label contains TEXT (e.g. \"f32 high\", bf16,\n"
+    "                   \"cholesky f64\", lu_factor)\n"
     "\n"
     "Per operation and size: time (median of timed batches after a warm-up), rate,\n"
     "%% of the peer's rate, error against float64 on a sample of outputs, and the\n"
     "peer (cuBLAS on CUDA, OpenBLAS on the CPU; ALLOY_BLAS=path picks the library)\n"
-    "with the ratio peer time / alloy time. Peers are loaded at run time when present.\n";
+    "with the ratio peer time / alloy time. Peers are loaded at run time when present.\n"
+    "linalg: cholesky, lu_factor, solve (one right-hand side), inv and det of batches\n"
+    "of n x n matrices (float32 and float64): time, matrices per second, backward\n"
+    "error of a sample against float64 on the host, and on the CPU a LAPACK peer\n"
+    "(ALLOY_LAPACK=path; on CUDA, torch.linalg: bench/bench_linalg_torch.py).\n";
 
-static double now_s(void) {
+double bench_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
@@ -175,7 +182,7 @@ typedef struct mm_result {
     char peer_why[160];
 } mm_result;
 
-static void fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state) {
+void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state) {
     for (int64_t i = 0; i < n; i++) {
         *state ^= *state << 13;
         *state ^= *state >> 7;
@@ -185,20 +192,18 @@ static void fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state) {
     }
 }
 
-/* Median seconds per call of fn over `reps` batches of `per` calls (after a
- * warm-up batch), each batch ended by a stream synchronisation. */
-typedef int (*run_fn)(void *ctx);
-static double time_calls(run_fn fn, void *ctx, alloy_stream *s, int per, int reps) {
+/* The timing method of every table (bench.h). */
+double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int reps) {
     if (fn(ctx)) return -1;
     alloy_stream_synchronize(s);
     double ts[64];
     if (reps > 64) reps = 64;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int i = 0; i < per; i++)
             if (fn(ctx)) return -1;
         if (alloy_stream_synchronize(s) != ALLOY_OK) return -1;
-        ts[r] = (now_s() - t0) / per;
+        ts[r] = (bench_now_s() - t0) / per;
     }
     qsort(ts, (size_t)reps, sizeof ts[0], cmp_double);
     return ts[reps / 2];
@@ -332,8 +337,8 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
         x.hb = malloc(nb * es);
         x.hc = malloc(nc * es);
         if (!x.ha || !x.hb || !x.hc) return cli_error("out of host memory for %s", z->label);
-        fill_random(z->dt, (int64_t)na, x.ha, &rng);
-        fill_random(z->dt, (int64_t)nb, x.hb, &rng);
+        bench_fill_random(z->dt, (int64_t)na, x.ha, &rng);
+        bench_fill_random(z->dt, (int64_t)nb, x.hb, &rng);
         alloy_status st = alloy_array_from_host(dev, z->dt, nd, pa, x.ha, &x.a);
         if (st == ALLOY_OK) st = alloy_array_from_host(dev, z->dt, nd, pb, x.hb, &x.b);
         if (st == ALLOY_OK) st = alloy_array_new(dev, z->dt, nd, pc, &x.c);
@@ -344,8 +349,8 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
         /* enough calls per batch for ~50 ms, at least 1 */
         double t1 = -1;
         if (st == ALLOY_OK) {
-            double t0 = now_s();
-            if (run_alloy(&x) == 0 && alloy_stream_synchronize(s) == ALLOY_OK) t1 = now_s() - t0;
+            double t0 = bench_now_s();
+            if (run_alloy(&x) == 0 && alloy_stream_synchronize(s) == ALLOY_OK) t1 = bench_now_s() - t0;
         }
         if (t1 < 0) {
             fprintf(stderr, "alloy: bench matmul %s: %s\n", z->label, alloy_last_error());
@@ -355,18 +360,18 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
             if (!is_cuda) per = (int)(0.2 / (flops / 2e10 > 1e-4 ? flops / 2e10 : 1e-4));
             if (per < 1) per = 1;
             if (per > 200) per = 200;
-            r.t = time_calls(run_alloy, &x, s, per, is_cuda ? 9 : 5);
+            r.t = bench_time_calls(run_alloy, &x, s, per, is_cuda ? 9 : 5);
             r.rate = flops / r.t;
             alloy_array_copy_to_host(x.c, x.hc, nc * es);
             r.err = sample_error(z, x.ha, x.hb, x.hc);
             if (is_cuda && cb.handle) {
                 r.peer = z->dt == ALLOY_FLOAT32 && z->prec == ALLOY_PRECISION_DEFAULT ? "cuBLAS-TF32" : "cuBLAS";
-                r.peer_t = time_calls(run_cublas, &x, s, per, 9);
+                r.peer_t = bench_time_calls(run_cublas, &x, s, per, 9);
                 alloy_array_copy_to_host(x.c, x.hc, nc * es);
                 r.peer_err = sample_error(z, x.ha, x.hb, x.hc);
             } else if (!is_cuda && bl.sgemm && (z->dt == ALLOY_FLOAT32 || (z->dt == ALLOY_FLOAT64 && bl.dgemm))) {
                 r.peer = "BLAS";
-                r.peer_t = time_calls(run_blas, &x, s, per, 5);
+                r.peer_t = bench_time_calls(run_blas, &x, s, per, 5);
                 r.peer_err = sample_error(z, x.ha, x.hb, x.hc);
             } else {
                 snprintf(r.peer_why, sizeof r.peer_why, "%s", is_cuda ? cb.why : bl.why);
@@ -416,7 +421,7 @@ int cmd_bench(int argc, char **argv) {
     cli_set_command("bench");
     const char *device = "auto";
     const char *only = NULL;
-    int json = 0, quick = 0, want_matmul = 0, any_op = 0;
+    int json = 0, quick = 0, want_matmul = 0, want_linalg = 0, any_op = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -438,11 +443,13 @@ int cmd_bench(int argc, char **argv) {
             return cli_usage("unknown option '%s'", argv[i]);
         } else if (!strcmp(argv[i], "matmul")) {
             want_matmul = any_op = 1;
+        } else if (!strcmp(argv[i], "linalg")) {
+            want_linalg = any_op = 1;
         } else {
-            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul)", argv[i]);
+            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul, linalg)", argv[i]);
         }
     }
-    if (!any_op) want_matmul = 1;
+    if (!any_op) want_matmul = want_linalg = 1;
     alloy_device *dev = NULL;
     alloy_status st = alloy_device_get(device, &dev);
     if (st != ALLOY_OK) return cli_alloy_error(st);
@@ -450,6 +457,10 @@ int cmd_bench(int argc, char **argv) {
     int rc = CLI_OK;
     if (want_matmul) {
         int r = bench_matmul(dev, quick, only, json);
+        if (r != CLI_OK) rc = r;
+    }
+    if (want_linalg) {
+        int r = bench_linalg(dev, quick, only, json);
         if (r != CLI_OK) rc = r;
     }
     return rc;

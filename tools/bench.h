@@ -1,0 +1,25 @@
+/* bench.h — what the `alloy bench` tables share (tools/cmd_bench.c, the
+ * driver and matmul; tools/cmd_bench_linalg.c, the factorizations): the
+ * clock, the timing method, the random fill. */
+#ifndef ALLOY_TOOLS_BENCH_H
+#define ALLOY_TOOLS_BENCH_H
+
+#include <stdint.h>
+
+#include "alloy/alloy.h"
+
+double bench_now_s(void); /* monotonic seconds */
+
+/* Median seconds per call of fn over `reps` batches of `per` back-to-back
+ * calls (after a warm-up call), each batch ended by one synchronisation of
+ * `s`. fn returns non-zero on failure (then -1 is returned). */
+typedef int (*bench_fn)(void *ctx);
+double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int reps);
+
+/* n values uniform in [-1, 1) (xorshift on *state), stored as dt. */
+void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state);
+
+/* `alloy bench linalg`: the batched factorizations (cmd_bench_linalg.c). */
+int bench_linalg(alloy_device *dev, int quick, const char *only, int json);
+
+#endif
