@@ -16,8 +16,9 @@ note() { summary+=("$(printf '| %-28s | %s |' "$1" "$2")"); }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
 # At most 8 files come back from $OUT: info.txt, build.log, tests-cuda.log,
-# bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt, bench_catalog.txt,
-# python.log, bench_python.txt, sanitizer.log.
+# bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt, bench_catalog.txt
+# (alloy bench: matmul and linalg, then torch.linalg's rows), python.log, bench_python.txt,
+# sanitizer.log.
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/info.txt" 2>&1
 note "device" "$(head -1 "$OUT/info.txt")"
 
@@ -58,6 +59,15 @@ if has bench; then
     if build-gpu/alloy bench --device cuda > "$OUT/bench_catalog.txt" 2>&1; then note "alloy bench" "ok (bench_catalog.txt)"
     else note "alloy bench" "FAILED (bench_catalog.txt)"; fi
     cat "$OUT/bench_catalog.txt"
+    # The peer of `alloy bench linalg` on CUDA: torch.linalg on the same rows, with the
+    # ratio to alloy's times read from the table above (appended to the same file).
+    if python3 bench/bench_linalg_torch.py --alloy "$OUT/bench_catalog.txt" > "$OUT/peer.tmp" 2>&1; then
+        note "torch.linalg peer" "ok (bench_catalog.txt)"
+    else
+        note "torch.linalg peer" "FAILED or unavailable (bench_catalog.txt)"
+    fi
+    { echo; echo "== torch.linalg (bench/bench_linalg_torch.py)"; cat "$OUT/peer.tmp"; } | tee -a "$OUT/bench_catalog.txt"
+    rm -f "$OUT/peer.tmp"
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
     if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then
         cat "$OUT/peer.tmp" | tee -a "$OUT/bench_cuda_runtime.txt"
