@@ -173,6 +173,87 @@ alloy_status alloy_det(alloy_array *a, alloy_stream *stream, alloy_array **det);
  * both; n = 0 gives 1 and 0. */
 alloy_status alloy_slogdet(alloy_array *a, alloy_stream *stream, alloy_array **sign, alloy_array **logabsdet);
 
+/* ---- QR, least squares, orthogonal matrices ---- */
+/* Householder QR and what is built on it (docs/linalg.md, "QR"). Operands
+ * are a matrix or a batch of them, (..., m, n) with any leading dimensions
+ * and any m, n >= 0 (tall, square or wide; empty batches are fine), float32
+ * or float64, all on one device; strided operands are read through a
+ * contiguous copy. Outputs follow the LU block's rule: `*out` NULL receives
+ * a new row-contiguous array (the caller frees it); `*out` an array is
+ * written in place (documented shape and dtype, the operands' device,
+ * row-contiguous) and stays the caller's. Nothing waits for the device. */
+
+/* NumPy's linalg.qr modes (k = min(m, n)). */
+typedef enum alloy_qr_mode {
+    ALLOY_QR_REDUCED = 0,  /* Q (..., m, k), R (..., k, n) */
+    ALLOY_QR_COMPLETE = 1, /* Q (..., m, m), R (..., m, n) */
+    ALLOY_QR_R = 2,        /* R (..., k, n) only (q is not used and may be NULL) */
+    ALLOY_QR_RAW = 3       /* LAPACK geqrf's output: *q receives h (..., m, n), R on and above
+                              the diagonal and the Householder vectors below it (row-major, not
+                              NumPy's transposed h), *r receives tau (..., k) */
+} alloy_qr_mode;
+
+/* A = Q R by Householder reflections (LAPACK geqrf; Q formed as orgqr
+ * forms it): Q has orthonormal columns, R is upper triangular with exact
+ * zeros below the diagonal. R's diagonal has LAPACK's signs (not
+ * normalised: R(j,j) = -sign(a) * norm of the column being reduced, where a
+ * is its diagonal element; a column that is already zero below the
+ * diagonal keeps its element and H_j = I). NaN in a matrix gives NaN in
+ * that matrix's results only. */
+alloy_status alloy_qr(alloy_array *a, alloy_qr_mode mode, alloy_stream *stream, alloy_array **q, alloy_array **r);
+
+/* Options of alloy_lstsq. */
+typedef struct alloy_lstsq_options {
+    double rcond; /* rank test: info flags R(i,i) with |R(i,i)| <= rcond * max_j |R(j,j)|;
+                     < 0 (default): max(m, n) * the dtype's machine epsilon (NumPy's default
+                     rcond); 0: only exact zeros and NaN */
+} alloy_lstsq_options;
+
+/* rcond -1 (the default threshold). */
+void alloy_lstsq_options_init(alloy_lstsq_options *options);
+
+/* Least squares through QR for each matrix: a (..., m, n), b (..., m, k)
+ * or (..., m) (one right-hand side per matrix) with a's leading dimensions
+ * exactly (they do not broadcast) and dtype. m >= n: x minimises
+ * ||a x - b||_2 (a = QR, x = R^-1 Q^T b); m < n: x is the minimum-norm
+ * solution of a x = b (through the QR of a^T). *x is (..., n, k) or
+ * (..., n). info (may be NULL: not wanted) -> *info (...) int32: 0, or
+ * 1 + the first i where R(i,i) fails the rank test of options->rcond (a
+ * rank-deficient, nearly so, or NaN matrix); that matrix's x is then NaN
+ * everywhere (no basic or truncated solution is attempted; use an SVD for
+ * those). `options` NULL: the defaults. */
+alloy_status alloy_lstsq(alloy_array *a, alloy_array *b, const alloy_lstsq_options *options, alloy_stream *stream,
+                         alloy_array **x, alloy_array **info);
+
+/* Options of alloy_orthogonal. */
+typedef struct alloy_orthogonal_options {
+    double gain;   /* the result's scale (torch's gain); default 1 */
+    uint64_t seed; /* the generator's seed: the same seed gives the same matrices; default 0 */
+} alloy_orthogonal_options;
+
+/* gain 1, seed 0. */
+void alloy_orthogonal_options_init(alloy_orthogonal_options *options);
+
+/* torch.nn.init.orthogonal_ for a batch: each (rows, cols) matrix of shape
+ * (..., rows, cols) (ndim >= 2) is gain * Q of the QR of a standard normal
+ * matrix, Q's columns multiplied by the signs of R's diagonal; rows < cols
+ * use the QR of the transpose and return Q^T. So the result has
+ * orthonormal columns (rows >= cols) or rows (rows < cols), times gain.
+ * Each matrix is independent (torch flattens the trailing dimensions of a
+ * tensor of more than 2 dimensions into cols instead). The Gaussian
+ * samples are a function of (seed, element index). dtype float32 or
+ * float64; device NULL: out's device if out is given, else the stream's.
+ * `*out` NULL: a new array; given: it must have this shape and dtype. */
+alloy_status alloy_orthogonal(alloy_device *device, alloy_dtype dtype, int ndim, const int64_t *shape,
+                              const alloy_orthogonal_options *options, alloy_stream *stream, alloy_array **out);
+
+/* Orthonormal columns (m >= n) or rows (m < n: through the QR of a^T) of
+ * each matrix of a (..., m, n) -> *out of a's shape and dtype: Q with the
+ * sign fix of alloy_orthogonal (column j is multiplied by the sign of
+ * R(j,j), a zero counting as +), so for a full-rank a it is the factor
+ * Gram-Schmidt would give. `*out == a` is fine. */
+alloy_status alloy_orthonormalize(alloy_array *a, alloy_stream *stream, alloy_array **out);
+
 #ifdef __cplusplus
 }
 #endif
