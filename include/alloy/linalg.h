@@ -254,6 +254,56 @@ alloy_status alloy_orthogonal(alloy_device *device, alloy_dtype dtype, int ndim,
  * Gram-Schmidt would give. `*out == a` is fine. */
 alloy_status alloy_orthonormalize(alloy_array *a, alloy_stream *stream, alloy_array **out);
 
+/* ---- Symmetric eigendecomposition and SVD ---- */
+/* Jacobi methods for batches of small matrices (docs/linalg.md, "Symmetric
+ * eigendecomposition and SVD"): a (..., n, n) or (..., m, n) with any
+ * leading dimensions (an empty batch and n = 0 are fine), float32 or
+ * float64, any strides (read in place). Outputs follow the LU rule: `*out`
+ * NULL receives a new row-contiguous array (the caller frees it); an array
+ * is written in place (documented shape and dtype, a's device,
+ * row-contiguous) and stays the caller's. `info` (may be NULL: not wanted)
+ * -> *info, int32 of the batch shape (...): 0 converged; 1 a NaN or Inf in
+ * the matrix read (every output of that matrix is NaN); 2 not converged
+ * within the sweep limit (the outputs hold the last sweep's decomposition:
+ * orthonormal vectors, values accurate to the off-diagonal part left). No
+ * other matrix of the batch is affected. Nothing waits for the device. */
+
+typedef struct alloy_eigh_options {
+    int upper;           /* 0 (default, NumPy's UPLO='L'): a's lower triangle is read; 1: the upper */
+    int compute_vectors; /* 1 (default): eigenvectors too; 0: eigenvalues only (v is not used) */
+    int max_sweeps;      /* Jacobi sweeps before giving up (info 2); 0: the default, 30 */
+} alloy_eigh_options;
+
+/* upper 0, compute_vectors 1, max_sweeps 0 (30). */
+void alloy_eigh_options_init(alloy_eigh_options *options);
+
+/* NumPy's linalg.eigh (LAPACK syev) for a batch of symmetric matrices:
+ * a (..., n, n), only the triangle named by options->upper read.
+ * *w (..., n): the eigenvalues in ascending order; *v (..., n, n): the
+ * orthonormal eigenvectors as columns (v[..., :, k] belongs to w[..., k];
+ * the sign of each is not fixed, as in LAPACK), only with compute_vectors
+ * (v may then not be NULL; without it v is ignored and may be NULL). */
+alloy_status alloy_eigh(alloy_array *a, const alloy_eigh_options *options, alloy_stream *stream,
+                        alloy_array **w, alloy_array **v, alloy_array **info);
+
+typedef struct alloy_svd_options {
+    int compute_uv;    /* 1 (default): U and V^T too; 0: the singular values only (u, vh not used) */
+    int full_matrices; /* 1 (default, NumPy): U (..., m, m) and V^T (..., n, n); 0: (..., m, k), (..., k, n) */
+    int max_sweeps;    /* Jacobi sweeps before giving up (info 2); 0: the default, 30 */
+} alloy_svd_options;
+
+/* compute_uv 1, full_matrices 1, max_sweeps 0 (30). */
+void alloy_svd_options_init(alloy_svd_options *options);
+
+/* NumPy's linalg.svd for a batch of matrices, a = U diag(s) V^T: a (..., m,
+ * n), k = min(m, n). *s (..., k): the singular values, descending, >= 0.
+ * With compute_uv: *u (..., m, m) (full_matrices) or (..., m, k) with
+ * orthonormal columns, *vh (..., n, n) or (..., k, n) with orthonormal rows
+ * (u and vh may then not be NULL; without compute_uv they are ignored and
+ * may be NULL). One-sided Jacobi on the columns of a (of a^T when m < n). */
+alloy_status alloy_svd(alloy_array *a, const alloy_svd_options *options, alloy_stream *stream,
+                       alloy_array **u, alloy_array **s, alloy_array **vh, alloy_array **info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,179 @@
+/* eigh.c — alloy_eigh (alloy/linalg.h): the symmetric eigendecomposition
+ * of a batch of matrices (NumPy's linalg.eigh) by two-sided Jacobi.
+ *
+ * Validates the arguments (errors name the argument), reduces the leading
+ * dimensions to launches over one strided batch (a is read in place with
+ * any strides), picks a kernel per device and launches it on the caller's
+ * stream; nothing waits for the device. Kernels (each file says what it
+ * does): on the CPU eigh_cpu (one thread per matrix, cyclic Jacobi); on a
+ * GPU eigh_tg (one threadgroup per matrix, round-robin parallel rotations,
+ * the matrix and vectors in threadgroup memory while they fit, else in
+ * device scratch). Sizes and strides are launch constants, so a new shape
+ * never recompiles a kernel. */
+#include <stdint.h>
+#include <string.h>
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+#include "batch_layout.h"
+#include "core/error.h"
+#include "eigh_internal.h"
+#include "lu_internal.h"
+#include "ops/catalog.h"
+
+static const char CPU_FILE[] = "src/ops/linalg/kernels/eigh_cpu.metal";
+static const char TG_FILE[] = "src/ops/linalg/kernels/eigh_tg.metal";
+
+#define EIGH_DEFAULT_SWEEPS 30
+#define EIGH_GPU_MAX_N 256 /* eigh_tg's static arrays: 128 pairs, 256 indices */
+
+void alloy_eigh_options_init(alloy_eigh_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->compute_vectors = 1;
+}
+
+alloy_status alloy_eigh(alloy_array *a, const alloy_eigh_options *options, alloy_stream *stream,
+                        alloy_array **w, alloy_array **v, alloy_array **info) {
+    return alloy_eigh_with_path(a, options, ALLOY_EIGH_AUTO, stream, w, v, info);
+}
+
+/* Threadgroup memory a kernel may hold for its matrices on dev (as lu.c:
+ * the opt-in limit of the GPU generation less room for static arrays). */
+static size_t smem_budget(alloy_device *dev) {
+    if (alloy_device_backend(dev) != ALLOY_BACKEND_CUDA) return (size_t)192 << 10;
+    const int cc = alloy_device_compute_capability(dev);
+    if (cc >= 90) return (size_t)212 << 10;
+    if (cc == 80 || cc == 87) return (size_t)150 << 10;
+    if (cc >= 75) return (size_t)56 << 10;
+    return (size_t)40 << 10;
+}
+
+alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,
+                                  alloy_stream *stream, alloy_array **w, alloy_array **v, alloy_array **info) {
+    static const char fn[] = "alloy_eigh";
+    alloy_eigh_options o;
+    if (options) o = *options;
+    else alloy_eigh_options_init(&o);
+    if (!w)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: w is NULL (pass the address of an alloy_array *: NULL for a new array)", fn);
+    if (o.compute_vectors && !v)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: v is NULL but options->compute_vectors is set (pass the address of an "
+                           "alloy_array *, or clear compute_vectors)",
+                           fn);
+    if (o.max_sweeps < 0)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: options->max_sweeps is %d; it must be >= 0", fn,
+                           o.max_sweeps);
+    const int sweeps = o.max_sweeps ? o.max_sweeps : EIGH_DEFAULT_SWEEPS;
+    alloy_lu_square sq;
+    alloy_status st = alloy_lu_check_square(fn, "a", a, stream, &sq);
+    if (st != ALLOY_OK) return st;
+    const int64_t n = sq.n, es = (int64_t)alloy_dtype_size(sq.dt);
+    const int nd = sq.nd, nb = nd - 2;
+    const int cuda = alloy_device_backend(sq.dev) == ALLOY_BACKEND_CUDA;
+    const int64_t ld_smem = n | 1;
+    const int64_t smem_bytes = (o.compute_vectors ? 2 : 1) * n * ld_smem * es;
+    if (path == ALLOY_EIGH_AUTO) {
+        if (!cuda) path = ALLOY_EIGH_CPU;
+        else if ((size_t)smem_bytes <= smem_budget(sq.dev)) path = ALLOY_EIGH_TG_SMEM;
+        else path = ALLOY_EIGH_TG_DEVICE;
+    }
+    if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
+    if (path != ALLOY_EIGH_CPU && n > EIGH_GPU_MAX_N)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: n = %lld is more than the GPU kernel takes (%d)", fn,
+                           (long long)n, EIGH_GPU_MAX_N);
+
+    alloy_array *W = NULL, *V = NULL, *I = NULL, *work = NULL, *dummy = NULL;
+    int newW = 0, newV = 0, newI = 0;
+    st = alloy_lu_prepare_out(fn, "w", w, sq.dev, sq.dt, nd - 1, sq.shape, &W, &newW);
+    if (st == ALLOY_OK && o.compute_vectors)
+        st = alloy_lu_prepare_out(fn, "v", v, sq.dev, sq.dt, nd, sq.shape, &V, &newV);
+    if (st == ALLOY_OK) {
+        alloy_array *none = NULL;
+        st = alloy_lu_prepare_out(fn, "info", info ? info : &none, sq.dev, ALLOY_INT32, nb, sq.shape, &I, &newI);
+    }
+    /* scratch: the CPU kernel's working matrix, transposed vectors and
+     * order; the device-memory GPU path's matrix and vectors */
+    const int64_t one = 1;
+    int64_t per = 0;
+    if (path == ALLOY_EIGH_CPU) per = 2 * n * n + n;
+    else if (path == ALLOY_EIGH_TG_DEVICE) per = 2 * n * n;
+    if (st == ALLOY_OK && per > 0 && sq.batch > 0) {
+        const int64_t cnt = per * sq.batch;
+        st = alloy_array_new(sq.dev, sq.dt, 1, &cnt, &work);
+    }
+    if (st == ALLOY_OK && (!work || !V)) st = alloy_array_new(sq.dev, sq.dt, 1, &one, &dummy);
+
+    if (st == ALLOY_OK && sq.batch > 0) {
+        const int64_t *sh = alloy_array_shape(a), *stv = alloy_array_strides(a);
+        int64_t s[2][ALLOY_MAX_NDIM];
+        for (int d = 0; d < nb; d++) s[0][d] = stv[d];
+        alloy_batch_contiguous_strides(nb, sh, 1, s[1]);
+        alloy_batch_layout lay;
+        alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])s);
+        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE;
+        const uint32_t nt = !tg ? 1 : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
+        const char *file = tg ? TG_FILE : CPU_FILE;
+        alloy_kernel *k = NULL;
+        alloy_launch *ln = NULL;
+        st = alloy_catalog_kernel(file, &k);
+        if (st == ALLOY_OK) st = alloy_launch_new(&ln);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, W);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, V ? V : dummy);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, I);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", sq.dt);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_EIGH_TG_SMEM);
+        if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
+            st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
+        const struct {
+            const char *name;
+            alloy_dtype dt;
+            int64_t v;
+        } ints[] = {{"n", ALLOY_INT32, n},
+                    {"upper", ALLOY_INT32, o.upper != 0},
+                    {"vectors", ALLOY_INT32, o.compute_vectors != 0},
+                    {"max_sweeps", ALLOY_INT32, sweeps},
+                    {"sa_b", ALLOY_INT64, lay.inner_stride[0]},
+                    {"sa_r", ALLOY_INT64, stv[nd - 2]},
+                    {"sa_c", ALLOY_INT64, stv[nd - 1]},
+                    {"ld", ALLOY_INT64, path == ALLOY_EIGH_TG_SMEM ? ld_smem : n}};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
+            if (tg || strcmp(ints[i].name, "ld") != 0)
+                st = alloy_launch_set_constant_int(ln, ints[i].name, ints[i].dt, ints[i].v);
+        /* whole threadgroups, at most 2^30 threads per launch */
+        const int64_t per_launch = ((int64_t)1 << 30) / nt;
+        alloy_array *ins[1] = {a};
+        for (int64_t ob = 0; ob < lay.outer && st == ALLOY_OK; ob++) {
+            int64_t off[2];
+            alloy_batch_layout_offsets(&lay, ob, off);
+            for (int64_t start = 0; start < lay.inner && st == ALLOY_OK; start += per_launch) {
+                const int64_t cnt = lay.inner - start < per_launch ? lay.inner - start : per_launch;
+                st = alloy_launch_set_constant_int(ln, "a_off", ALLOY_INT64, off[0] + start * lay.inner_stride[0]);
+                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "z_off", ALLOY_INT64, off[1] + start);
+                if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(cnt * nt), 1, 1);
+                alloy_array *res[4] = {NULL, NULL, NULL, NULL};
+                if (st == ALLOY_OK) st = alloy_kernel_apply(k, 1, ins, ln, stream, res);
+                for (int i = 0; i < 4; i++) alloy_array_free(res[i]);
+            }
+        }
+        alloy_launch_free(ln);
+    }
+    alloy_array_free(work);
+    alloy_array_free(dummy);
+    if (st != ALLOY_OK) {
+        if (newW) alloy_array_free(W);
+        if (newV) alloy_array_free(V);
+        if (newI) alloy_array_free(I);
+        return st;
+    }
+    if (newW) *w = W;
+    if (newV) *v = V;
+    if (info && newI) *info = I;
+    else if (newI) alloy_array_free(I);
+    return ALLOY_OK;
+}

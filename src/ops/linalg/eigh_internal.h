@@ -1,0 +1,19 @@
+/* eigh_internal.h — alloy_eigh with the kernel chosen by the caller, so the
+ * tests run every kernel file through the op on any device. */
+#ifndef ALLOY_OPS_LINALG_EIGH_INTERNAL_H
+#define ALLOY_OPS_LINALG_EIGH_INTERNAL_H
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+
+typedef enum alloy_eigh_path {
+    ALLOY_EIGH_AUTO = 0,     /* what alloy_eigh picks for the device */
+    ALLOY_EIGH_CPU = 1,      /* eigh_cpu.metal: one thread per matrix, cyclic Jacobi */
+    ALLOY_EIGH_TG_SMEM = 2,  /* eigh_tg.metal, the matrix and vectors in threadgroup memory */
+    ALLOY_EIGH_TG_DEVICE = 3 /* eigh_tg.metal, the matrix and vectors in device scratch */
+} alloy_eigh_path;
+
+alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,
+                                  alloy_stream *stream, alloy_array **w, alloy_array **v, alloy_array **info);
+
+#endif
