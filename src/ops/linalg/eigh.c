@@ -86,7 +86,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: n = %lld is more than the GPU kernel takes (%d)", fn,
                            (long long)n, EIGH_GPU_MAX_N);
 
-    alloy_array *W = NULL, *V = NULL, *I = NULL, *work = NULL, *dummy = NULL;
+    alloy_array *W = NULL, *V = NULL, *I = NULL, *work = NULL, *dummy[2] = {NULL, NULL};
     int newW = 0, newV = 0, newI = 0;
     st = alloy_lu_prepare_out(fn, "w", w, sq.dev, sq.dt, nd - 1, sq.shape, &W, &newW);
     if (st == ALLOY_OK && o.compute_vectors)
@@ -105,7 +105,8 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         const int64_t cnt = per * sq.batch;
         st = alloy_array_new(sq.dev, sq.dt, 1, &cnt, &work);
     }
-    if (st == ALLOY_OK && (!work || !V)) st = alloy_array_new(sq.dev, sq.dt, 1, &one, &dummy);
+    /* distinct one-element stand-ins for the outputs not used */
+    for (int i = 0; i < 2 && st == ALLOY_OK; i++) st = alloy_array_new(sq.dev, sq.dt, 1, &one, &dummy[i]);
 
     if (st == ALLOY_OK && sq.batch > 0) {
         const int64_t *sh = alloy_array_shape(a), *stv = alloy_array_strides(a);
@@ -122,9 +123,9 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         st = alloy_catalog_kernel(file, &k);
         if (st == ALLOY_OK) st = alloy_launch_new(&ln);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, W);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, V ? V : dummy);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, V ? V : dummy[0]);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, I);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy[1]);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", sq.dt);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_EIGH_TG_SMEM);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
@@ -164,7 +165,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         alloy_launch_free(ln);
     }
     alloy_array_free(work);
-    alloy_array_free(dummy);
+    for (int i = 0; i < 2; i++) alloy_array_free(dummy[i]);
     if (st != ALLOY_OK) {
         if (newW) alloy_array_free(W);
         if (newV) alloy_array_free(V);

@@ -1,0 +1,302 @@
+// svd_tg: singular value decomposition (NumPy's svd) of a batch of m x n
+// matrices by one-sided (Hestenes) Jacobi, one threadgroup per matrix (the
+// GPU path; any backend runs it correctly, max(m, n) <= 256).
+//   A    (batch, m, n) any strides
+//   s    (batch, k), k = min(m, n): singular values, descending
+//   u    (batch, m, ucols): left singular vectors (only when `uv`)
+//   vh   (batch, vrows, n): right singular vectors as rows (only when `uv`)
+//   info (batch) int32: 0 converged, 1 a NaN or Inf was read (s, u, vh
+//        NaN), 2 not converged after max_sweeps sweeps (the last sweep's
+//        decomposition is returned)
+//   work (batch, M*N + N*N): G and V when they do not live in threadgroup
+//        memory (SMEM false); else a dummy
+// G is the tall one of A and A^T: M = max(m, n) rows, N = k columns (G = A
+// when m >= n, else G = A^T). Jacobi makes G's columns orthogonal: G V = U'
+// diag(sigma), sigma_j = ||g_j||, u'_j = g_j / sigma_j. Then A = U' S V^T
+// (tall) or A = V S U'^T (wide): U' goes to u (tall) or vh (wide) and V to
+// vh (tall) or u (wide). U' is completed to an orthonormal basis where a
+// column is missing (full_matrices with M > N, or sigma_j too small to
+// normalise g_j: below 2^-(exponent range) relative to max |a|): each new
+// column starts from the unit vector e_i of the row i least covered by the
+// columns so far (smallest sum of squares along the row, so ||(I - U U^T)
+// e_i||^2 >= (M - cols) / M) and is orthogonalised against all of them
+// twice (classical Gram-Schmidt with reorthogonalisation), then normalised.
+// Template: T (float32, float64), SMEM (true: G column-major and V in
+// dynamic threadgroup memory, (M*N + N*N) * sizeof(T) bytes).
+// Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
+// sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
+// q*sa_c]; matrix b of the launch is matrix z = z_off + b of the outputs.
+// Launch: grid = (batch * NT, 1, 1), threadgroup = (NT, 1, 1), NT a
+// multiple of 32.
+//
+// G is scaled by a power of two so that max |a| is in [0.5, 1) (exact). A
+// sweep is N' - 1 steps of the round-robin tournament over N' = N rounded
+// up to even (as eigh_tg); in each step the N'/2 disjoint pairs are shared
+// out over the SIMD groups, and one SIMD group does a whole pair: its lanes
+// run down the rows for alpha = ||g_p||^2, beta = ||g_q||^2 and gamma =
+// g_p . g_q (simd_sum), and if |gamma| > tol sqrt(alpha) sqrt(beta) (tol =
+// sqrt(M) eps, LAPACK's gesvj) it rotates g_p, g_q and v_p, v_q at once
+// (zeta = (beta - alpha) / 2 gamma, t = sign(zeta) / (|zeta| + sqrt(1 +
+// zeta^2)), c = 1 / sqrt(1 + t^2), s = c t); one barrier per step. The
+// norms are recomputed at every pair from the columns (not updated), so
+// tiny singular values keep their relative accuracy. A sweep without a
+// rotation ends the iteration.
+//! name: alloy_svd_tg
+//! inputs: A
+//! outputs: s u vh info work
+//! ensure_row_contiguous: false
+//! template: T=float32
+//! template: SMEM=true
+//! header:
+inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
+    int a, b;
+    if (i == 0) {
+        a = N - 1;
+        b = r;
+    } else {
+        a = (r + i) % (N - 1);
+        b = (r - i + N - 1) % (N - 1);
+    }
+    p = a < b ? a : b;
+    q = a < b ? b : a;
+}
+
+template <class T, class R>
+inline T alloy_svd_group_sum(T x, R &red, int tid, int nt) {
+    x = simd_sum(x);
+    if ((tid & 31) == 0) red[tid >> 5] = x;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    T s = T(0);
+    for (int k = 0; k < (nt + 31) / 32; k++) s += red[k];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return s;
+}
+template <class T, class R>
+inline T alloy_svd_group_max(T x, R &red, int tid, int nt) {
+    x = simd_max(x);
+    if ((tid & 31) == 0) red[tid >> 5] = x;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    T s = T(0);
+    for (int k = 0; k < (nt + 31) / 32; k++) s = max(s, T(red[k]));
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    return s;
+}
+
+// One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
+// threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
+// V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
+// U' (M or N). Returns info.
+template <class T, class P, class AP, class SO, class UO, class R, class S, class I>
+int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
+                     int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
+                     R &red, S &sig, S &xs, S &rn, S &dots, I &perm) {
+    const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
+    const long mn = long(M) * N;
+    T amax = T(0), bad = T(0);
+    for (long e = tid; e < mn; e += nt) {
+        // e runs along A's rows (p the row of A, q its column)
+        const int an = wide ? M : N;
+        const int p = int(e / an), q = int(e - long(p) * an);
+        const T x = Ab[long(p) * sa_r + long(q) * sa_c];
+        if (!isfinite(x)) bad = T(1);
+        else amax = max(amax, T(fabs(x)));
+        const int i = wide ? q : p, j = wide ? p : q; // G(i, j)
+        G[long(j) * M + i] = x;
+    }
+    amax = alloy_svd_group_max<T>(amax, red, tid, nt);
+    bad = alloy_svd_group_max<T>(bad, red, tid, nt);
+    if (bad != T(0)) {
+        for (int j = tid; j < N; j += nt) sout[j] = T(NAN);
+        if (uv) {
+            for (long e = tid; e < long(M) * ucols; e += nt) {
+                const int i = int(e / ucols), c = int(e - long(i) * ucols);
+                Up[i * urs + c * ucs] = T(NAN);
+            }
+            for (long e = tid; e < long(N) * N; e += nt) {
+                const int i = int(e / N), j = int(e - long(i) * N);
+                Vp[i * vrs + j * vcs] = T(NAN);
+            }
+        }
+        return 1;
+    }
+    int ex = 0;
+    if (amax > T(0)) frexp(amax, ex);
+    for (long e = tid; e < mn; e += nt) G[e] = ldexp(T(G[e]), -ex);
+    if (uv)
+        for (long e = tid; e < long(N) * N; e += nt) {
+            const int j = int(e / N), i = int(e - long(j) * N);
+            V[e] = i == j ? T(1) : T(0);
+        }
+    threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    const T eps = numeric_limits<T>::epsilon();
+    const T tol = eps * sqrt(T(M > 1 ? M : 1));
+    // columns below this norm (relative to max |a| ~ 1) are negligible
+    const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
+    const int Np = N + (N & 1), np = Np / 2;
+    int info = 2;
+    for (int sweep = 0; sweep <= max_sweeps; sweep++) {
+        if (sweep == max_sweeps) break;
+        T rotated = T(0);
+        for (int r = 0; r < Np - 1; r++) {
+            for (int t = warp; t < np; t += nw) {
+                int p, q;
+                alloy_svd_pair(r, t, Np, p, q);
+                if (q >= N) continue;
+                auto gp = G + long(p) * M;
+                auto gq = G + long(q) * M;
+                T al = T(0), be = T(0), ga = T(0);
+                for (int i = lane; i < M; i += 32) {
+                    const T x = gp[i], y = gq[i];
+                    al = fma(x, x, al);
+                    be = fma(y, y, be);
+                    ga = fma(x, y, ga);
+                }
+                al = simd_sum(al);
+                be = simd_sum(be);
+                ga = simd_sum(ga);
+                const T na = sqrt(al), nb = sqrt(be);
+                if (!(fabs(ga) > tol * na * nb) || na <= tiny || nb <= tiny) continue;
+                rotated = T(1);
+                const T zeta = (be - al) / (T(2) * ga);
+                const T az = fabs(zeta);
+                const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
+                const T tn = (zeta >= T(0) ? T(1) : T(-1)) / (az + root);
+                const T c = T(1) / sqrt(T(1) + tn * tn), s = c * tn;
+                for (int i = lane; i < M; i += 32) {
+                    const T x = gp[i], y = gq[i];
+                    gp[i] = c * x - s * y;
+                    gq[i] = s * x + c * y;
+                }
+                if (uv) {
+                    auto vp = V + long(p) * N;
+                    auto vq = V + long(q) * N;
+                    for (int i = lane; i < N; i += 32) {
+                        const T x = vp[i], y = vq[i];
+                        vp[i] = c * x - s * y;
+                        vq[i] = s * x + c * y;
+                    }
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        }
+        rotated = alloy_svd_group_max<T>(rotated, red, tid, nt);
+        if (rotated == T(0)) {
+            info = 0;
+            break;
+        }
+    }
+    // the singular values, ranked (descending, ties by index)
+    for (int j = warp; j < N; j += nw) {
+        auto gj = G + long(j) * M;
+        T ss = T(0);
+        for (int i = lane; i < M; i += 32) ss = fma(T(gj[i]), T(gj[i]), ss);
+        ss = simd_sum(ss);
+        if (lane == 0) sig[j] = sqrt(ss);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int j = tid; j < N; j += nt) {
+        const T sj = sig[j];
+        int rank = 0;
+        for (int i = 0; i < N; i++) {
+            const T si = sig[i];
+            rank += (si > sj || (si == sj && i < j)) ? 1 : 0;
+        }
+        perm[rank] = j;
+        sout[rank] = ldexp(sj, ex);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (!uv) return info;
+    // V, columns in the order of the values
+    for (long e = tid; e < long(N) * N; e += nt) {
+        const int i = int(e / N), c = int(e - long(i) * N);
+        Vp[i * vrs + c * vcs] = V[long(perm[c]) * N + i];
+    }
+    // U': the normalised columns; how many there are (they come first)
+    int good = 0;
+    for (int c = 0; c < N; c++) good += T(sig[perm[c]]) > tiny ? 1 : 0;
+    for (long e = tid; e < long(M) * N; e += nt) {
+        const int i = int(e / N), c = int(e - long(i) * N);
+        if (c < good) {
+            const int j = perm[c];
+            Up[i * urs + c * ucs] = T(G[long(j) * M + i]) / T(sig[j]);
+        }
+    }
+    if (good == ucols) return info;
+    threadgroup_barrier(mem_flags::mem_device);
+    // complete the basis: row sums of squares of the columns so far
+    for (int i = tid; i < M; i += nt) {
+        T r = T(0);
+        for (int c = 0; c < good; c++) {
+            const T x = Up[i * urs + c * ucs];
+            r = fma(x, x, r);
+        }
+        rn[i] = r;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int c = good; c < ucols; c++) {
+        int best = 0;
+        for (int i = 1; i < M; i++)
+            if (T(rn[i]) < T(rn[best])) best = i;
+        for (int i = tid; i < M; i += nt) xs[i] = i == best ? T(1) : T(0);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int pass = 0; pass < 2; pass++) {
+            for (int cc = tid; cc < c; cc += nt) {
+                T d = T(0);
+                for (int i = 0; i < M; i++) d = fma(T(Up[i * urs + cc * ucs]), T(xs[i]), d);
+                dots[cc] = d;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int i = tid; i < M; i += nt) {
+                T x = xs[i];
+                for (int cc = 0; cc < c; cc++) x = fma(-T(dots[cc]), T(Up[i * urs + cc * ucs]), x);
+                xs[i] = x;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        T nx = T(0);
+        for (int i = tid; i < M; i += nt) nx = fma(T(xs[i]), T(xs[i]), nx);
+        nx = alloy_svd_group_sum<T>(nx, red, tid, nt);
+        const T inv = T(1) / sqrt(nx);
+        for (int i = tid; i < M; i += nt) {
+            const T x = T(xs[i]) * inv;
+            Up[i * urs + c * ucs] = x;
+            rn[i] = fma(x, x, T(rn[i]));
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    }
+    return info;
+}
+//! body:
+threadgroup T red[32];
+threadgroup T sig[256];
+threadgroup T xs[256];
+threadgroup T rn[256];
+threadgroup T dots[256];
+threadgroup int perm[256];
+const int tid = int(thread_index_in_threadgroup);
+const int nt = int(threads_per_threadgroup.x);
+const long bz = long(threadgroup_position_in_grid.x);
+const long z = z_off + bz;
+const bool wide = m < n;
+const int M = wide ? n : m, N = wide ? m : n;
+const long mn = long(M) * N;
+auto Ab = A + (a_off + bz * sa_b);
+auto sz = s + z * long(N);
+// U' and V in the outputs (see the file's comment)
+const int vrows_ = vrows;
+const int ucn = wide ? vrows_ : ucols; // columns of U'
+auto Up = wide ? vh + (uv ? z * long(vrows_) * n : 0L) : u + (uv ? z * long(m) * ucols : 0L);
+auto Vo = wide ? u + (uv ? z * long(m) * m : 0L) : vh + (uv ? z * long(vrows_) * n : 0L);
+const long urs = wide ? 1L : long(ucols), ucs = wide ? long(n) : 1L;
+const long vrs = wide ? long(m) : 1L, vcs = wide ? 1L : long(n);
+int info_m;
+if (SMEM) {
+    threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
+    info_m = alloy_svd_tg_run<T>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+} else {
+    auto wk = work + z * (mn + long(N) * N);
+    info_m = alloy_svd_tg_run<T>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+}
+if (tid == 0) info[z] = info_m;

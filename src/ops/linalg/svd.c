@@ -1,0 +1,207 @@
+/* svd.c — alloy_svd (alloy/linalg.h): the singular value decomposition of
+ * a batch of matrices (NumPy's linalg.svd) by one-sided Jacobi.
+ *
+ * Validates the arguments (errors name the argument), reduces the leading
+ * dimensions to launches over one strided batch (a is read in place with
+ * any strides), picks a kernel per device and launches it on the caller's
+ * stream; nothing waits for the device. Kernels (each file says what it
+ * does): on the CPU svd_cpu (one thread per matrix, cyclic one-sided
+ * Jacobi); on a GPU svd_tg (one threadgroup per matrix, round-robin
+ * parallel pairs, one SIMD group per pair, the columns and V in threadgroup
+ * memory while they fit, else in device scratch). Both work on the tall one
+ * of a and a^T. Sizes and strides are launch constants, so a new shape
+ * never recompiles a kernel. */
+#include <stdint.h>
+#include <string.h>
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+#include "batch_layout.h"
+#include "core/error.h"
+#include "lu_internal.h"
+#include "ops/catalog.h"
+#include "svd_internal.h"
+
+static const char CPU_FILE[] = "src/ops/linalg/kernels/svd_cpu.metal";
+static const char TG_FILE[] = "src/ops/linalg/kernels/svd_tg.metal";
+
+#define SVD_DEFAULT_SWEEPS 30
+#define SVD_GPU_MAX 256 /* svd_tg's static arrays: 256 rows of the tall matrix */
+
+void alloy_svd_options_init(alloy_svd_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->compute_uv = 1;
+    o->full_matrices = 1;
+}
+
+alloy_status alloy_svd(alloy_array *a, const alloy_svd_options *options, alloy_stream *stream, alloy_array **u,
+                       alloy_array **s, alloy_array **vh, alloy_array **info) {
+    return alloy_svd_with_path(a, options, ALLOY_SVD_AUTO, stream, u, s, vh, info);
+}
+
+/* Threadgroup memory a kernel may hold for its matrices on dev (as lu.c). */
+static size_t smem_budget(alloy_device *dev) {
+    if (alloy_device_backend(dev) != ALLOY_BACKEND_CUDA) return (size_t)192 << 10;
+    const int cc = alloy_device_compute_capability(dev);
+    if (cc >= 90) return (size_t)200 << 10;
+    if (cc == 80 || cc == 87) return (size_t)140 << 10;
+    if (cc >= 75) return (size_t)48 << 10;
+    return (size_t)32 << 10;
+}
+
+alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *options, alloy_svd_path path,
+                                 alloy_stream *stream, alloy_array **u, alloy_array **s, alloy_array **vh,
+                                 alloy_array **info) {
+    static const char fn[] = "alloy_svd";
+    alloy_svd_options o;
+    if (options) o = *options;
+    else alloy_svd_options_init(&o);
+    if (!a) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is NULL", fn);
+    if (!s)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: s is NULL (pass the address of an alloy_array *: NULL for a new array)", fn);
+    if (o.compute_uv && (!u || !vh))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: %s is NULL but options->compute_uv is set (pass the address of an alloy_array *, "
+                           "or clear compute_uv)",
+                           fn, !u ? "u" : "vh");
+    if (o.max_sweeps < 0)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: options->max_sweeps is %d; it must be >= 0", fn,
+                           o.max_sweeps);
+    const int sweeps = o.max_sweeps ? o.max_sweeps : SVD_DEFAULT_SWEEPS;
+    alloy_device *dev = alloy_array_device(a);
+    if (stream && alloy_stream_device(stream) != dev)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the stream belongs to %s but a lives on %s", fn,
+                           alloy_device_name(alloy_stream_device(stream)), alloy_device_name(dev));
+    const alloy_dtype dt = alloy_array_dtype(a);
+    if (dt != ALLOY_FLOAT32 && dt != ALLOY_FLOAT64)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %s; it must be float32 or float64", fn,
+                           alloy_dtype_name(dt));
+    const int nd = alloy_array_ndim(a);
+    if (nd < 2)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: a is %d-D; it must be a matrix or a batch of them (..., m, n)", fn, nd);
+    const int64_t *sh = alloy_array_shape(a), *stv = alloy_array_strides(a);
+    const int64_t m = sh[nd - 2], n = sh[nd - 1];
+    if (m > INT32_MAX / 4 || n > INT32_MAX / 4)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: a is %lld x %lld, too large", fn, (long long)m,
+                           (long long)n);
+    const int64_t k = m < n ? m : n, M = m < n ? n : m, N = k;
+    const int64_t ucols = o.full_matrices ? m : k, vrows = o.full_matrices ? n : k;
+    const int nb = nd - 2;
+    int64_t batch = 1;
+    for (int d = 0; d < nb; d++) batch *= sh[d];
+    const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
+    const int64_t es = (int64_t)alloy_dtype_size(dt);
+    const int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
+    if (path == ALLOY_SVD_AUTO) {
+        if (!cuda) path = ALLOY_SVD_CPU;
+        else if ((size_t)smem_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_SMEM;
+        else path = ALLOY_SVD_TG_DEVICE;
+    }
+    if (path != ALLOY_SVD_CPU && path != ALLOY_SVD_TG_SMEM && path != ALLOY_SVD_TG_DEVICE)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
+    if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                           "%s: a is %lld x %lld; the GPU kernel takes at most %d rows and columns", fn,
+                           (long long)m, (long long)n, SVD_GPU_MAX);
+
+    /* output shapes: the batch, then (k), (m, ucols), (vrows, n) */
+    int64_t ss[ALLOY_MAX_NDIM], us[ALLOY_MAX_NDIM], vs[ALLOY_MAX_NDIM];
+    for (int d = 0; d < nb; d++) ss[d] = us[d] = vs[d] = sh[d];
+    ss[nb] = k;
+    us[nb] = m;
+    us[nb + 1] = ucols;
+    vs[nb] = vrows;
+    vs[nb + 1] = n;
+    alloy_array *S = NULL, *U = NULL, *VH = NULL, *I = NULL, *work = NULL, *dummy[3] = {NULL, NULL, NULL};
+    int newS = 0, newU = 0, newVH = 0, newI = 0;
+    alloy_status st = alloy_lu_prepare_out(fn, "s", s, dev, dt, nb + 1, ss, &S, &newS);
+    if (st == ALLOY_OK && o.compute_uv) st = alloy_lu_prepare_out(fn, "u", u, dev, dt, nd, us, &U, &newU);
+    if (st == ALLOY_OK && o.compute_uv) st = alloy_lu_prepare_out(fn, "vh", vh, dev, dt, nd, vs, &VH, &newVH);
+    if (st == ALLOY_OK) {
+        alloy_array *none = NULL;
+        st = alloy_lu_prepare_out(fn, "info", info ? info : &none, dev, ALLOY_INT32, nb, sh, &I, &newI);
+    }
+    const int64_t one = 1;
+    int64_t per = 0;
+    if (path == ALLOY_SVD_CPU) per = M * N + N * N + 2 * N + 3 * M;
+    else if (path == ALLOY_SVD_TG_DEVICE) per = M * N + N * N;
+    if (st == ALLOY_OK && per > 0 && batch > 0) {
+        const int64_t cnt = per * batch;
+        st = alloy_array_new(dev, dt, 1, &cnt, &work);
+    }
+    /* distinct one-element stand-ins for the outputs not used */
+    for (int i = 0; i < 3 && st == ALLOY_OK; i++) st = alloy_array_new(dev, dt, 1, &one, &dummy[i]);
+
+    if (st == ALLOY_OK && batch > 0) {
+        int64_t bs[2][ALLOY_MAX_NDIM];
+        for (int d = 0; d < nb; d++) bs[0][d] = stv[d];
+        alloy_batch_contiguous_strides(nb, sh, 1, bs[1]);
+        alloy_batch_layout lay;
+        alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])bs);
+        const int tg = path != ALLOY_SVD_CPU;
+        const uint32_t nt = !tg ? 1 : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
+        alloy_kernel *kern = NULL;
+        alloy_launch *ln = NULL;
+        st = alloy_catalog_kernel(tg ? TG_FILE : CPU_FILE, &kern);
+        if (st == ALLOY_OK) st = alloy_launch_new(&ln);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, S);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, U ? U : dummy[0]);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, VH ? VH : dummy[1]);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, I);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy[2]);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", dt);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_SVD_TG_SMEM);
+        if (st == ALLOY_OK && path == ALLOY_SVD_TG_SMEM)
+            st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
+        const struct {
+            const char *name;
+            alloy_dtype dt;
+            int64_t v;
+        } ints[] = {{"m", ALLOY_INT32, m},
+                    {"n", ALLOY_INT32, n},
+                    {"uv", ALLOY_INT32, o.compute_uv != 0},
+                    {"ucols", ALLOY_INT32, ucols},
+                    {"vrows", ALLOY_INT32, vrows},
+                    {"max_sweeps", ALLOY_INT32, sweeps},
+                    {"sa_b", ALLOY_INT64, lay.inner_stride[0]},
+                    {"sa_r", ALLOY_INT64, stv[nd - 2]},
+                    {"sa_c", ALLOY_INT64, stv[nd - 1]}};
+        for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
+            st = alloy_launch_set_constant_int(ln, ints[i].name, ints[i].dt, ints[i].v);
+        const int64_t per_launch = ((int64_t)1 << 30) / nt;
+        alloy_array *ins[1] = {a};
+        for (int64_t ob = 0; ob < lay.outer && st == ALLOY_OK; ob++) {
+            int64_t off[2];
+            alloy_batch_layout_offsets(&lay, ob, off);
+            for (int64_t start = 0; start < lay.inner && st == ALLOY_OK; start += per_launch) {
+                const int64_t cnt = lay.inner - start < per_launch ? lay.inner - start : per_launch;
+                st = alloy_launch_set_constant_int(ln, "a_off", ALLOY_INT64, off[0] + start * lay.inner_stride[0]);
+                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "z_off", ALLOY_INT64, off[1] + start);
+                if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(cnt * nt), 1, 1);
+                alloy_array *res[5] = {NULL, NULL, NULL, NULL, NULL};
+                if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 1, ins, ln, stream, res);
+                for (int i = 0; i < 5; i++) alloy_array_free(res[i]);
+            }
+        }
+        alloy_launch_free(ln);
+    }
+    alloy_array_free(work);
+    for (int i = 0; i < 3; i++) alloy_array_free(dummy[i]);
+    if (st != ALLOY_OK) {
+        if (newS) alloy_array_free(S);
+        if (newU) alloy_array_free(U);
+        if (newVH) alloy_array_free(VH);
+        if (newI) alloy_array_free(I);
+        return st;
+    }
+    if (newS) *s = S;
+    if (newU) *u = U;
+    if (newVH) *vh = VH;
+    if (info && newI) *info = I;
+    else if (newI) alloy_array_free(I);
+    return ALLOY_OK;
+}

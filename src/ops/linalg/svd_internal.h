@@ -1,0 +1,20 @@
+/* svd_internal.h — alloy_svd with the kernel chosen by the caller, so the
+ * tests run every kernel file through the op on any device. */
+#ifndef ALLOY_OPS_LINALG_SVD_INTERNAL_H
+#define ALLOY_OPS_LINALG_SVD_INTERNAL_H
+
+#include "alloy/alloy.h"
+#include "alloy/linalg.h"
+
+typedef enum alloy_svd_path {
+    ALLOY_SVD_AUTO = 0,     /* what alloy_svd picks for the device */
+    ALLOY_SVD_CPU = 1,      /* svd_cpu.metal: one thread per matrix, cyclic one-sided Jacobi */
+    ALLOY_SVD_TG_SMEM = 2,  /* svd_tg.metal, the columns and V in threadgroup memory */
+    ALLOY_SVD_TG_DEVICE = 3 /* svd_tg.metal, the columns and V in device scratch */
+} alloy_svd_path;
+
+alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *options, alloy_svd_path path,
+                                 alloy_stream *stream, alloy_array **u, alloy_array **s, alloy_array **vh,
+                                 alloy_array **info);
+
+#endif
