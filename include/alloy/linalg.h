@@ -265,8 +265,9 @@ alloy_status alloy_orthonormalize(alloy_array *a, alloy_stream *stream, alloy_ar
  * -> *info, int32 of the batch shape (...): 0 converged; 1 a NaN or Inf in
  * the matrix read (every output of that matrix is NaN); 2 not converged
  * within the sweep limit (the outputs hold the last sweep's decomposition:
- * orthonormal vectors, values accurate to the off-diagonal part left). No
- * other matrix of the batch is affected. Nothing waits for the device. */
+ * orthonormal eigenvectors and V, U's columns normalised but not yet
+ * orthogonal, values accurate to the part not yet diagonalised). No other
+ * matrix of the batch is affected. Nothing waits for the device. */
 
 typedef struct alloy_eigh_options {
     int upper;           /* 0 (default, NumPy's UPLO='L'): a's lower triangle is read; 1: the upper */
