@@ -22,12 +22,19 @@ dimensions)::
     d = alloy.linalg.det(a)
     sign, logabsdet = alloy.linalg.slogdet(a)
 
+QR and what is built on it take tall, square and wide matrices::
+
+    q, r = alloy.linalg.qr(a)                     # numpy.linalg.qr (modes: reduced, complete, r, raw)
+    x = alloy.linalg.lstsq(a, b)                  # numpy.linalg.lstsq's x (QR; min-norm when wide)
+    w = alloy.linalg.orthogonal((64, 256), gain=1.0, seed=3)   # torch.nn.init.orthogonal_
+    q = alloy.linalg.orthonormalize(a)            # orthonormal columns of a (rows when wide)
+
 Where LAPACK reports a failed matrix in ``info`` (Cholesky of a matrix that
-is not positive definite, LU of a singular one), ``check=True`` (the
-default) reads ``info`` — which waits for the device — and raises
-:class:`LinAlgError` naming the failing batch indices; ``check=False`` does
-not wait and returns ``info`` (an int32 alloy.Array of the batch shape) as
-the last element of a tuple.
+is not positive definite, LU of a singular one; and lstsq of a rank-deficient
+one), ``check=True`` (the default) reads ``info`` — which waits for the
+device — and raises :class:`LinAlgError` naming the failing batch indices;
+``check=False`` does not wait and returns ``info`` (an int32 alloy.Array of
+the batch shape) as the last element of a tuple.
 
 Operands are any arrays alloy takes (NumPy, PyTorch, CuPy, JAX through
 DLPack, or alloy.Array); results are alloy.Array on the operands' device,
@@ -46,14 +53,19 @@ from ._alloy import (
     _inv,
     _lu_factor,
     _lu_solve,
+    _lstsq,
     _matmul,
+    _orthogonal,
+    _orthonormalize,
+    _qr,
     _slogdet,
     _solve,
     _solve_triangular,
 )
 
 __all__ = ["LinAlgError", "SlogdetResult", "matmul", "cholesky", "cholesky_solve", "cho_solve",
-           "solve_triangular", "lu_factor", "lu_solve", "solve", "inv", "det", "slogdet"]
+           "solve_triangular", "lu_factor", "lu_solve", "solve", "inv", "det", "slogdet", "QRResult", "qr",
+           "lstsq", "orthogonal", "orthonormalize"]
 
 try:  # NumPy's class too, so `except numpy.linalg.LinAlgError` catches ours
     from numpy.linalg import LinAlgError as _NumPyLinAlgError
@@ -280,6 +292,96 @@ def slogdet(a, /, *, stream=None):
     return SlogdetResult(sign, logabsdet)
 
 
-# QR, least squares, eigh and SVD bind here the same way (a _name in
-# python/src/linalg_factor.c or a file beside it, a wrapper with NumPy's
-# signature, info checked by _check_info) once their C APIs exist.
+# ---- QR, least squares, orthogonal matrices ----------------------------------------
+
+QRResult = namedtuple("QRResult", ["Q", "R"])
+QRResult.__doc__ = "numpy.linalg.qr's result for modes 'reduced' and 'complete': a = Q @ R."
+
+_QR_MODES = {"reduced": 0, "complete": 1, "r": 2, "raw": 3}
+
+
+def qr(a, mode="reduced", *, stream=None):
+    """numpy.linalg.qr for a batch: Householder QR (LAPACK geqrf, Q as orgqr forms it).
+
+    a: (..., m, n), float32 or float64, tall, square or wide; k = min(m, n).
+    mode "reduced": QRResult(Q (..., m, k), R (..., k, n)); "complete":
+    QRResult(Q (..., m, m), R (..., m, n)); "r": R (..., k, n) only; "raw":
+    (h (..., n, m), tau (..., k)), geqrf's output in NumPy's layout (h is the
+    transpose of the factored matrix: R on and above the diagonal of h^T,
+    the Householder vectors below it; the C API's h is h^T, row-major). R is
+    upper triangular with exact zeros below the diagonal and LAPACK's (and
+    NumPy's) signs on its diagonal. A NaN in a matrix gives NaN in that
+    matrix's results only. Never raises for rank-deficient matrices.
+    """
+    if not isinstance(mode, str) or mode not in _QR_MODES:
+        raise InvalidArgumentError(f"qr: mode is {mode!r}; it must be 'reduced', 'complete', 'r' or 'raw'")
+    q, r = _qr(a, _QR_MODES[mode], stream)
+    if mode == "r":
+        return r
+    if mode == "raw":
+        return q, r
+    return QRResult(q, r)
+
+
+def lstsq(a, b, rcond=None, *, check=True, out=None, stream=None):
+    """Least squares through QR: numpy.linalg.lstsq's x, for a batch.
+
+    a: (..., m, n); b: (..., m, k), or 1-D (m,) for one vector shared by
+    every matrix (the result is then (..., n)); leading dimensions
+    broadcast as in solve. m >= n: x minimises ||a x - b||_2; m < n: x is the
+    minimum-norm solution of a x = b. Returns x only (NumPy returns (x,
+    residuals, rank, s): there is no SVD here).
+
+    Rank: QR without pivoting does not reveal the rank, so a matrix with
+    |R[i, i]| <= rcond * max_j |R[j, j]| (R of a, or of a^T when wide), or
+    NaN on R's diagonal, is flagged rather than solved: its x is NaN.
+    rcond None or negative: max(m, n) * eps of the dtype (NumPy's default);
+    0: only exact zeros. (NumPy's rcond cuts singular values and returns the
+    SVD's minimum-norm solution of a rank-deficient system instead.)
+    check=True raises LinAlgError naming the rank-deficient matrices (waits
+    for the device); check=False returns (x, info), info int32 of the batch
+    shape: 0, or i + 1 for the first R[i, i] that fails the test.
+    """
+    x, info = _lstsq(a, b, -1.0 if rcond is None else float(rcond), out, stream)
+    if not check:
+        return x, info
+    _check_info("lstsq", info, "rank-deficient",
+                lambda c: f"|R[{c - 1}, {c - 1}]| <= rcond * max |R[j, j]|, or NaN")
+    return x
+
+
+def orthogonal(shape, gain=1.0, *, seed=0, dtype=None, device=None, out=None, stream=None):
+    """torch.nn.init.orthogonal_ for a batch: gain * a random orthogonal matrix per (rows, cols).
+
+    shape: (..., rows, cols), two dimensions or more; each matrix is gain *
+    Q of the QR of a standard normal matrix, Q's columns times the signs of
+    R's diagonal (Haar-distributed): orthonormal columns (rows >= cols) or
+    rows (rows < cols), times gain. Every matrix of the leading dimensions is
+    independent (torch flattens the dimensions after the first into cols
+    instead: ask for (rows, prod(rest)) and reshape for that). The samples
+    are alloy's own counter-based generator of (seed, element index): the
+    same seed gives the same matrices on every run and device (up to
+    rounding), not torch's numbers. dtype: float32 (default) or float64
+    (default out's when out is given). device: default out's, else the
+    stream's, else alloy's default device. out: an array of this shape and
+    dtype to fill in place (a torch parameter, say) and return as given.
+    """
+    return _orthogonal(tuple(shape), float(gain), seed, dtype, device, out, stream)
+
+
+def orthonormalize(a, /, *, out=None, stream=None):
+    """Orthonormal columns (rows when wide) spanning each matrix of a (..., m, n).
+
+    Q of a's QR (of a^T when m < n) with the sign fix of orthogonal (column j
+    times the sign of R[j, j], zero counting as +): for a full-rank tall a,
+    Q^T a is upper triangular with a positive diagonal, the basis
+    Gram-Schmidt would give, computed stably. A rank-deficient a still gets
+    an orthonormal Q. out: an array of a's shape and dtype (a itself is
+    fine) to write into and return.
+    """
+    return _orthonormalize(a, out, stream)
+
+
+# eigh and SVD bind here the same way (a _name in python/src/linalg_factor.c or
+# a file beside it, a wrapper with NumPy's signature, info checked by
+# _check_info) once their C APIs exist.

@@ -153,6 +153,11 @@ PyObject *alloypy_inv(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_det(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_slogdet(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_info_failures(PyObject *self, PyObject *info);
+/* QR, least squares, orthogonal matrices (linalg_qr.c) */
+PyObject *alloypy_qr(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_lstsq(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_orthogonal(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_orthonormalize(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);

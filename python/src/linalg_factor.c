@@ -14,28 +14,14 @@
  * (SciPy's) 0-based pivots are converted to LAPACK's 1-based ones and back
  * by a one-line kernel on the op's stream. */
 #include "alloy_py.h"
+#include "linalg_ops.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_OPERANDS 3
-
-typedef struct op_ctx {
-    const char *name;
-    int n;
-    alloypy_probe probe[MAX_OPERANDS];
-    alloy_array *in[MAX_OPERANDS];
-    PyObject *out_obj; /* Py_None: no out */
-    alloypy_probe out_probe;
-    alloy_array *out; /* the converted out, or NULL */
-    alloy_device *dev;
-    AlloyPy_Stream *sobj;
-    alloy_stream *stream;
-} op_ctx;
-
 /* Probes and converts the operands and out on one device, resolves the stream. */
-static int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names,
-                    PyObject *out_obj, PyObject *stream_obj) {
+int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
+             PyObject *stream_obj) {
     memset(c, 0, sizeof *c);
     c->name = name;
     c->n = n;
@@ -64,21 +50,21 @@ static int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, c
     return 0;
 }
 
-static void ctx_close(op_ctx *c) {
+void ctx_close(op_ctx *c) {
     for (int i = 0; i < MAX_OPERANDS; i++) alloy_array_free(c->in[i]);
     alloy_array_free(c->out);
     Py_XDECREF(c->sobj);
 }
 
 /* A new alloy.Array for a result the op allocated (takes the reference). */
-static PyObject *ctx_wrap(op_ctx *c, alloy_array **a) {
+PyObject *ctx_wrap(op_ctx *c, alloy_array **a) {
     PyObject *r = alloypy_array_wrap(*a, (PyObject *)c->sobj);
     *a = NULL;
     return r;
 }
 
 /* The main result: out as given when there was one, else a new array. */
-static PyObject *ctx_result(op_ctx *c, alloy_array **a) {
+PyObject *ctx_result(op_ctx *c, alloy_array **a) {
     if (c->out) {
         *a = NULL; /* it is c->out, freed by ctx_close */
         Py_INCREF(c->out_obj);
@@ -87,7 +73,7 @@ static PyObject *ctx_result(op_ctx *c, alloy_array **a) {
     return ctx_wrap(c, a);
 }
 
-static PyObject *ctx_fail(op_ctx *c, alloy_status st) {
+PyObject *ctx_fail(op_ctx *c, alloy_status st) {
     (void)c;
     return alloypy_raise(st, NULL);
 }
@@ -149,11 +135,11 @@ static int broadcast_batch(const char *name, int an, const int64_t *as, int bn, 
     return 0;
 }
 
-/* For the LU solves: the matrices m (..., n, n) (and pivots (..., n) when
+/* For the LU solves (and lstsq, linalg_qr.c): the matrices m (..., n, n) (and pivots (..., n) when
  * given) and b ((..., n, k), or 1-D (n,): one vector) broadcast to common
  * leading dimensions, as numpy.linalg.solve does; b stays a vector (C API:
  * (..., n)) when it is 1-D. Replaces c->in[im], c->in[ip], c->in[ib]. */
-static int broadcast_solve_operands(op_ctx *c, int im, int ip, int ib) {
+int broadcast_solve_operands(op_ctx *c, int im, int ip, int ib) {
     alloy_array *m = c->in[im], *b = c->in[ib];
     const int mn = alloy_array_ndim(m), bn = alloy_array_ndim(b);
     if (mn < 2 || bn < 1) return 0; /* the C op explains */

@@ -144,6 +144,10 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(inv, "_inv(a, out, stream) -> (inverse, info): alloy.linalg.inv."),
     LINALG_FN(det, "_det(a, stream): alloy.linalg.det."),
     LINALG_FN(slogdet, "_slogdet(a, stream) -> (sign, logabsdet): alloy.linalg.slogdet."),
+    LINALG_FN(qr, "_qr(a, mode, stream) -> (q or None, r), raw: (h (..., n, m), tau): alloy.linalg.qr."),
+    LINALG_FN(lstsq, "_lstsq(a, b, rcond, out, stream) -> (x, info): alloy.linalg.lstsq."),
+    LINALG_FN(orthogonal, "_orthogonal(shape, gain, seed, dtype, device, out, stream): alloy.linalg.orthogonal."),
+    LINALG_FN(orthonormalize, "_orthonormalize(a, out, stream): alloy.linalg.orthonormalize."),
 #undef LINALG_FN
     {"_info_failures", alloypy_info_failures, METH_O,
      "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},

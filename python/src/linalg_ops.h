@@ -1,0 +1,44 @@
+/* linalg_ops.h — what the files of alloy.linalg's factorizations share
+ * (linalg_factor.c, linalg_qr.c): the context of one op call (operands and
+ * out probed and converted on one device, the stream resolved) and the
+ * broadcasting of a solve's operands. Private to the extension. */
+#ifndef ALLOY_PY_LINALG_OPS_H
+#define ALLOY_PY_LINALG_OPS_H
+
+#include "alloy_py.h"
+
+#define MAX_OPERANDS 3
+
+typedef struct op_ctx {
+    const char *name;
+    int n;
+    alloypy_probe probe[MAX_OPERANDS];
+    alloy_array *in[MAX_OPERANDS];
+    PyObject *out_obj; /* Py_None: no out */
+    alloypy_probe out_probe;
+    alloy_array *out; /* the converted out, or NULL */
+    alloy_device *dev;
+    AlloyPy_Stream *sobj;
+    alloy_stream *stream;
+} op_ctx;
+
+/* Probes and converts the n operands objs (named `names` in messages) and
+ * out (Py_None: none) on one device — the stream's, out's, the first
+ * operand not on the CPU, the first operand's — and resolves the stream.
+ * -1 with an exception; ctx_close is needed either way. */
+int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
+             PyObject *stream_obj);
+void ctx_close(op_ctx *c);
+/* A new alloy.Array for a result the op allocated (takes the reference). */
+PyObject *ctx_wrap(op_ctx *c, alloy_array **a);
+/* The main result: out as given when there was one, else a new array. */
+PyObject *ctx_result(op_ctx *c, alloy_array **a);
+/* Raises the op's failure; returns NULL. */
+PyObject *ctx_fail(op_ctx *c, alloy_status st);
+/* NumPy 2's solve broadcasting: the matrices c->in[im] (..., m, n), pivots
+ * c->in[ip] (..., n) when ip >= 0, and b c->in[ib] ((..., m, k), or 1-D:
+ * one vector for every matrix, passed as the C API's (..., m)) replaced by
+ * views with common leading dimensions (stride 0 where broadcast). */
+int broadcast_solve_operands(op_ctx *c, int im, int ip, int ib);
+
+#endif
