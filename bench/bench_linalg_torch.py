@@ -1,6 +1,6 @@
 """bench_linalg_torch.py — the CUDA peer of `alloy bench linalg`: torch.linalg
 on the same rows (cholesky, lu_factor, solve with one right-hand side, inv,
-det; 10 000 x n x n for n = 8 ... 128 and 1 000 x 256 x 256; float32 and
+det, qr in its reduced mode; 10 000 x n x n for n = 8 ... 128 and 1 000 x 256 x 256; float32 and
 float64), inputs drawn the same way, timed the same way (wall clock around
 back-to-back calls and one torch.cuda.synchronize(), outputs given, the
 median of 9 batches after a warm-up), with the same error measures on 8 sample
@@ -21,7 +21,7 @@ import time
 import numpy as np
 import torch
 
-OPS = ["cholesky", "lu_factor", "solve", "inv", "det"]
+OPS = ["cholesky", "lu_factor", "solve", "inv", "det", "qr"]
 SIZES = [(8, 10000, True), (16, 10000, False), (32, 10000, True), (64, 10000, False), (128, 10000, False),
          (256, 1000, False)]
 DTYPES = [("f32", torch.float32), ("f64", torch.float64)]
@@ -76,6 +76,9 @@ def sample_error(op, a, out):
         elif op == "solve":
             x, b = o
             e = np.max(np.abs(b - a @ x)) / (np.max(np.sum(np.abs(a), 1)) * np.max(np.abs(x)) + np.max(np.abs(b)))
+        elif op == "qr":
+            q, r = o
+            e = max(np.linalg.norm(a - q @ r) / np.linalg.norm(a), np.linalg.norm(q.T @ q - np.eye(len(a))))
         elif op == "inv":
             e = np.max(np.sum(np.abs(np.eye(len(a)) - a @ o), 0)) / (
                 np.max(np.sum(np.abs(a), 0)) * np.max(np.sum(np.abs(o), 0)))
@@ -140,12 +143,14 @@ def main():
             piv = torch.empty(batch, n, device=dev, dtype=torch.int32)
             x = torch.empty_like(b)
             d = torch.empty(batch, device=dev, dtype=dt)
+            r = torch.empty_like(gen)
             calls = {
                 "cholesky": lambda: torch.linalg.cholesky_ex(spd, out=(sq, info)),
                 "lu_factor": lambda: torch.linalg.lu_factor_ex(gen, out=(sq, piv, info)),
                 "solve": lambda: torch.linalg.solve_ex(gen, b, out=(x, info)),
                 "inv": lambda: torch.linalg.inv_ex(gen, out=(sq, info)),
                 "det": lambda: torch.linalg.det(gen, out=d),
+                "qr": lambda: torch.linalg.qr(gen, out=(sq, r)),
             }
             idx = [batch - 1 - (batch - 1) * s // (SAMPLES - 1) for s in range(SAMPLES)]
             size = f"{batch}x {n}x{n}"
@@ -160,6 +165,8 @@ def main():
                     out = list(zip(x[idx].double().cpu().numpy(), b[idx].double().cpu().numpy()))
                 elif op == "det":
                     out = list(d[idx].double().cpu().numpy())
+                elif op == "qr":
+                    out = list(zip(sq[idx].double().cpu().numpy(), r[idx].double().cpu().numpy()))
                 else:
                     out = list(sq[idx].double().cpu().numpy())
                 err = sample_error(op, a_host, out)
@@ -175,7 +182,7 @@ def main():
                     rs = f"{rate / 1e6:.3g} M/s" if rate >= 1e6 else f"{rate / 1e3:.3g} k/s"
                     extra = f" | {at * 1e3:7.3f} ms {t / at:7.3f}" if at else ""
                     print(f"{label:14s} {size:16s} {t * 1e3:7.3f} ms {rs:>12s} {err:10.2e}{extra}", flush=True)
-            del gen, spd, b, sq, info, piv, x, d
+            del gen, spd, b, sq, info, piv, x, d, r
             torch.cuda.empty_cache()
     return 0
 

@@ -13,7 +13,7 @@
  * peer time / alloy time. On CUDA the peer is torch.linalg, which C cannot
  * call: bench/bench_linalg_torch.py prints its rows.
  *
- * Adding an operation (QR, eigh, SVD...): an entry in OPS with its call, the
+ * Adding an operation (eigh, SVD...): an entry in OPS with its call, the
  * peer's call and the error of one sample matrix. */
 #include <dlfcn.h>
 #include <math.h>
@@ -37,12 +37,17 @@ typedef void (*gesv_fn)(const void *n, const void *nrhs, void *a, const void *ld
                         const void *ldb, void *info);
 typedef void (*getri_fn)(const void *n, void *a, const void *lda, const void *ipiv, void *work, const void *lwork,
                          void *info);
+typedef void (*geqrf_fn)(const void *m, const void *n, void *a, const void *lda, void *tau, void *work,
+                         const void *lwork, void *info);
+typedef void (*orgqr_fn)(const void *m, const void *n, const void *k, void *a, const void *lda, const void *tau,
+                         void *work, const void *lwork, void *info);
 
 typedef struct lapack_api {
     void *lib;
     const char *name;
     int ilp64;
     void *potrf[2], *getrf[2], *gesv[2], *getri[2]; /* [0] float32, [1] float64 */
+    void *geqrf[2], *orgqr[2];                      /* optional: the QR rows say when missing */
     char why[200];
 } lapack_api;
 
@@ -81,6 +86,10 @@ static void lapack_load(lapack_api *l) {
         l->gesv[d] = lapack_sym(l, b);
         snprintf(b, sizeof b, "%sgetri", prefix[d]);
         l->getri[d] = lapack_sym(l, b);
+        snprintf(b, sizeof b, "%sgeqrf", prefix[d]);
+        l->geqrf[d] = lapack_sym(l, b);
+        snprintf(b, sizeof b, "%sorgqr", prefix[d]);
+        l->orgqr[d] = lapack_sym(l, b);
     }
     if (!l->potrf[0] || !l->getrf[0] || !l->gesv[0] || !l->getri[0]) {
         snprintf(l->why, sizeof l->why, "%s has no LAPACK (sgetrf_ or scipy_sgetrf_64_)", l->name);
@@ -96,11 +105,11 @@ static void lapack_load(lapack_api *l) {
 
 /* ---- rows ------------------------------------------------------------------------- */
 
-enum { OP_CHOLESKY, OP_LU_FACTOR, OP_SOLVE, OP_INV, OP_DET, N_OPS };
-static const char *const OP_NAMES[N_OPS] = {"cholesky", "lu_factor", "solve", "inv", "det"};
+enum { OP_CHOLESKY, OP_LU_FACTOR, OP_SOLVE, OP_INV, OP_DET, OP_QR, N_OPS };
+static const char *const OP_NAMES[N_OPS] = {"cholesky", "lu_factor", "solve", "inv", "det", "qr"};
 /* what the error column measures, per op (docs/cli.md) */
 static const char *const OP_ERRORS[N_OPS] = {"|A-LL^T|/|A|", "|PA-LU|/|A|", "|b-Ax|/(|A||x|+|b|)",
-                                             "|I-AX|/(|A||X|)", "|d-d64|/|d64|"};
+                                             "|I-AX|/(|A||X|)", "|d-d64|/|d64|", "max(|A-QR|/|A|, |Q^TQ-I|)"};
 
 typedef struct la_size {
     int64_t n, batch_cuda, batch_cpu;
@@ -119,11 +128,11 @@ typedef struct la_ctx {
     int64_t batch, n;
     alloy_stream *s;
     /* alloy: inputs and outputs on the device */
-    alloy_array *spd, *gen, *b, *out, *piv, *info, *x, *det;
+    alloy_array *spd, *gen, *b, *out, *piv, *info, *x, *det, *r;
     int op;
     /* host: row-major inputs, the column-major copy of gen for LAPACK, the
-     * peer's outputs (column-major) */
-    void *h_spd, *h_gen, *h_gen_t, *h_b, *p_out, *p_x, *p_det;
+     * peer's outputs (column-major; p_r: the QR rows' R) */
+    void *h_spd, *h_gen, *h_gen_t, *h_b, *p_out, *p_x, *p_det, *p_r;
     lapack_api *lp;
     int threads;
 } la_ctx;
@@ -136,6 +145,7 @@ static int run_alloy(void *p) {
     case OP_LU_FACTOR: st = alloy_lu_factor(c->gen, c->s, &c->out, &c->piv, &c->info); break;
     case OP_SOLVE: st = alloy_solve(c->gen, c->b, c->s, &c->x, &c->info); break;
     case OP_INV: st = alloy_inv(c->gen, c->s, &c->out, &c->info); break;
+    case OP_QR: st = alloy_qr(c->gen, ALLOY_QR_REDUCED, c->s, &c->out, &c->r); break;
     default: st = alloy_det(c->gen, c->s, &c->det); break;
     }
     return st != ALLOY_OK;
@@ -193,6 +203,18 @@ static void *peer_slice(void *p) {
             ((getrf_fn)l->getrf[d])(N, N, out, N, ipiv, INFO);
             ((getri_fn)l->getri[d])(N, out, N, ipiv, work, LWORK, INFO);
             break;
+        case OP_QR: { /* geqrf, R copied out (column-major, zeros below), orgqr forms Q in place */
+            char *tau = work + (size_t)c->n * 64 * es, *r = (char *)c->p_r + (size_t)i * nn * es;
+            memcpy(out, gen, nn * es);
+            ((geqrf_fn)l->geqrf[d])(N, N, out, N, tau, work, LWORK, INFO);
+            for (int64_t col = 0; col < c->n; col++) {
+                const size_t top = (size_t)(col + 1) * es, at = (size_t)(col * c->n) * es;
+                memcpy(r + at, out + at, top);
+                memset(r + at + top, 0, (size_t)(c->n - col - 1) * es);
+            }
+            ((orgqr_fn)l->orgqr[d])(N, N, N, out, N, tau, work, LWORK, INFO);
+            break;
+        }
         default: {
             memcpy(work, gen, nn * es);
             ((getrf_fn)l->getrf[d])(N, N, work, N, ipiv, INFO);
@@ -323,6 +345,23 @@ static double err_inv(alloy_dtype dt, int64_t n, const void *a, const void *x) {
     return rn / (an * xn);
 }
 
+/* max(||A - Q R||_F / ||A||_F, ||Q^T Q - I||_F); q, r row-major n x n. */
+static double err_qr(alloy_dtype dt, int64_t n, const void *a, const void *q, const void *r) {
+    double num = 0, den = 0, orth = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0, g = 0;
+            for (int64_t k = 0; k <= j; k++) s += at(dt, q, i * n + k) * at(dt, r, k * n + j);
+            for (int64_t k = 0; k < n; k++) g += at(dt, q, k * n + i) * at(dt, q, k * n + j);
+            const double x = at(dt, a, i * n + j), e = x - s, o = g - (i == j ? 1.0 : 0.0);
+            num += e * e;
+            den += x * x;
+            orth += o * o;
+        }
+    const double back = sqrt(num) / (den > 0 ? sqrt(den) : 1), o = sqrt(orth);
+    return !(back <= o) ? back : o; /* NaN wins */
+}
+
 /* |d - det(A)| / |det(A)|, det(A) by LU with partial pivoting in long double. */
 static double err_det(alloy_dtype dt, int64_t n, const void *a, double d) {
     long double *m = malloc(sizeof(long double) * (size_t)(n * n));
@@ -380,10 +419,10 @@ static double sample_error(la_ctx *c, int peer) {
     const alloy_dtype dt = c->dt;
     const int64_t n = c->n, nn = n * n;
     const size_t es = alloy_dtype_size(dt);
-    char *m = malloc(es * (size_t)nn);
+    char *m = malloc(es * (size_t)nn), *r = malloc(es * (size_t)nn);
     int32_t *piv = malloc(sizeof(int32_t) * (size_t)(n + 1));
     double worst = 0;
-    for (int s = 0; s < N_SAMPLES && m && piv; s++) {
+    for (int s = 0; s < N_SAMPLES && m && r && piv; s++) {
         const int64_t i = c->batch > 1 ? c->batch - 1 - (c->batch - 1) * s / (N_SAMPLES - 1) : 0;
         const char *gen = (const char *)c->h_gen + (size_t)(i * nn) * es;
         double e = NAN;
@@ -401,6 +440,15 @@ static double sample_error(la_ctx *c, int peer) {
         case OP_SOLVE:
             if (peer) memcpy(m, (const char *)c->p_x + (size_t)(i * n) * es, (size_t)n * es);
             else st = fetch(c->x, i * n, n, m);
+            break;
+        case OP_QR:
+            if (peer) {
+                transpose_to(dt, n, (const char *)c->p_out + (size_t)(i * nn) * es, m);
+                transpose_to(dt, n, (const char *)c->p_r + (size_t)(i * nn) * es, r);
+            } else {
+                st = fetch(c->out, i * nn, nn, m);
+                if (st == ALLOY_OK) st = fetch(c->r, i * nn, nn, r);
+            }
             break;
         default:
             if (peer) memcpy(m, (const char *)c->p_det + (size_t)i * es, es);
@@ -421,11 +469,13 @@ static double sample_error(la_ctx *c, int peer) {
             break;
         case OP_SOLVE: e = err_solve(dt, n, gen, m, (const char *)c->h_b + (size_t)(i * n) * es); break;
         case OP_INV: e = err_inv(dt, n, gen, m); break;
+        case OP_QR: e = err_qr(dt, n, gen, m, r); break;
         default: e = err_det(dt, n, gen, at(dt, m, 0)); break;
         }
         if (!(e <= worst)) worst = e; /* NaN wins */
     }
     free(m);
+    free(r);
     free(piv);
     return worst;
 }
@@ -463,9 +513,9 @@ static double peer_lu_error(la_ctx *c) {
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static void free_ctx(la_ctx *c) {
-    alloy_array *arrs[] = {c->spd, c->gen, c->b, c->out, c->piv, c->info, c->x, c->det};
+    alloy_array *arrs[] = {c->spd, c->gen, c->b, c->out, c->piv, c->info, c->x, c->det, c->r};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) alloy_array_free(arrs[i]);
-    void *host[] = {c->h_spd, c->h_gen, c->h_gen_t, c->h_b, c->p_out, c->p_x, c->p_det};
+    void *host[] = {c->h_spd, c->h_gen, c->h_gen_t, c->h_b, c->p_out, c->p_x, c->p_det, c->p_r};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
@@ -498,7 +548,8 @@ static alloy_status setup(la_ctx *c, alloy_device *dev, int peer, uint64_t *rng)
         c->p_out = malloc(es * (size_t)(B * nn));
         c->p_x = malloc(es * (size_t)(B * n));
         c->p_det = malloc(es * (size_t)B);
-        if (!c->h_gen_t || !c->p_out || !c->p_x || !c->p_det) return ALLOY_ERROR_OUT_OF_MEMORY;
+        c->p_r = malloc(es * (size_t)(B * nn));
+        if (!c->h_gen_t || !c->p_out || !c->p_x || !c->p_det || !c->p_r) return ALLOY_ERROR_OUT_OF_MEMORY;
         for (int64_t m = 0; m < B; m++)
             transpose_to(c->dt, n, (const char *)c->h_gen + (size_t)(m * nn) * es,
                          (char *)c->h_gen_t + (size_t)(m * nn) * es);
@@ -508,6 +559,7 @@ static alloy_status setup(la_ctx *c, alloy_device *dev, int peer, uint64_t *rng)
     if (st == ALLOY_OK) st = alloy_array_from_host(dev, c->dt, 3, sm, c->h_spd, &c->spd);
     if (st == ALLOY_OK) st = alloy_array_from_host(dev, c->dt, 3, sb, c->h_b, &c->b);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sm, &c->out);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sm, &c->r);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sb, &c->x);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 1, &B, &c->det);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_INT32, 2, sp, &c->piv);
@@ -587,7 +639,10 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                 const double t = bench_time_calls(run_alloy, &c, s, calls_for(t1, target), reps);
                 const double err = sample_error(&c, 0);
                 double pt = -1, perr = 0;
-                if (peer) {
+                const char *why = peer_why;
+                const int op_peer = peer && (op != OP_QR || (lp.geqrf[di] && lp.orgqr[di]));
+                if (peer && !op_peer) why = di ? "this LAPACK has no dgeqrf/dorgqr" : "this LAPACK has no sgeqrf/sorgqr";
+                if (op_peer) {
                     t0 = bench_now_s();
                     run_peer(&c);
                     const double p1 = bench_now_s() - t0;
@@ -603,7 +658,7 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                     if (pt > 0)
                         printf(", \"peer\": \"LAPACK\", \"peer_time_s\": %.6g, \"peer_error\": %.3g, \"ratio\": %.4f",
                                pt, perr, pt / t);
-                    else printf(", \"peer\": null, \"peer_missing\": \"%s\"", peer_why);
+                    else printf(", \"peer\": null, \"peer_missing\": \"%s\"", why);
                     printf("}\n");
                 } else {
                     char rate[32];
@@ -614,7 +669,7 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                                t * 1e3, rate, err, "LAPACK", pt * 1e3, perr, pt / t);
                     else
                         printf("%-14s %-16s %7.3f ms %12s %10.2e | peer unavailable: %s\n", labels[op], size, t * 1e3,
-                               rate, err, peer_why);
+                               rate, err, why);
                 }
                 fflush(stdout);
             }
@@ -622,7 +677,8 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
         }
     if (header && !json)
         printf("errors: cholesky |A-LL^T|_F/|A|_F, lu_factor |PA-LU|_F/|A|_F, solve |b-Ax|/(|A||x|+|b|) (inf-norms),\n"
-               "inv |I-AX|_1/(|A|_1|X|_1), det |d-det|/|det| (long double); the worst of %d sample matrices\n",
+               "inv |I-AX|_1/(|A|_1|X|_1), det |d-det|/|det| (long double), qr (reduced) max(|A-QR|_F/|A|_F,\n"
+               "|Q^TQ-I|_F); the worst of %d sample matrices\n",
                N_SAMPLES);
     return failures ? CLI_ERROR : CLI_OK;
 }
