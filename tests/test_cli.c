@@ -511,8 +511,8 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return remove(path);
 }
 
-/* `alloy bench linalg` on the CPU: the quick rows of one op as JSON, each
- * with a small backward error; an unknown op is a usage error. */
+/* `alloy bench linalg` on the CPU: the quick rows of one op (and of qr) as
+ * JSON, each with a small backward error; an unknown op is a usage error. */
 static void test_bench_linalg(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "linalg", "--device", "cpu", "--quick", "--json", "--only", "cholesky f32"), 0);
@@ -525,6 +525,16 @@ static void test_bench_linalg(void) {
     }
     CHECK_MSG(rows == 2, "%d cholesky rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "lu_factor") == NULL);
+    /* the qr rows (Q and R of the reduced mode, error max(|A-QR|/|A|, |Q^TQ-I|)) */
+    CHECK_RC(RUN_CLI("bench", "linalg", "--device", "cpu", "--quick", "--json", "--only", "qr f32"), 0);
+    rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"qr\"")) != NULL; p++) {
+        rows++;
+        const char *e = strstr(p, "\"error\": ");
+        CHECK(e != NULL);
+        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
+    }
+    CHECK_MSG(rows == 2, "%d qr rows in: %s", rows, run_out);
     CHECK_RC(RUN_CLI("bench", "nosuchop"), 2);
 }
 
