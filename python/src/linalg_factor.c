@@ -20,7 +20,7 @@
 #include <string.h>
 
 /* Probes and converts the operands and out on one device, resolves the stream. */
-int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
+int alloypy_ctx_open(alloypy_op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
              PyObject *stream_obj) {
     memset(c, 0, sizeof *c);
     c->name = name;
@@ -50,30 +50,30 @@ int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const ch
     return 0;
 }
 
-void ctx_close(op_ctx *c) {
+void alloypy_ctx_close(alloypy_op_ctx *c) {
     for (int i = 0; i < MAX_OPERANDS; i++) alloy_array_free(c->in[i]);
     alloy_array_free(c->out);
     Py_XDECREF(c->sobj);
 }
 
 /* A new alloy.Array for a result the op allocated (takes the reference). */
-PyObject *ctx_wrap(op_ctx *c, alloy_array **a) {
+PyObject *alloypy_ctx_wrap(alloypy_op_ctx *c, alloy_array **a) {
     PyObject *r = alloypy_array_wrap(*a, (PyObject *)c->sobj);
     *a = NULL;
     return r;
 }
 
 /* The main result: out as given when there was one, else a new array. */
-PyObject *ctx_result(op_ctx *c, alloy_array **a) {
+PyObject *alloypy_ctx_result(alloypy_op_ctx *c, alloy_array **a) {
     if (c->out) {
-        *a = NULL; /* it is c->out, freed by ctx_close */
+        *a = NULL; /* it is c->out, freed by alloypy_ctx_close */
         Py_INCREF(c->out_obj);
         return c->out_obj;
     }
-    return ctx_wrap(c, a);
+    return alloypy_ctx_wrap(c, a);
 }
 
-PyObject *ctx_fail(op_ctx *c, alloy_status st) {
+PyObject *alloypy_ctx_fail(alloypy_op_ctx *c, alloy_status st) {
     (void)c;
     return alloypy_raise(st, NULL);
 }
@@ -139,7 +139,7 @@ static int broadcast_batch(const char *name, int an, const int64_t *as, int bn, 
  * given) and b ((..., n, k), or 1-D (n,): one vector) broadcast to common
  * leading dimensions, as numpy.linalg.solve does; b stays a vector (C API:
  * (..., n)) when it is 1-D. Replaces c->in[im], c->in[ip], c->in[ib]. */
-int broadcast_solve_operands(op_ctx *c, int im, int ip, int ib) {
+int alloypy_broadcast_solve_operands(alloypy_op_ctx *c, int im, int ip, int ib) {
     alloy_array *m = c->in[im], *b = c->in[ib];
     const int mn = alloy_array_ndim(m), bn = alloy_array_ndim(b);
     if (mn < 2 || bn < 1) return 0; /* the C op explains */
@@ -252,9 +252,9 @@ PyObject *alloypy_cholesky(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|pOO:_cholesky", kw, &ao, &upper, &out_obj, &stream_obj))
         return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "cholesky", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "cholesky", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
     alloy_cholesky_options o;
     alloy_cholesky_options_init(&o);
     o.upper = upper;
@@ -264,17 +264,17 @@ PyObject *alloypy_cholesky(PyObject *self, PyObject *args, PyObject *kwargs) {
     st = alloy_cholesky(c.in[0], &o, c.stream, &f, &info);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rf = ctx_result(&c, &f), *ri = rf ? ctx_wrap(&c, &info) : NULL;
+    PyObject *rf = alloypy_ctx_result(&c, &f), *ri = rf ? alloypy_ctx_wrap(&c, &info) : NULL;
     if (rf && ri) result = PyTuple_Pack(2, rf, ri);
     Py_XDECREF(rf);
     Py_XDECREF(ri);
     alloy_array_free(f);
     alloy_array_free(info);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -288,9 +288,9 @@ PyObject *alloypy_cholesky_solve(PyObject *self, PyObject *args, PyObject *kwarg
                                      &out_obj, &stream_obj))
         return NULL;
     static const char *const names[] = {"factor", "b"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "cholesky_solve", 2, objs, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "cholesky_solve", 2, objs, names, out_obj, stream_obj) < 0) goto done;
     alloy_cholesky_options o;
     alloy_cholesky_options_init(&o);
     o.upper = upper;
@@ -299,10 +299,10 @@ PyObject *alloypy_cholesky_solve(PyObject *self, PyObject *args, PyObject *kwarg
     Py_BEGIN_ALLOW_THREADS
     st = alloy_cholesky_solve(c.in[0], c.in[1], &o, c.stream, &x);
     Py_END_ALLOW_THREADS
-    if (st != ALLOY_OK) ctx_fail(&c, st);
-    else result = ctx_result(&c, &x);
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_result(&c, &x);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -316,9 +316,9 @@ PyObject *alloypy_solve_triangular(PyObject *self, PyObject *args, PyObject *kwa
                                      &trans, &unit, &right, &out_obj, &stream_obj))
         return NULL;
     static const char *const names[] = {"a", "b"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "solve_triangular", 2, objs, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "solve_triangular", 2, objs, names, out_obj, stream_obj) < 0) goto done;
     alloy_triangular_options o;
     alloy_triangular_options_init(&o);
     o.lower = lower;
@@ -330,10 +330,10 @@ PyObject *alloypy_solve_triangular(PyObject *self, PyObject *args, PyObject *kwa
     Py_BEGIN_ALLOW_THREADS
     st = alloy_solve_triangular(c.in[0], c.in[1], &o, c.stream, &x);
     Py_END_ALLOW_THREADS
-    if (st != ALLOY_OK) ctx_fail(&c, st);
-    else result = ctx_result(&c, &x);
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_result(&c, &x);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -346,9 +346,9 @@ PyObject *alloypy_lu_factor(PyObject *self, PyObject *args, PyObject *kwargs) {
     int zero_based;
     if (parse_pivot_base(zb_obj, &zero_based) < 0) return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "lu_factor", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "lu_factor", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
     alloy_array *lu = NULL, *piv = NULL, *info = NULL, *piv0 = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -356,13 +356,13 @@ PyObject *alloypy_lu_factor(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (st == ALLOY_OK && zero_based) st = shift_pivots(piv, -1, c.stream, &piv0);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
     } else {
         if (piv0) {
             alloy_array_free(piv);
             piv = piv0;
         }
-        PyObject *r0 = ctx_wrap(&c, &lu), *r1 = r0 ? ctx_wrap(&c, &piv) : NULL, *r2 = r1 ? ctx_wrap(&c, &info) : NULL;
+        PyObject *r0 = alloypy_ctx_wrap(&c, &lu), *r1 = r0 ? alloypy_ctx_wrap(&c, &piv) : NULL, *r2 = r1 ? alloypy_ctx_wrap(&c, &info) : NULL;
         if (r2) result = PyTuple_Pack(3, r0, r1, r2);
         Py_XDECREF(r0);
         Py_XDECREF(r1);
@@ -372,7 +372,7 @@ PyObject *alloypy_lu_factor(PyObject *self, PyObject *args, PyObject *kwargs) {
     alloy_array_free(piv);
     alloy_array_free(info);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -388,9 +388,9 @@ PyObject *alloypy_lu_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
     int zero_based;
     if (parse_pivot_base(zb_obj, &zero_based) < 0) return NULL;
     static const char *const names[] = {"lu", "pivots", "b"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "lu_solve", 3, objs, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "lu_solve", 3, objs, names, out_obj, stream_obj) < 0) goto done;
     if (zero_based) {
         alloy_array *p1 = NULL;
         alloy_status st;
@@ -403,22 +403,22 @@ PyObject *alloypy_lu_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
             goto done;
         }
         if (st != ALLOY_OK) {
-            ctx_fail(&c, st);
+            alloypy_ctx_fail(&c, st);
             goto done;
         }
         alloy_array_free(c.in[1]);
         c.in[1] = p1;
     }
-    if (broadcast_solve_operands(&c, 0, 1, 2) < 0) goto done;
+    if (alloypy_broadcast_solve_operands(&c, 0, 1, 2) < 0) goto done;
     alloy_array *x = c.out;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_lu_solve(c.in[0], c.in[1], c.in[2], trans, c.stream, &x);
     Py_END_ALLOW_THREADS
-    if (st != ALLOY_OK) ctx_fail(&c, st);
-    else result = ctx_result(&c, &x);
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_result(&c, &x);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -430,27 +430,27 @@ PyObject *alloypy_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|OO:_solve", kw, &objs[0], &objs[1], &out_obj, &stream_obj))
         return NULL;
     static const char *const names[] = {"a", "b"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "solve", 2, objs, names, out_obj, stream_obj) < 0) goto done;
-    if (broadcast_solve_operands(&c, 0, -1, 1) < 0) goto done;
+    if (alloypy_ctx_open(&c, "solve", 2, objs, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_broadcast_solve_operands(&c, 0, -1, 1) < 0) goto done;
     alloy_array *x = c.out, *info = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_solve(c.in[0], c.in[1], c.stream, &x, &info);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = ctx_result(&c, &x), *ri = rx ? ctx_wrap(&c, &info) : NULL;
+    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
     if (rx && ri) result = PyTuple_Pack(2, rx, ri);
     Py_XDECREF(rx);
     Py_XDECREF(ri);
     alloy_array_free(x);
     alloy_array_free(info);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -461,26 +461,26 @@ PyObject *alloypy_inv(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *ao, *out_obj = Py_None, *stream_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:_inv", kw, &ao, &out_obj, &stream_obj)) return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "inv", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "inv", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
     alloy_array *x = c.out, *info = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_inv(c.in[0], c.stream, &x, &info);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = ctx_result(&c, &x), *ri = rx ? ctx_wrap(&c, &info) : NULL;
+    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
     if (rx && ri) result = PyTuple_Pack(2, rx, ri);
     Py_XDECREF(rx);
     Py_XDECREF(ri);
     alloy_array_free(x);
     alloy_array_free(info);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -491,18 +491,18 @@ PyObject *alloypy_det(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *ao, *stream_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:_det", kw, &ao, &stream_obj)) return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "det", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "det", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
     alloy_array *d = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_det(c.in[0], c.stream, &d);
     Py_END_ALLOW_THREADS
-    if (st != ALLOY_OK) ctx_fail(&c, st);
-    else result = ctx_wrap(&c, &d);
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_wrap(&c, &d);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -513,26 +513,26 @@ PyObject *alloypy_slogdet(PyObject *self, PyObject *args, PyObject *kwargs) {
     PyObject *ao, *stream_obj = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|O:_slogdet", kw, &ao, &stream_obj)) return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "slogdet", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "slogdet", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
     alloy_array *s = NULL, *l = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_slogdet(c.in[0], c.stream, &s, &l);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rs = ctx_wrap(&c, &s), *rl = rs ? ctx_wrap(&c, &l) : NULL;
+    PyObject *rs = alloypy_ctx_wrap(&c, &s), *rl = rs ? alloypy_ctx_wrap(&c, &l) : NULL;
     if (rs && rl) result = PyTuple_Pack(2, rs, rl);
     Py_XDECREF(rs);
     Py_XDECREF(rl);
     alloy_array_free(s);
     alloy_array_free(l);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 

@@ -9,7 +9,7 @@
 
 #define MAX_OPERANDS 3
 
-typedef struct op_ctx {
+typedef struct alloypy_op_ctx {
     const char *name;
     int n;
     alloypy_probe probe[MAX_OPERANDS];
@@ -20,25 +20,25 @@ typedef struct op_ctx {
     alloy_device *dev;
     AlloyPy_Stream *sobj;
     alloy_stream *stream;
-} op_ctx;
+} alloypy_op_ctx;
 
 /* Probes and converts the n operands objs (named `names` in messages) and
  * out (Py_None: none) on one device — the stream's, out's, the first
  * operand not on the CPU, the first operand's — and resolves the stream.
- * -1 with an exception; ctx_close is needed either way. */
-int ctx_open(op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
+ * -1 with an exception; alloypy_ctx_close is needed either way. */
+int alloypy_ctx_open(alloypy_op_ctx *c, const char *name, int n, PyObject *const *objs, const char *const *names, PyObject *out_obj,
              PyObject *stream_obj);
-void ctx_close(op_ctx *c);
+void alloypy_ctx_close(alloypy_op_ctx *c);
 /* A new alloy.Array for a result the op allocated (takes the reference). */
-PyObject *ctx_wrap(op_ctx *c, alloy_array **a);
+PyObject *alloypy_ctx_wrap(alloypy_op_ctx *c, alloy_array **a);
 /* The main result: out as given when there was one, else a new array. */
-PyObject *ctx_result(op_ctx *c, alloy_array **a);
+PyObject *alloypy_ctx_result(alloypy_op_ctx *c, alloy_array **a);
 /* Raises the op's failure; returns NULL. */
-PyObject *ctx_fail(op_ctx *c, alloy_status st);
+PyObject *alloypy_ctx_fail(alloypy_op_ctx *c, alloy_status st);
 /* NumPy 2's solve broadcasting: the matrices c->in[im] (..., m, n), pivots
  * c->in[ip] (..., n) when ip >= 0, and b c->in[ib] ((..., m, k), or 1-D:
  * one vector for every matrix, passed as the C API's (..., m)) replaced by
  * views with common leading dimensions (stride 0 where broadcast). */
-int broadcast_solve_operands(op_ctx *c, int im, int ip, int ib);
+int alloypy_broadcast_solve_operands(alloypy_op_ctx *c, int im, int ip, int ib);
 
 #endif

@@ -78,9 +78,9 @@ PyObject *alloypy_qr(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|iO:_qr", kw, &ao, &mode, &stream_obj)) return NULL;
     if (mode == ALLOY_QR_RAW && make_transpose_kernel() < 0) return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "qr", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "qr", 1, &ao, names, Py_None, stream_obj) < 0) goto done;
     alloy_array *q = NULL, *r = NULL, *ht = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -88,14 +88,14 @@ PyObject *alloypy_qr(PyObject *self, PyObject *args, PyObject *kwargs) {
     if (st == ALLOY_OK && mode == ALLOY_QR_RAW) st = transpose_last2(q, c.stream, &ht);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
     } else {
         if (ht) {
             alloy_array_free(q);
             q = ht;
         }
-        PyObject *rq = q ? ctx_wrap(&c, &q) : (Py_INCREF(Py_None), Py_None);
-        PyObject *rr = rq ? ctx_wrap(&c, &r) : NULL;
+        PyObject *rq = q ? alloypy_ctx_wrap(&c, &q) : (Py_INCREF(Py_None), Py_None);
+        PyObject *rr = rq ? alloypy_ctx_wrap(&c, &r) : NULL;
         if (rq && rr) result = PyTuple_Pack(2, rq, rr);
         Py_XDECREF(rq);
         Py_XDECREF(rr);
@@ -103,7 +103,7 @@ PyObject *alloypy_qr(PyObject *self, PyObject *args, PyObject *kwargs) {
     alloy_array_free(q);
     alloy_array_free(r);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -117,10 +117,10 @@ PyObject *alloypy_lstsq(PyObject *self, PyObject *args, PyObject *kwargs) {
                                      &stream_obj))
         return NULL;
     static const char *const names[] = {"a", "b"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "lstsq", 2, objs, names, out_obj, stream_obj) < 0) goto done;
-    if (broadcast_solve_operands(&c, 0, -1, 1) < 0) goto done;
+    if (alloypy_ctx_open(&c, "lstsq", 2, objs, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_broadcast_solve_operands(&c, 0, -1, 1) < 0) goto done;
     alloy_lstsq_options o;
     alloy_lstsq_options_init(&o);
     o.rcond = rcond;
@@ -130,17 +130,17 @@ PyObject *alloypy_lstsq(PyObject *self, PyObject *args, PyObject *kwargs) {
     st = alloy_lstsq(c.in[0], c.in[1], &o, c.stream, &x, &info);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
-        ctx_fail(&c, st);
+        alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = ctx_result(&c, &x), *ri = rx ? ctx_wrap(&c, &info) : NULL;
+    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
     if (rx && ri) result = PyTuple_Pack(2, rx, ri);
     Py_XDECREF(rx);
     Py_XDECREF(ri);
     alloy_array_free(x);
     alloy_array_free(info);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
@@ -152,18 +152,18 @@ PyObject *alloypy_orthonormalize(PyObject *self, PyObject *args, PyObject *kwarg
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|OO:_orthonormalize", kw, &ao, &out_obj, &stream_obj))
         return NULL;
     static const char *const names[] = {"a"};
-    op_ctx c;
+    alloypy_op_ctx c;
     PyObject *result = NULL;
-    if (ctx_open(&c, "orthonormalize", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
+    if (alloypy_ctx_open(&c, "orthonormalize", 1, &ao, names, out_obj, stream_obj) < 0) goto done;
     alloy_array *q = c.out;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_orthonormalize(c.in[0], c.stream, &q);
     Py_END_ALLOW_THREADS
-    if (st != ALLOY_OK) ctx_fail(&c, st);
-    else result = ctx_result(&c, &q);
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_result(&c, &q);
 done:
-    ctx_close(&c);
+    alloypy_ctx_close(&c);
     return result;
 }
 
