@@ -29,9 +29,17 @@ QR and what is built on it take tall, square and wide matrices::
     w = alloy.linalg.orthogonal((64, 256), gain=1.0, seed=3)   # torch.nn.init.orthogonal_
     q = alloy.linalg.orthonormalize(a)            # orthonormal columns of a (rows when wide)
 
+The symmetric eigendecomposition and the SVD are Jacobi methods::
+
+    w, v = alloy.linalg.eigh(a)                   # numpy.linalg.eigh: w ascending, a v = v diag(w)
+    w = alloy.linalg.eigvalsh(a)
+    u, s, vh = alloy.linalg.svd(a)                # numpy.linalg.svd (full_matrices, compute_uv)
+    s = alloy.linalg.svdvals(a)                   # descending
+
 Where LAPACK reports a failed matrix in ``info`` (Cholesky of a matrix that
-is not positive definite, LU of a singular one; and lstsq of a rank-deficient
-one), ``check=True`` (the default) reads ``info`` — which waits for the
+is not positive definite, LU of a singular one; lstsq of a rank-deficient
+one; eigh and svd of a matrix with NaN or Inf, or one that did not converge),
+``check=True`` (the default) reads ``info`` — which waits for the
 device — and raises :class:`LinAlgError` naming the failing batch indices;
 ``check=False`` does not wait and returns ``info`` (an int32 alloy.Array of
 the batch shape) as the last element of a tuple.
@@ -49,6 +57,7 @@ from ._alloy import (
     _cholesky,
     _cholesky_solve,
     _det,
+    _eigh,
     _info_failures,
     _inv,
     _lu_factor,
@@ -61,11 +70,13 @@ from ._alloy import (
     _slogdet,
     _solve,
     _solve_triangular,
+    _svd,
 )
 
 __all__ = ["LinAlgError", "SlogdetResult", "matmul", "cholesky", "cholesky_solve", "cho_solve",
            "solve_triangular", "lu_factor", "lu_solve", "solve", "inv", "det", "slogdet", "QRResult", "qr",
-           "lstsq", "orthogonal", "orthonormalize"]
+           "lstsq", "orthogonal", "orthonormalize", "EighResult", "eigh", "eigvalsh", "SVDResult", "svd",
+           "svdvals"]
 
 try:  # NumPy's class too, so `except numpy.linalg.LinAlgError` catches ours
     from numpy.linalg import LinAlgError as _NumPyLinAlgError
@@ -382,6 +393,109 @@ def orthonormalize(a, /, *, out=None, stream=None):
     return _orthonormalize(a, out, stream)
 
 
-# eigh and SVD bind here the same way (a _name in python/src/linalg_factor.c or
-# a file beside it, a wrapper with NumPy's signature, info checked by
-# _check_info) once their C APIs exist.
+
+# ---- symmetric eigendecomposition and SVD -------------------------------------------
+
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EighResult.__doc__ = ("numpy.linalg.eigh's result: a @ eigenvectors = eigenvectors * eigenvalues[..., None, :], "
+                      "eigenvalues ascending.")
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+SVDResult.__doc__ = "numpy.linalg.svd's result: a = (U[..., :, :k] * S[..., None, :]) @ Vh[..., :k, :], S descending."
+
+_DEFAULT_SWEEPS = 30  # the C options' default (max_sweeps 0)
+
+
+def _sweeps(op, max_sweeps):
+    """max_sweeps for the C op (0: its default) and the number the messages name."""
+    if max_sweeps is None:
+        return 0, _DEFAULT_SWEEPS
+    if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or not 1 <= max_sweeps <= 2 ** 31 - 1:
+        raise InvalidArgumentError(f"{op}: max_sweeps is {max_sweeps!r}; it must be an integer >= 1 "
+                                   f"(None: the default, {_DEFAULT_SWEEPS})")
+    return max_sweeps, max_sweeps
+
+
+def _jacobi_failed(op, info, sweeps):
+    def describe(code):
+        if code == 1:
+            return "it has a NaN or Inf"
+        if code == 2:
+            return f"no convergence within {sweeps} Jacobi sweeps"
+        return f"info {code}"
+    _check_info(op, info, "not decomposed", describe)
+
+
+def _uplo(op, uplo):
+    u = uplo.upper() if isinstance(uplo, str) else uplo
+    if u not in ("L", "U"):
+        raise InvalidArgumentError(f"{op}: UPLO is {uplo!r}; it must be 'L' or 'U'")
+    return u == "U"
+
+
+def eigh(a, UPLO="L", *, check=True, max_sweeps=None, stream=None):
+    """numpy.linalg.eigh for a batch of symmetric matrices (two-sided Jacobi).
+
+    a: (..., n, n), float32 or float64; only the lower triangle (UPLO='L',
+    NumPy's default) or the upper one (UPLO='U') is read. Returns
+    EighResult(eigenvalues (..., n) ascending, eigenvectors (..., n, n)),
+    column k the unit eigenvector of eigenvalue k (its sign is not fixed, as
+    in LAPACK). max_sweeps: the Jacobi sweeps allowed (None: 30).
+
+    check=True raises LinAlgError naming the matrices whose info is non-zero
+    (a NaN or Inf read: that matrix's results are NaN; or no convergence
+    within max_sweeps) — which waits for the device. check=False does not
+    wait and returns (eigenvalues, eigenvectors, info), info int32 of the
+    batch shape: 0, 1 (NaN or Inf) or 2 (not converged: the last sweep's
+    decomposition).
+    """
+    c_sweeps, sweeps = _sweeps("eigh", max_sweeps)
+    w, v, info = _eigh(a, _uplo("eigh", UPLO), True, c_sweeps, stream)
+    if not check:
+        return w, v, info
+    _jacobi_failed("eigh", info, sweeps)
+    return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L", *, check=True, max_sweeps=None, stream=None):
+    """numpy.linalg.eigvalsh: the eigenvalues (..., n) of eigh, ascending (the same
+    numbers, bit for bit). check=False returns (eigenvalues, info)."""
+    c_sweeps, sweeps = _sweeps("eigvalsh", max_sweeps)
+    w, _, info = _eigh(a, _uplo("eigvalsh", UPLO), False, c_sweeps, stream)
+    if not check:
+        return w, info
+    _jacobi_failed("eigvalsh", info, sweeps)
+    return w
+
+
+def svd(a, full_matrices=True, compute_uv=True, *, check=True, max_sweeps=None, stream=None):
+    """numpy.linalg.svd for a batch (one-sided Jacobi): a = U diag(S) Vh.
+
+    a: (..., m, n), float32 or float64, tall, square or wide; k = min(m, n).
+    Returns SVDResult(U, S, Vh): S (..., k) descending and >= 0; U (..., m, m)
+    and Vh (..., n, n) with full_matrices (NumPy's default), else (..., m, k)
+    and (..., k, n); compute_uv=False: S alone. The sign of each singular
+    vector pair is not fixed. max_sweeps: the Jacobi sweeps allowed (None: 30).
+
+    check=True raises LinAlgError naming the matrices whose info is non-zero
+    (a NaN or Inf read: that matrix's results are NaN; or no convergence) —
+    which waits for the device. check=False does not wait and returns (U, S,
+    Vh, info), or (S, info) with compute_uv=False; info int32 of the batch
+    shape: 0, 1 (NaN or Inf) or 2 (not converged).
+    """
+    c_sweeps, sweeps = _sweeps("svd", max_sweeps)
+    u, s, vh, info = _svd(a, bool(full_matrices), bool(compute_uv), c_sweeps, stream)
+    if not check:
+        return (u, s, vh, info) if compute_uv else (s, info)
+    _jacobi_failed("svd", info, sweeps)
+    return SVDResult(u, s, vh) if compute_uv else s
+
+
+def svdvals(a, /, *, check=True, max_sweeps=None, stream=None):
+    """numpy.linalg.svdvals (NumPy 2): the singular values (..., min(m, n)),
+    descending; svd(a, compute_uv=False). check=False returns (S, info)."""
+    c_sweeps, sweeps = _sweeps("svdvals", max_sweeps)
+    _, s, _, info = _svd(a, False, False, c_sweeps, stream)
+    if not check:
+        return s, info
+    _jacobi_failed("svdvals", info, sweeps)
+    return s

@@ -158,6 +158,9 @@ PyObject *alloypy_qr(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_lstsq(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_orthogonal(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_orthonormalize(PyObject *self, PyObject *args, PyObject *kwargs);
+/* symmetric eigendecomposition and SVD (linalg_eig.c) */
+PyObject *alloypy_eigh(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_svd(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);

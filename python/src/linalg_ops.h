@@ -1,7 +1,8 @@
 /* linalg_ops.h — what the files of alloy.linalg's factorizations share
- * (linalg_factor.c, linalg_qr.c): the context of one op call (operands and
- * out probed and converted on one device, the stream resolved) and the
- * broadcasting of a solve's operands. Private to the extension. */
+ * (linalg_factor.c, linalg_qr.c, linalg_eig.c): the context of one op call
+ * (operands and out probed and converted on one device, the stream
+ * resolved) and the broadcasting of a solve's operands. Private to the
+ * extension. */
 #ifndef ALLOY_PY_LINALG_OPS_H
 #define ALLOY_PY_LINALG_OPS_H
 

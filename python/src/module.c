@@ -148,6 +148,9 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(lstsq, "_lstsq(a, b, rcond, out, stream) -> (x, info): alloy.linalg.lstsq."),
     LINALG_FN(orthogonal, "_orthogonal(shape, gain, seed, dtype, device, out, stream): alloy.linalg.orthogonal."),
     LINALG_FN(orthonormalize, "_orthonormalize(a, out, stream): alloy.linalg.orthonormalize."),
+    LINALG_FN(eigh, "_eigh(a, upper, compute_vectors, max_sweeps, stream) -> (w, v or None, info): alloy.linalg.eigh."),
+    LINALG_FN(svd, "_svd(a, full_matrices, compute_uv, max_sweeps, stream) -> (u or None, s, vh or None, info): "
+                   "alloy.linalg.svd."),
 #undef LINALG_FN
     {"_info_failures", alloypy_info_failures, METH_O,
      "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},
