@@ -13,8 +13,14 @@
  * peer time / alloy time. On CUDA the peer is torch.linalg, which C cannot
  * call: bench/bench_linalg_torch.py prints its rows.
  *
- * Adding an operation (eigh, SVD...): an entry in OPS with its call, the
- * peer's call and the error of one sample matrix. */
+ * The eigh and svd rows (Jacobi) run on fewer matrices for n >= 64 than the
+ * other rows (slow_batch), the size column saying how many: on CUDA torch
+ * loops over the batch there (about a millisecond per 64 x 64 matrix), and
+ * bench_linalg_torch.py uses the same counts; on the CPU alloy's Jacobi
+ * kernels take one thread per matrix and O(sweeps n^3) work each.
+ *
+ * Adding an operation: an entry in OPS with its call, the peer's call and
+ * the error of one sample matrix. */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
@@ -41,6 +47,11 @@ typedef void (*geqrf_fn)(const void *m, const void *n, void *a, const void *lda,
                          const void *lwork, void *info);
 typedef void (*orgqr_fn)(const void *m, const void *n, const void *k, void *a, const void *lda, const void *tau,
                          void *work, const void *lwork, void *info);
+typedef void (*syevd_fn)(const char *jobz, const char *uplo, const void *n, void *a, const void *lda, void *w,
+                         void *work, const void *lwork, void *iwork, const void *liwork, void *info, size_t, size_t);
+typedef void (*gesdd_fn)(const char *jobz, const void *m, const void *n, void *a, const void *lda, void *s, void *u,
+                         const void *ldu, void *vt, const void *ldvt, void *work, const void *lwork, void *iwork,
+                         void *info, size_t);
 
 typedef struct lapack_api {
     void *lib;
@@ -48,6 +59,7 @@ typedef struct lapack_api {
     int ilp64;
     void *potrf[2], *getrf[2], *gesv[2], *getri[2]; /* [0] float32, [1] float64 */
     void *geqrf[2], *orgqr[2];                      /* optional: the QR rows say when missing */
+    void *syevd[2], *gesdd[2];                      /* optional: the eigh and svd rows, likewise */
     char why[200];
 } lapack_api;
 
@@ -90,6 +102,10 @@ static void lapack_load(lapack_api *l) {
         l->geqrf[d] = lapack_sym(l, b);
         snprintf(b, sizeof b, "%sorgqr", prefix[d]);
         l->orgqr[d] = lapack_sym(l, b);
+        snprintf(b, sizeof b, "%ssyevd", prefix[d]);
+        l->syevd[d] = lapack_sym(l, b);
+        snprintf(b, sizeof b, "%sgesdd", prefix[d]);
+        l->gesdd[d] = lapack_sym(l, b);
     }
     if (!l->potrf[0] || !l->getrf[0] || !l->gesv[0] || !l->getri[0]) {
         snprintf(l->why, sizeof l->why, "%s has no LAPACK (sgetrf_ or scipy_sgetrf_64_)", l->name);
@@ -105,11 +121,17 @@ static void lapack_load(lapack_api *l) {
 
 /* ---- rows ------------------------------------------------------------------------- */
 
-enum { OP_CHOLESKY, OP_LU_FACTOR, OP_SOLVE, OP_INV, OP_DET, OP_QR, N_OPS };
-static const char *const OP_NAMES[N_OPS] = {"cholesky", "lu_factor", "solve", "inv", "det", "qr"};
+enum { OP_CHOLESKY, OP_LU_FACTOR, OP_SOLVE, OP_INV, OP_DET, OP_QR, OP_EIGH, OP_SVD, N_OPS };
+static const char *const OP_NAMES[N_OPS] = {"cholesky", "lu_factor", "solve", "inv", "det", "qr", "eigh", "svd"};
 /* what the error column measures, per op (docs/cli.md) */
-static const char *const OP_ERRORS[N_OPS] = {"|A-LL^T|/|A|", "|PA-LU|/|A|", "|b-Ax|/(|A||x|+|b|)",
-                                             "|I-AX|/(|A||X|)", "|d-d64|/|d64|", "max(|A-QR|/|A|, |Q^TQ-I|)"};
+static const char *const OP_ERRORS[N_OPS] = {"|A-LL^T|/|A|",
+                                             "|PA-LU|/|A|",
+                                             "|b-Ax|/(|A||x|+|b|)",
+                                             "|I-AX|/(|A||X|)",
+                                             "|d-d64|/|d64|",
+                                             "max(|A-QR|/|A|, |Q^TQ-I|)",
+                                             "max(|AV-VW|/|A|, |V^TV-I|)",
+                                             "max(|A-USV^T|/|A|, |U^TU-I|, |V^TV-I|)"};
 
 typedef struct la_size {
     int64_t n, batch_cuda, batch_cpu;
@@ -123,16 +145,26 @@ static const la_size SIZES[] = {
     {64, 10000, 2000, 0}, {128, 10000, 300, 0},  {256, 1000, 40, 0},
 };
 
+/* The eigh and svd rows' matrices: the size's count, capped for the large n
+ * (bench_linalg_torch.py's SLOW_BATCH caps the CUDA rows alike). */
+static int64_t slow_batch(int is_cuda, int64_t n, int64_t batch) {
+    const int64_t cap = is_cuda ? (n >= 256 ? 100 : n >= 128 ? 200 : n >= 64 ? 1000 : batch)
+                                : (n >= 256 ? 8 : n >= 128 ? 32 : n >= 64 ? 200 : batch);
+    return batch < cap ? batch : cap;
+}
+
 typedef struct la_ctx {
     alloy_dtype dt;
     int64_t batch, n;
     alloy_stream *s;
     /* alloy: inputs and outputs on the device */
-    alloy_array *spd, *gen, *b, *out, *piv, *info, *x, *det, *r;
+    alloy_array *spd, *gen, *b, *out, *piv, *info, *x, *det, *r, *w;
     int op;
     /* host: row-major inputs, the column-major copy of gen for LAPACK, the
-     * peer's outputs (column-major; p_r: the QR rows' R) */
-    void *h_spd, *h_gen, *h_gen_t, *h_b, *p_out, *p_x, *p_det, *p_r;
+     * peer's outputs (column-major; p_r: the QR rows' R, svd's V^T; p_w:
+     * the eigenvalues, singular values). eigh reads the lower triangle of
+     * gen (the symmetric matrix spd is, without its diagonal). */
+    void *h_spd, *h_gen, *h_gen_t, *h_b, *p_out, *p_x, *p_det, *p_r, *p_w;
     lapack_api *lp;
     int threads;
 } la_ctx;
@@ -146,6 +178,19 @@ static int run_alloy(void *p) {
     case OP_SOLVE: st = alloy_solve(c->gen, c->b, c->s, &c->x, &c->info); break;
     case OP_INV: st = alloy_inv(c->gen, c->s, &c->out, &c->info); break;
     case OP_QR: st = alloy_qr(c->gen, ALLOY_QR_REDUCED, c->s, &c->out, &c->r); break;
+    case OP_EIGH: {
+        alloy_eigh_options o;
+        alloy_eigh_options_init(&o);
+        st = alloy_eigh(c->gen, &o, c->s, &c->w, &c->out, &c->info);
+        break;
+    }
+    case OP_SVD: {
+        alloy_svd_options o;
+        alloy_svd_options_init(&o);
+        o.full_matrices = 0;
+        st = alloy_svd(c->gen, &o, c->s, &c->out, &c->w, &c->r, &c->info);
+        break;
+    }
     default: st = alloy_det(c->gen, c->s, &c->det); break;
     }
     return st != ALLOY_OK;
@@ -173,10 +218,40 @@ static void *peer_slice(void *p) {
     void *INFO = l->ilp64 ? (void *)&info64 : (void *)&info32;
     int64_t *ipiv = malloc(sizeof(int64_t) * (size_t)(c->n + 1));
     char *work = malloc(es * (nn + (size_t)c->n * 64 + 1));
-    if (!ipiv || !work) {
+    /* eigh, svd: the workspace LAPACK asks for (a query with lwork = -1) */
+    char *jwork = NULL, *acopy = NULL;
+    void *iwork = NULL;
+    int32_t jl32 = 0, il32 = 0;
+    int64_t jl64 = 0, il64 = 0;
+    const void *JLWORK = l->ilp64 ? (const void *)&jl64 : (const void *)&jl32;
+    const void *ILWORK = l->ilp64 ? (const void *)&il64 : (const void *)&il32;
+    if (ipiv && work && (c->op == OP_EIGH || c->op == OP_SVD)) {
+        double wq = 0;
+        int64_t iq = 8 * c->n + 8;
+        char wbuf[8] = {0}, ibuf[8] = {0};
+        jl32 = -1, il32 = -1, jl64 = -1, il64 = -1;
+        if (c->op == OP_EIGH) {
+            ((syevd_fn)l->syevd[d])("V", "U", N, work, N, work + nn * es, wbuf, JLWORK, ibuf, ILWORK, INFO, 1, 1);
+            iq = l->ilp64 ? *(const int64_t *)ibuf : *(const int32_t *)ibuf;
+        } else {
+            ((gesdd_fn)l->gesdd[d])("S", N, N, work, N, work + nn * es, work, N, work, N, wbuf, JLWORK, ibuf, INFO,
+                                    1);
+        }
+        wq = d ? *(const double *)wbuf : (double)*(const float *)wbuf;
+        const int64_t lw = (int64_t)wq + 1, li = iq > 8 * c->n + 8 ? iq : 8 * c->n + 8;
+        jl32 = (int32_t)lw, jl64 = lw, il32 = (int32_t)li, il64 = li;
+        jwork = malloc(es * (size_t)lw);
+        iwork = malloc(sizeof(int64_t) * (size_t)li);
+        acopy = malloc(es * (nn + 1));
+        if (!jwork || !iwork || !acopy) j->failed = 1;
+    }
+    if (!ipiv || !work || j->failed) {
         j->failed = 1;
         free(ipiv);
         free(work);
+        free(jwork);
+        free(iwork);
+        free(acopy);
         return NULL;
     }
     for (int64_t i = j->b0; i < j->b1; i++) {
@@ -215,6 +290,16 @@ static void *peer_slice(void *p) {
             ((orgqr_fn)l->orgqr[d])(N, N, N, out, N, tau, work, LWORK, INFO);
             break;
         }
+        case OP_EIGH: /* gen's lower triangle, row-major, is the upper one column-major */
+            memcpy(out, (const char *)c->h_gen + (size_t)i * nn * es, nn * es);
+            ((syevd_fn)l->syevd[d])("V", "U", N, out, N, (char *)c->p_w + (size_t)(i * c->n) * es, jwork, JLWORK,
+                                    iwork, ILWORK, INFO, 1, 1);
+            break;
+        case OP_SVD: /* reduced: U into out, V^T into p_r (column-major) */
+            memcpy(acopy, gen, nn * es);
+            ((gesdd_fn)l->gesdd[d])("S", N, N, acopy, N, (char *)c->p_w + (size_t)(i * c->n) * es, out, N,
+                                    (char *)c->p_r + (size_t)i * nn * es, N, jwork, JLWORK, iwork, INFO, 1);
+            break;
         default: {
             memcpy(work, gen, nn * es);
             ((getrf_fn)l->getrf[d])(N, N, work, N, ipiv, INFO);
@@ -232,6 +317,9 @@ static void *peer_slice(void *p) {
     }
     free(ipiv);
     free(work);
+    free(jwork);
+    free(iwork);
+    free(acopy);
     return NULL;
 }
 
@@ -362,6 +450,52 @@ static double err_qr(alloy_dtype dt, int64_t n, const void *a, const void *q, co
     return !(back <= o) ? back : o; /* NaN wins */
 }
 
+/* ||Q^T Q - I||_F for the columns of q (row-major n x n; rows: Q Q^T). */
+static double orth_err(alloy_dtype dt, int64_t n, const void *q, int rows) {
+    double orth = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double g = 0;
+            for (int64_t k = 0; k < n; k++)
+                g += rows ? at(dt, q, i * n + k) * at(dt, q, j * n + k) : at(dt, q, k * n + i) * at(dt, q, k * n + j);
+            const double o = g - (i == j ? 1.0 : 0.0);
+            orth += o * o;
+        }
+    return sqrt(orth);
+}
+
+static double worse(double a, double b) { return !(a <= b) ? a : b; } /* NaN wins */
+
+/* max(||S V - V diag(w)||_F / ||S||_F, ||V^T V - I||_F), S the symmetric
+ * matrix of a's lower triangle (row-major), v row-major (columns the vectors). */
+static double err_eigh(alloy_dtype dt, int64_t n, const void *a, const void *v, const void *w) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double sv = 0;
+            for (int64_t k = 0; k < n; k++) sv += at(dt, a, i >= k ? i * n + k : k * n + i) * at(dt, v, k * n + j);
+            const double e = sv - at(dt, v, i * n + j) * at(dt, w, j), x = at(dt, a, i >= j ? i * n + j : j * n + i);
+            num += e * e;
+            den += x * x;
+        }
+    return worse(sqrt(num) / (den > 0 ? sqrt(den) : 1), orth_err(dt, n, v, 0));
+}
+
+/* max(||A - U diag(s) V^T||_F / ||A||_F, ||U^T U - I||_F, ||V^T V - I||_F);
+ * u, vt row-major n x n. */
+static double err_svd(alloy_dtype dt, int64_t n, const void *a, const void *u, const void *sv, const void *vt) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double r = 0;
+            for (int64_t k = 0; k < n; k++) r += at(dt, u, i * n + k) * at(dt, sv, k) * at(dt, vt, k * n + j);
+            const double x = at(dt, a, i * n + j), e = x - r;
+            num += e * e;
+            den += x * x;
+        }
+    return worse(worse(sqrt(num) / (den > 0 ? sqrt(den) : 1), orth_err(dt, n, u, 0)), orth_err(dt, n, vt, 1));
+}
+
 /* |d - det(A)| / |det(A)|, det(A) by LU with partial pivoting in long double. */
 static double err_det(alloy_dtype dt, int64_t n, const void *a, double d) {
     long double *m = malloc(sizeof(long double) * (size_t)(n * n));
@@ -419,10 +553,10 @@ static double sample_error(la_ctx *c, int peer) {
     const alloy_dtype dt = c->dt;
     const int64_t n = c->n, nn = n * n;
     const size_t es = alloy_dtype_size(dt);
-    char *m = malloc(es * (size_t)nn), *r = malloc(es * (size_t)nn);
+    char *m = malloc(es * (size_t)nn), *r = malloc(es * (size_t)nn), *w = malloc(es * (size_t)(n + 1));
     int32_t *piv = malloc(sizeof(int32_t) * (size_t)(n + 1));
     double worst = 0;
-    for (int s = 0; s < N_SAMPLES && m && r && piv; s++) {
+    for (int s = 0; s < N_SAMPLES && m && r && w && piv; s++) {
         const int64_t i = c->batch > 1 ? c->batch - 1 - (c->batch - 1) * s / (N_SAMPLES - 1) : 0;
         const char *gen = (const char *)c->h_gen + (size_t)(i * nn) * es;
         double e = NAN;
@@ -450,6 +584,18 @@ static double sample_error(la_ctx *c, int peer) {
                 if (st == ALLOY_OK) st = fetch(c->r, i * nn, nn, r);
             }
             break;
+        case OP_EIGH:
+        case OP_SVD: /* v or u into m, (svd) vt into r, the values into w */
+            if (peer) {
+                transpose_to(dt, n, (const char *)c->p_out + (size_t)(i * nn) * es, m);
+                if (c->op == OP_SVD) transpose_to(dt, n, (const char *)c->p_r + (size_t)(i * nn) * es, r);
+                memcpy(w, (const char *)c->p_w + (size_t)(i * n) * es, (size_t)n * es);
+            } else {
+                st = fetch(c->out, i * nn, nn, m);
+                if (st == ALLOY_OK && c->op == OP_SVD) st = fetch(c->r, i * nn, nn, r);
+                if (st == ALLOY_OK) st = fetch(c->w, i * n, n, w);
+            }
+            break;
         default:
             if (peer) memcpy(m, (const char *)c->p_det + (size_t)i * es, es);
             else st = fetch(c->det, i, 1, m);
@@ -470,12 +616,15 @@ static double sample_error(la_ctx *c, int peer) {
         case OP_SOLVE: e = err_solve(dt, n, gen, m, (const char *)c->h_b + (size_t)(i * n) * es); break;
         case OP_INV: e = err_inv(dt, n, gen, m); break;
         case OP_QR: e = err_qr(dt, n, gen, m, r); break;
+        case OP_EIGH: e = err_eigh(dt, n, gen, m, w); break;
+        case OP_SVD: e = err_svd(dt, n, gen, m, w, r); break;
         default: e = err_det(dt, n, gen, at(dt, m, 0)); break;
         }
         if (!(e <= worst)) worst = e; /* NaN wins */
     }
     free(m);
     free(r);
+    free(w);
     free(piv);
     return worst;
 }
@@ -513,10 +662,43 @@ static double peer_lu_error(la_ctx *c) {
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static void free_ctx(la_ctx *c) {
-    alloy_array *arrs[] = {c->spd, c->gen, c->b, c->out, c->piv, c->info, c->x, c->det, c->r};
+    alloy_array *arrs[] = {c->spd, c->gen, c->b, c->out, c->piv, c->info, c->x, c->det, c->r, c->w};
     for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) alloy_array_free(arrs[i]);
-    void *host[] = {c->h_spd, c->h_gen, c->h_gen_t, c->h_b, c->p_out, c->p_x, c->p_det, c->p_r};
+    void *host[] = {c->h_spd, c->h_gen, c->h_gen_t, c->h_b, c->p_out, c->p_x, c->p_det, c->p_r, c->p_w};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* A view of the first k matrices of a (shape (batch, ...)), or NULL for NULL. */
+static alloy_status prefix_view(alloy_array *a, int64_t k, alloy_array **v) {
+    *v = NULL;
+    if (!a) return ALLOY_OK;
+    int64_t shape[ALLOY_MAX_NDIM];
+    const int nd = alloy_array_ndim(a);
+    memcpy(shape, alloy_array_shape(a), sizeof(int64_t) * (size_t)nd);
+    shape[0] = k;
+    return alloy_array_wrap(alloy_array_device(a), alloy_array_data(a), alloy_array_dtype(a), nd, shape, NULL, 0, NULL,
+                            NULL, v);
+}
+
+/* *sub: c on its first k matrices (the host buffers shared, the arrays
+ * views); free_prefix releases the views only. */
+static alloy_status prefix_ctx(const la_ctx *c, int64_t k, la_ctx *sub) {
+    *sub = *c;
+    sub->batch = k;
+    alloy_array **arrs[] = {&sub->spd, &sub->gen, &sub->b, &sub->out, &sub->piv,
+                            &sub->info, &sub->x, &sub->det, &sub->r, &sub->w};
+    alloy_status st = ALLOY_OK;
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) {
+        alloy_array *base = *arrs[i];
+        if (st == ALLOY_OK) st = prefix_view(base, k, arrs[i]);
+        else *arrs[i] = NULL;
+    }
+    return st;
+}
+
+static void free_prefix(la_ctx *sub) {
+    alloy_array *arrs[] = {sub->spd, sub->gen, sub->b, sub->out, sub->piv, sub->info, sub->x, sub->det, sub->r, sub->w};
+    for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) alloy_array_free(arrs[i]);
 }
 
 /* Inputs and outputs of one (dtype, n, batch): general matrices uniform in
@@ -549,7 +731,8 @@ static alloy_status setup(la_ctx *c, alloy_device *dev, int peer, uint64_t *rng)
         c->p_x = malloc(es * (size_t)(B * n));
         c->p_det = malloc(es * (size_t)B);
         c->p_r = malloc(es * (size_t)(B * nn));
-        if (!c->h_gen_t || !c->p_out || !c->p_x || !c->p_det || !c->p_r) return ALLOY_ERROR_OUT_OF_MEMORY;
+        c->p_w = malloc(es * (size_t)(B * n));
+        if (!c->h_gen_t || !c->p_out || !c->p_x || !c->p_det || !c->p_r || !c->p_w) return ALLOY_ERROR_OUT_OF_MEMORY;
         for (int64_t m = 0; m < B; m++)
             transpose_to(c->dt, n, (const char *)c->h_gen + (size_t)(m * nn) * es,
                          (char *)c->h_gen_t + (size_t)(m * nn) * es);
@@ -561,6 +744,7 @@ static alloy_status setup(la_ctx *c, alloy_device *dev, int peer, uint64_t *rng)
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sm, &c->out);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sm, &c->r);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 3, sb, &c->x);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 2, sp, &c->w);
     if (st == ALLOY_OK) st = alloy_array_new(dev, c->dt, 1, &B, &c->det);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_INT32, 2, sp, &c->piv);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_INT32, 1, &B, &c->info);
@@ -622,39 +806,60 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                 free_ctx(&c);
                 continue;
             }
-            char size[48];
-            snprintf(size, sizeof size, "%lldx %lldx%lld", (long long)c.batch, (long long)c.n, (long long)c.n);
             for (int op = 0; op < N_OPS; op++) {
                 if (only && !strstr(labels[op], only)) continue;
                 c.op = op;
+                /* eigh, svd: the first slow_batch matrices (views of the same arrays) */
+                la_ctx sub, *rc = &c;
+                const int64_t nb = op == OP_EIGH || op == OP_SVD ? slow_batch(is_cuda, c.n, c.batch) : c.batch;
+                if (nb < c.batch) {
+                    if (prefix_ctx(&c, nb, &sub) != ALLOY_OK) {
+                        fprintf(stderr, "alloy: bench linalg %s: %s\n", labels[op], alloy_last_error());
+                        failures++;
+                        free_prefix(&sub);
+                        continue;
+                    }
+                    rc = &sub;
+                }
+                char size[48];
+                snprintf(size, sizeof size, "%lldx %lldx%lld", (long long)rc->batch, (long long)c.n, (long long)c.n);
                 double t0 = bench_now_s(), t1 = -1;
-                if (run_alloy(&c) == 0 && alloy_stream_synchronize(s) == ALLOY_OK) t1 = bench_now_s() - t0;
+                if (run_alloy(rc) == 0 && alloy_stream_synchronize(s) == ALLOY_OK) t1 = bench_now_s() - t0;
                 if (t1 < 0) {
                     fprintf(stderr, "alloy: bench linalg %s %s: %s\n", labels[op], size, alloy_last_error());
                     failures++;
+                    if (rc == &sub) free_prefix(&sub);
                     continue;
                 }
                 const double target = is_cuda ? 0.05 : 0.2;
                 const int reps = is_cuda ? 9 : t1 > 0.5 ? 3 : 5;
-                const double t = bench_time_calls(run_alloy, &c, s, calls_for(t1, target), reps);
-                const double err = sample_error(&c, 0);
+                const double t = bench_time_calls(run_alloy, rc, s, calls_for(t1, target), reps);
+                const double err = sample_error(rc, 0);
                 double pt = -1, perr = 0;
                 const char *why = peer_why;
-                const int op_peer = peer && (op != OP_QR || (lp.geqrf[di] && lp.orgqr[di]));
-                if (peer && !op_peer) why = di ? "this LAPACK has no dgeqrf/dorgqr" : "this LAPACK has no sgeqrf/sorgqr";
+                const int op_peer = peer && (op == OP_QR    ? lp.geqrf[di] && lp.orgqr[di]
+                                             : op == OP_EIGH ? lp.syevd[di] != NULL
+                                             : op == OP_SVD  ? lp.gesdd[di] != NULL
+                                                             : 1);
+                if (peer && !op_peer) {
+                    static const char *const missing[2][3] = {
+                        {"this LAPACK has no sgeqrf/sorgqr", "this LAPACK has no ssyevd", "this LAPACK has no sgesdd"},
+                        {"this LAPACK has no dgeqrf/dorgqr", "this LAPACK has no dsyevd", "this LAPACK has no dgesdd"}};
+                    why = missing[di][op == OP_QR ? 0 : op == OP_EIGH ? 1 : 2];
+                }
                 if (op_peer) {
                     t0 = bench_now_s();
-                    run_peer(&c);
+                    run_peer(rc);
                     const double p1 = bench_now_s() - t0;
-                    pt = bench_time_calls(run_peer, &c, s, calls_for(p1, target), p1 > 0.5 ? 3 : 5);
-                    perr = op == OP_LU_FACTOR ? peer_lu_error(&c) : sample_error(&c, 1);
+                    pt = bench_time_calls(run_peer, rc, s, calls_for(p1, target), p1 > 0.5 ? 3 : 5);
+                    perr = op == OP_LU_FACTOR ? peer_lu_error(rc) : sample_error(rc, 1);
                 }
                 if (json) {
                     printf("{\"op\": \"%s\", \"case\": \"%s\", \"size\": \"%s\", \"batch\": %lld, \"n\": %lld, "
                            "\"device\": \"%s\", \"time_s\": %.6g, \"matrices_per_s\": %.6g, \"error\": %.3g, "
                            "\"error_measure\": \"%s\"",
-                           OP_NAMES[op], dnames[di], size, (long long)c.batch, (long long)c.n, alloy_device_name(dev),
-                           t, (double)c.batch / t, err, OP_ERRORS[op]);
+                           OP_NAMES[op], dnames[di], size, (long long)rc->batch, (long long)c.n, alloy_device_name(dev),
+                           t, (double)rc->batch / t, err, OP_ERRORS[op]);
                     if (pt > 0)
                         printf(", \"peer\": \"LAPACK\", \"peer_time_s\": %.6g, \"peer_error\": %.3g, \"ratio\": %.4f",
                                pt, perr, pt / t);
@@ -662,7 +867,7 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                     printf("}\n");
                 } else {
                     char rate[32];
-                    const double r = (double)c.batch / t;
+                    const double r = (double)rc->batch / t;
                     snprintf(rate, sizeof rate, "%.3g %s", r >= 1e6 ? r / 1e6 : r / 1e3, r >= 1e6 ? "M/s" : "k/s");
                     if (pt > 0)
                         printf("%-14s %-16s %7.3f ms %12s %10.2e | %-7s %7.3f ms %10.2e %7.3f\n", labels[op], size,
@@ -672,13 +877,15 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                                rate, err, why);
                 }
                 fflush(stdout);
+                if (rc == &sub) free_prefix(&sub);
             }
             free_ctx(&c);
         }
     if (header && !json)
         printf("errors: cholesky |A-LL^T|_F/|A|_F, lu_factor |PA-LU|_F/|A|_F, solve |b-Ax|/(|A||x|+|b|) (inf-norms),\n"
                "inv |I-AX|_1/(|A|_1|X|_1), det |d-det|/|det| (long double), qr (reduced) max(|A-QR|_F/|A|_F,\n"
-               "|Q^TQ-I|_F); the worst of %d sample matrices\n",
-               N_SAMPLES);
+               "|Q^TQ-I|_F), eigh max(|AV-VW|_F/|A|_F, |V^TV-I|_F), svd (reduced) max(|A-USV^T|_F/|A|_F,\n"
+               "|U^TU-I|_F, |V^TV-I|_F); the worst of %d sample matrices; eigh and svd on the first %s matrices\n",
+               N_SAMPLES, is_cuda ? "1000 (n = 64), 200 (128), 100 (256)" : "200 (n = 64), 32 (128), 8 (256)");
     return failures ? CLI_ERROR : CLI_OK;
 }
