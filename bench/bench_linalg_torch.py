@@ -1,10 +1,16 @@
 """bench_linalg_torch.py — the CUDA peer of `alloy bench linalg`: torch.linalg
 on the same rows (cholesky, lu_factor, solve with one right-hand side, inv,
-det, qr in its reduced mode; 10 000 x n x n for n = 8 ... 128 and 1 000 x 256 x 256; float32 and
-float64), inputs drawn the same way, timed the same way (wall clock around
-back-to-back calls and one torch.cuda.synchronize(), outputs given, the
-median of 9 batches after a warm-up), with the same error measures on 8 sample
-matrices in float64 on the host.
+det, qr in its reduced mode, eigh, svd with full_matrices=False; 10 000 x n x n for
+n = 8 ... 128 and 1 000 x 256 x 256; float32 and float64), inputs drawn the same way,
+timed the same way (wall clock around back-to-back calls and one
+torch.cuda.synchronize(), outputs given, the median of 9 batches after a
+warm-up, of 3 when one call takes over half a second), with the same error
+measures on 8 sample matrices in float64 on the host.
+
+eigh and svd run on the first SLOW_BATCH[n] matrices for n >= 64 (as `alloy
+bench linalg` does on CUDA; the size column says how many): torch loops over
+the batch there, about a millisecond per 64 x 64 matrix, so 10 000 would take
+seconds per call.
 
     python bench/bench_linalg_torch.py [--quick] [--only TEXT] [--json] [--alloy FILE]
 
@@ -21,11 +27,14 @@ import time
 import numpy as np
 import torch
 
-OPS = ["cholesky", "lu_factor", "solve", "inv", "det", "qr"]
+OPS = ["cholesky", "lu_factor", "solve", "inv", "det", "qr", "eigh", "svd"]
 SIZES = [(8, 10000, True), (16, 10000, False), (32, 10000, True), (64, 10000, False), (128, 10000, False),
          (256, 1000, False)]
 DTYPES = [("f32", torch.float32), ("f64", torch.float64)]
 SAMPLES = 8
+# eigh and svd: how many matrices for the large n (cmd_bench_linalg.c's slow_batch on CUDA)
+SLOW_OPS = ("eigh", "svd")
+SLOW_BATCH = {64: 1000, 128: 200, 256: 100}
 
 
 def timed(fn, target=0.05, reps=9):
@@ -34,7 +43,10 @@ def timed(fn, target=0.05, reps=9):
     t0 = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    per = max(1, min(200, int(target / max(time.perf_counter() - t0, 1e-6))))
+    t1 = time.perf_counter() - t0
+    per = max(1, min(200, int(target / max(t1, 1e-6))))
+    if t1 > 0.5:
+        reps = 3
     ts = []
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -79,6 +91,14 @@ def sample_error(op, a, out):
         elif op == "qr":
             q, r = o
             e = max(np.linalg.norm(a - q @ r) / np.linalg.norm(a), np.linalg.norm(q.T @ q - np.eye(len(a))))
+        elif op == "eigh":  # a: the symmetric matrix of the lower triangle
+            w, v = o
+            e = max(np.linalg.norm(a @ v - v * w) / np.linalg.norm(a), np.linalg.norm(v.T @ v - np.eye(len(a))))
+        elif op == "svd":
+            u, s, vh = o
+            eye = np.eye(len(a))
+            e = max(np.linalg.norm(a - (u * s) @ vh) / np.linalg.norm(a), np.linalg.norm(u.T @ u - eye),
+                    np.linalg.norm(vh @ vh.T - eye))
         elif op == "inv":
             e = np.max(np.sum(np.abs(np.eye(len(a)) - a @ o), 0)) / (
                 np.max(np.sum(np.abs(a), 0)) * np.max(np.sum(np.abs(o), 0)))
@@ -144,6 +164,11 @@ def main():
             x = torch.empty_like(b)
             d = torch.empty(batch, device=dev, dtype=dt)
             r = torch.empty_like(gen)
+            # eigh and svd: the first nb matrices; eigh reads gen's lower triangle (UPLO='L', as alloy)
+            nb = min(batch, SLOW_BATCH.get(n, batch))
+            gs = gen[:nb]
+            w = torch.empty(nb, n, device=dev, dtype=dt)
+            vs, us, vhs = sq[:nb], sq[:nb], r[:nb]
             calls = {
                 "cholesky": lambda: torch.linalg.cholesky_ex(spd, out=(sq, info)),
                 "lu_factor": lambda: torch.linalg.lu_factor_ex(gen, out=(sq, piv, info)),
@@ -151,14 +176,19 @@ def main():
                 "inv": lambda: torch.linalg.inv_ex(gen, out=(sq, info)),
                 "det": lambda: torch.linalg.det(gen, out=d),
                 "qr": lambda: torch.linalg.qr(gen, out=(sq, r)),
+                "eigh": lambda: torch.linalg.eigh(gs, out=(w, vs)),
+                "svd": lambda: torch.linalg.svd(gs, full_matrices=False, out=(us, w, vhs)),
             }
-            idx = [batch - 1 - (batch - 1) * s // (SAMPLES - 1) for s in range(SAMPLES)]
-            size = f"{batch}x {n}x{n}"
             for op, label in zip(OPS, labels):
                 if args.only and args.only not in label:
                     continue
+                rows = nb if op in SLOW_OPS else batch
+                idx = [rows - 1 - (rows - 1) * s // (SAMPLES - 1) for s in range(SAMPLES)]
+                size = f"{rows}x {n}x{n}"
                 t = timed(calls[op])
                 a_host = (spd if op == "cholesky" else gen)[idx].double().cpu().numpy()
+                if op == "eigh":
+                    a_host = np.tril(a_host) + np.swapaxes(np.tril(a_host, -1), -1, -2)
                 if op == "lu_factor":
                     out = list(zip(sq[idx].double().cpu().numpy(), piv[idx].cpu().numpy()))
                 elif op == "solve":
@@ -167,22 +197,27 @@ def main():
                     out = list(d[idx].double().cpu().numpy())
                 elif op == "qr":
                     out = list(zip(sq[idx].double().cpu().numpy(), r[idx].double().cpu().numpy()))
+                elif op == "eigh":
+                    out = list(zip(w[idx].double().cpu().numpy(), vs[idx].double().cpu().numpy()))
+                elif op == "svd":
+                    out = list(zip(us[idx].double().cpu().numpy(), w[idx].double().cpu().numpy(),
+                                   vhs[idx].double().cpu().numpy()))
                 else:
                     out = list(sq[idx].double().cpu().numpy())
                 err = sample_error(op, a_host, out)
-                at = alloy_times.get((op, dname, batch, n))
+                at = alloy_times.get((op, dname, rows, n))
                 if args.json:
-                    r = {"op": op, "case": dname, "size": size, "batch": batch, "n": n, "peer": "torch.linalg",
-                         "time_s": t, "matrices_per_s": batch / t, "error": err}
+                    row = {"op": op, "case": dname, "size": size, "batch": rows, "n": n, "peer": "torch.linalg",
+                           "time_s": t, "matrices_per_s": rows / t, "error": err}
                     if at:
-                        r.update(alloy_time_s=at, ratio=t / at)
-                    print(json.dumps(r), flush=True)
+                        row.update(alloy_time_s=at, ratio=t / at)
+                    print(json.dumps(row), flush=True)
                 else:
-                    rate = batch / t
+                    rate = rows / t
                     rs = f"{rate / 1e6:.3g} M/s" if rate >= 1e6 else f"{rate / 1e3:.3g} k/s"
                     extra = f" | {at * 1e3:7.3f} ms {t / at:7.3f}" if at else ""
                     print(f"{label:14s} {size:16s} {t * 1e3:7.3f} ms {rs:>12s} {err:10.2e}{extra}", flush=True)
-            del gen, spd, b, sq, info, piv, x, d, r
+            del gen, spd, b, sq, info, piv, x, d, r, gs, w, vs, us, vhs
             torch.cuda.empty_cache()
     return 0
 
