@@ -5,7 +5,10 @@
 # qemu-user 7.2 can hang for good when several guest threads spawn the
 # compiler at once (seen once in CI, a 900 s timeout), and under qemu on an
 # x86 host the guest sees x86's memory ordering anyway, so the test adds
-# nothing there that the native and ThreadSanitizer stages do not. Kernels are
+# nothing there that the native and ThreadSanitizer stages do not. The
+# ALLOY_CPU_DEBUG twins (`_cpudebug`) are left out too: the checked-memory mode
+# does not depend on the ISA, the native and ASan stages run them, and under
+# emulation the linear-algebra ones alone took over eight minutes. Kernels are
 # JIT-compiled with the AArch64 cross g++ (qemu-user runs the host compiler
 # natively when the emulated process spawns it).
 set -euo pipefail
@@ -23,4 +26,4 @@ echo "=== aarch64: test under qemu-user"
 ALLOY_CXX=aarch64-linux-gnu-g++ QEMU_LD_PREFIX=/usr/aarch64-linux-gnu \
     ALLOY_TEST_LAUNCHER="qemu-aarch64 -L /usr/aarch64-linux-gnu" \
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" \
-    -E "${ALLOY_AARCH64_EXCLUDE:-^test_(cli|concurrency)$}"
+    -E "${ALLOY_AARCH64_EXCLUDE:-^test_(cli|concurrency)$|_cpudebug$}"

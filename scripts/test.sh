@@ -4,7 +4,8 @@
 #   main      Release build + ctest (ALLOY_DEVICE picks the device, default cpu)
 #   asan      AddressSanitizer + UBSan build + ctest
 #   tsan      ThreadSanitizer build + the concurrency tests
-#   aarch64   the fiber and scheduler tests cross-built for AArch64, run under
+#   aarch64   the test suite (less the CLI, concurrency and _cpudebug tests: see
+#             scripts/test-aarch64.sh) cross-built for AArch64, run under
 #             qemu-user (needs gcc-aarch64-linux-gnu and qemu-user; skipped with
 #             a message when they are missing, unless CI=true)
 #   python    the Python package: a venv under build/python-venv, numpy, pytest
