@@ -14,6 +14,7 @@
 #include "cache.h"
 #include "kernel_file.h"
 #include "linalg.h"
+#include "mlstm.h"
 
 #define ALLOY_VERSION_MAJOR 0
 #define ALLOY_VERSION_MINOR 1

@@ -1,0 +1,108 @@
+/* step.c — alloy_mlstm_step (alloy/mlstm.h): one recurrent mLSTM step for
+ * B sequences, the decoding loop's kernel.
+ *
+ * Two launches on the caller's stream, nothing waits for the device:
+ * mlstm_step (C' and h: one threadgroup per (sequence, head, 32 columns of
+ * C), coalesced over DHHV; it reads n and m but does not write them) and
+ * mlstm_step_nm (n' and m': one threadgroup per (sequence, head)). The split
+ * is what makes the in-place update safe: a threadgroup of the first launch
+ * never sees a state another one has already overwritten. The same kernels
+ * run on every backend; sizes, scale and eps are launch constants, so a new
+ * shape or eps never recompiles. */
+#include <math.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "ops/catalog.h"
+#include "ops/mlstm/mlstm_internal.h"
+
+static const char STEP_FILE[] = "src/ops/mlstm/kernels/mlstm_step.metal";
+static const char NM_FILE[] = "src/ops/mlstm/kernels/mlstm_step_nm.metal";
+
+static const char FN[] = "alloy_mlstm_step";
+
+alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                              alloy_array *c, alloy_array *n, alloy_array *m, double eps, alloy_stream *stream,
+                              alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
+    alloy_status st = alloy_mlstm_check_q(FN, q, 3, stream);
+    if (st != ALLOY_OK) return st;
+    if (!(eps >= 0) || !isfinite(eps))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
+    alloy_device *dev = alloy_array_device(q);
+    const alloy_dtype dt = alloy_array_dtype(q);
+    const int64_t *qs = alloy_array_shape(q);
+    const int64_t B = qs[0], NH = qs[1], DHQK = qs[2];
+    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", FN);
+    if (alloy_array_ndim(v) != 3 || alloy_array_shape(v)[2] < 1 || alloy_array_shape(v)[2] > INT32_MAX / 2)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, DHHV) with 1 <= DHHV", FN);
+    const int64_t DHHV = alloy_array_shape(v)[2];
+    const int64_t s_qk[3] = {B, NH, DHQK}, s_v[3] = {B, NH, DHHV}, s_g[3] = {B, NH, 1};
+    const int64_t s_c[4] = {B, NH, DHQK, DHHV};
+    if ((st = alloy_mlstm_check(FN, "k", k, dev, dt, 3, s_qk)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "v", v, dev, dt, 3, s_v)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "i", i, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "f", f, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "c", c, dev, ALLOY_FLOAT32, 4, s_c)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "n", n, dev, ALLOY_FLOAT32, 3, s_qk)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "m", m, dev, ALLOY_FLOAT32, 3, s_g)) != ALLOY_OK) return st;
+    const int64_t BH = B * NH, tiles = (DHHV + 31) / 32;
+    if (BH > 0 && BH * tiles > (int64_t)(UINT32_MAX / 32))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: B * NH = %lld is too large for one launch", FN,
+                           (long long)BH);
+
+    alloy_array *oh = NULL, *oc = NULL, *on = NULL, *om = NULL;
+    int ch = 0, cc = 0, cn = 0, cm = 0;
+    st = alloy_mlstm_prepare_out(FN, "h", h, dev, dt, 3, s_v, &oh, &ch);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "c_out", c_out, dev, ALLOY_FLOAT32, 4, s_c, &oc, &cc);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "n_out", n_out, dev, ALLOY_FLOAT32, 3, s_qk, &on, &cn);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "m_out", m_out, dev, ALLOY_FLOAT32, 3, s_g, &om, &cm);
+
+    alloy_kernel *ks = NULL, *kn = NULL;
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(STEP_FILE, &ks);
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(NM_FILE, &kn);
+    if (st == ALLOY_OK && BH > 0) {
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        /* C' and h */
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * tiles * 32), 8, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHHV", ALLOY_INT32, DHHV);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tiles", ALLOY_INT32, tiles);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
+        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[2] = {NULL, NULL};
+        if (st == ALLOY_OK) st = alloy_kernel_apply(ks, 8, ins, l, stream, res);
+        alloy_array_free(res[0]);
+        alloy_array_free(res[1]);
+        /* n' and m' (after every reader of n and m above) */
+        if (st == ALLOY_OK) st = alloy_launch_reset(l);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * 128), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
+        alloy_array *ins2[5] = {k, i, f, n, m};
+        res[0] = res[1] = NULL;
+        if (st == ALLOY_OK) st = alloy_kernel_apply(kn, 5, ins2, l, stream, res);
+        alloy_array_free(res[0]);
+        alloy_array_free(res[1]);
+        alloy_launch_free(l);
+    }
+    if (st != ALLOY_OK) {
+        if (ch) alloy_array_free(oh);
+        if (cc) alloy_array_free(oc);
+        if (cn) alloy_array_free(on);
+        if (cm) alloy_array_free(om);
+        return st;
+    }
+    if (ch) *h = oh;
+    if (cc) *c_out = oc;
+    if (cn) *n_out = on;
+    if (cm) *m_out = om;
+    return ALLOY_OK;
+}
