@@ -1,0 +1,476 @@
+/* test_mlstm.c — alloy_mlstm_step and alloy_mlstm_parallel (alloy/mlstm.h)
+ * against a float64 recurrent reference (the step of mlstm_anchors §1.1
+ * applied S times from the initial states or zeros): the parallel form and
+ * chains of steps (in place and into separate outputs) equal it for S = 1,
+ * odd S, several tiles of queries, keys and columns, head sizes 1, 7, 40, 64
+ * and 128, given initial states, hostile gates (input pre-activations 60,
+ * forget pre-activations -40); float32 inputs within 2e-4 of max|h|, float16
+ * and bfloat16 inputs within 2e-2; every output element written (given
+ * outputs are pre-filled with NaN) and finite; the errors name their
+ * argument. On the device the tests run on (ALLOY_DEVICE, default cpu). */
+#include <float.h>
+
+#include "harness.h"
+#include "kernel_util.h"
+
+#include "alloy/mlstm.h"
+
+static const double EPS = 1e-6;
+
+/* ---- host data ------------------------------------------------------------ */
+
+static double round_to(alloy_dtype dt, double x) {
+    if (dt == ALLOY_FLOAT16) return ku_round_half(x);
+    if (dt == ALLOY_BFLOAT16) return ku_round_bf16(x);
+    return (double)(float)x;
+}
+
+static int64_t count(int nd, const int64_t *shape) {
+    int64_t c = 1;
+    for (int d = 0; d < nd; d++) c *= shape[d];
+    return c;
+}
+
+static alloy_array *dev_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
+    const int64_t c = count(nd, shape);
+    void *raw = malloc((size_t)(c ? c : 1) * 4);
+    for (int64_t e = 0; e < c; e++) {
+        if (dt == ALLOY_FLOAT32) ((float *)raw)[e] = (float)x[e];
+        else if (dt == ALLOY_FLOAT16) ((uint16_t *)raw)[e] = ku_f16_bits(x[e]);
+        else ((uint16_t *)raw)[e] = ku_bf16_bits(x[e]);
+    }
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), dt, nd, shape, raw, &a));
+    free(raw);
+    return a;
+}
+
+/* A new array of the shape filled with NaN (an output every element of which
+ * must be written). */
+static alloy_array *nan_array(alloy_dtype dt, int nd, const int64_t *shape) {
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
+    if (a) CHECK_OK(alloy_array_fill(a, NAN));
+    return a;
+}
+
+static double *host_of(alloy_array *a) {
+    const int64_t c = alloy_array_size(a);
+    void *raw = malloc(alloy_array_nbytes(a) + 4);
+    double *x = malloc((size_t)(c ? c : 1) * sizeof(double));
+    CHECK_OK(alloy_array_copy_to_host(a, raw, alloy_array_nbytes(a) + 4));
+    const alloy_dtype dt = alloy_array_dtype(a);
+    for (int64_t e = 0; e < c; e++) {
+        if (dt == ALLOY_FLOAT32) x[e] = ((float *)raw)[e];
+        else if (dt == ALLOY_FLOAT16) x[e] = ku_f16_value(((uint16_t *)raw)[e]);
+        else x[e] = ku_bf16_value(((uint16_t *)raw)[e]);
+    }
+    free(raw);
+    return x;
+}
+
+/* One problem: (B, NH, S, DK, DV), inputs rounded to dt, optional initial
+ * states (float32 values). */
+typedef struct problem {
+    int64_t B, NH, S, DK, DV;
+    alloy_dtype dt;
+    double *q, *k, *v, *i, *f;
+    double *c0, *n0, *m0; /* NULL: zeros */
+} problem;
+
+enum { GATES_PLAIN, GATES_HOSTILE_MIX, GATES_ALL_INPUT_60, GATES_ALL_FORGET_M40 };
+
+static void make(problem *p, int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, alloy_dtype dt,
+                 int gates, int initial) {
+    memset(p, 0, sizeof *p);
+    p->B = B, p->NH = NH, p->S = S, p->DK = DK, p->DV = DV, p->dt = dt;
+    const int64_t BH = B * NH, nq = BH * S * DK, nv = BH * S * DV, ng = BH * S;
+    p->q = malloc(sizeof(double) * (size_t)(nq + 1));
+    p->k = malloc(sizeof(double) * (size_t)(nq + 1));
+    p->v = malloc(sizeof(double) * (size_t)(nv + 1));
+    p->i = malloc(sizeof(double) * (size_t)(ng + 1));
+    p->f = malloc(sizeof(double) * (size_t)(ng + 1));
+    for (int64_t e = 0; e < nq; e++) p->q[e] = round_to(dt, harness_uniform(-2, 2));
+    for (int64_t e = 0; e < nq; e++) p->k[e] = round_to(dt, harness_uniform(-2, 2));
+    for (int64_t e = 0; e < nv; e++) p->v[e] = round_to(dt, harness_uniform(-2, 2));
+    for (int64_t e = 0; e < ng; e++) {
+        double ig = harness_uniform(-4, 4), fg = harness_uniform(-3, 6);
+        if (gates == GATES_HOSTILE_MIX) {
+            const uint64_t r = harness_rand_u64() % 5;
+            if (r == 0) ig = 60;
+            else if (r == 1) fg = -40;
+        } else if (gates == GATES_ALL_INPUT_60) ig = 60;
+        else if (gates == GATES_ALL_FORGET_M40) fg = -40;
+        p->i[e] = round_to(dt, ig);
+        p->f[e] = round_to(dt, fg);
+    }
+    if (initial) {
+        p->c0 = malloc(sizeof(double) * (size_t)(BH * DK * DV));
+        p->n0 = malloc(sizeof(double) * (size_t)(BH * DK));
+        p->m0 = malloc(sizeof(double) * (size_t)BH);
+        for (int64_t e = 0; e < BH * DK * DV; e++) p->c0[e] = (float)harness_uniform(-3, 3);
+        for (int64_t e = 0; e < BH * DK; e++) p->n0[e] = (float)harness_uniform(-3, 3);
+        for (int64_t e = 0; e < BH; e++) p->m0[e] = (float)harness_uniform(-2, 3);
+    }
+}
+
+static void drop(problem *p) {
+    free(p->q), free(p->k), free(p->v), free(p->i), free(p->f);
+    free(p->c0), free(p->n0), free(p->m0);
+}
+
+static double logsigmoid(double x) { return x >= 0 ? -log1p(exp(-x)) : x - log1p(exp(x)); }
+
+/* The float64 reference: S recurrent steps per (b, head). h (BH, S, DV);
+ * final states c (BH, DK, DV), n (BH, DK), m (BH). */
+static void reference(const problem *p, double *h, double *c, double *n, double *m, double *ms, double *dens) {
+    const int64_t BH = p->B * p->NH, S = p->S, DK = p->DK, DV = p->DV;
+    const double scale = 1.0 / sqrt((double)DK);
+    for (int64_t bh = 0; bh < BH; bh++) {
+        double *C = c + bh * DK * DV, *N = n + bh * DK;
+        for (int64_t e = 0; e < DK * DV; e++) C[e] = p->c0 ? p->c0[bh * DK * DV + e] : 0;
+        for (int64_t e = 0; e < DK; e++) N[e] = p->n0 ? p->n0[bh * DK + e] : 0;
+        double M = p->m0 ? p->m0[bh] : 0;
+        for (int64_t t = 0; t < S; t++) {
+            const double *q = p->q + (bh * S + t) * DK, *k = p->k + (bh * S + t) * DK;
+            const double *v = p->v + (bh * S + t) * DV;
+            const double lf = logsigmoid(p->f[bh * S + t]), ig = p->i[bh * S + t];
+            const double mn = fmax(lf + M, ig), fa = exp(lf + M - mn), ia = exp(ig - mn);
+            double qn = 0;
+            for (int64_t a = 0; a < DK; a++) {
+                N[a] = fa * N[a] + ia * k[a];
+                qn += q[a] * scale * N[a];
+            }
+            const double den = fmax(fabs(qn), exp(-mn)) + EPS;
+            ms[bh * S + t] = mn;
+            dens[bh * S + t] = den;
+            for (int64_t b = 0; b < DV; b++) {
+                double num = 0;
+                for (int64_t a = 0; a < DK; a++) {
+                    double *x = &C[a * DV + b];
+                    *x = fa * *x + ia * k[a] * v[b];
+                    num += q[a] * scale * *x;
+                }
+                h[(bh * S + t) * DV + b] = num / den;
+            }
+            M = mn;
+        }
+        m[bh] = M;
+    }
+}
+
+/* The size of the float32 rounding error each output may carry: where the
+ * normaliser is a sum that cancels (|q^ . n| far below the sum of the
+ * magnitudes of its terms, common when the input gates dominate the floor
+ * exp(-m)), h is ill-conditioned, and the recurrent and parallel forms both
+ * lose accuracy in proportion. mag (BH, S, DV) receives, per element, the
+ * first-order error magnitude of h = num / den:
+ *   (sum |terms of num| + |h| sum |terms of den|) / den,
+ * the terms being w_tj |q^_t . k_j| |v_j| over the keys (and the initial
+ * state's q^ C_0, q^ n_0). A correct kernel is within tol of max(max|h|, mag). */
+static void magnitudes(const problem *p, const double *h, const double *ms, const double *dens, double *mag) {
+    const int64_t BH = p->B * p->NH, S = p->S, DK = p->DK, DV = p->DV;
+    const double scale = 1.0 / sqrt((double)DK);
+    double *numm = malloc(sizeof(double) * (size_t)DV);
+    for (int64_t bh = 0; bh < BH; bh++)
+        for (int64_t t = 0; t < S; t++) {
+            const double mt = ms[bh * S + t], *q = p->q + (bh * S + t) * DK;
+            double denm = 0, F = 0; /* F = sum_{s=j+1..t} lf_s */
+            for (int64_t b = 0; b < DV; b++) numm[b] = 0;
+            for (int64_t j = t; j >= 0; j--) {
+                const double w = exp(F + p->i[bh * S + j] - mt);
+                double qk = 0;
+                for (int64_t a = 0; a < DK; a++) qk += fabs(q[a] * scale * p->k[(bh * S + j) * DK + a]);
+                denm += w * qk;
+                for (int64_t b = 0; b < DV; b++) numm[b] += w * qk * fabs(p->v[(bh * S + j) * DV + b]);
+                F += logsigmoid(p->f[bh * S + j]);
+            }
+            if (p->c0) { /* F is now sum_{s=0..t} lf_s */
+                const double w = exp(F + p->m0[bh] - mt);
+                for (int64_t a = 0; a < DK; a++) {
+                    denm += w * fabs(q[a] * scale * p->n0[bh * DK + a]);
+                    for (int64_t b = 0; b < DV; b++)
+                        numm[b] += w * fabs(q[a] * scale * p->c0[(bh * DK + a) * DV + b]);
+                }
+            }
+            for (int64_t b = 0; b < DV; b++) {
+                const int64_t e = (bh * S + t) * DV + b;
+                mag[e] = (numm[b] + fabs(h[e]) * denm) / dens[bh * S + t];
+            }
+        }
+    free(numm);
+}
+
+/* max over elements of |got - ref| / max(max|ref|, mag); every got finite. */
+static double h_err(const char *what, const double *got, const double *ref, const double *mag, int64_t n) {
+    double hmax = 0, worst = 0;
+    int64_t bad = -1;
+    for (int64_t e = 0; e < n; e++) hmax = fmax(hmax, fabs(ref[e]));
+    for (int64_t e = 0; e < n; e++) {
+        if (!isfinite(got[e]) && bad < 0) bad = e;
+        const double d = fmax(hmax, mag[e]);
+        if (d > 0) worst = fmax(worst, fabs(got[e] - ref[e]) / d);
+        else worst = fmax(worst, fabs(got[e] - ref[e]));
+    }
+    CHECK_MSG(bad < 0, "%s: element %lld is %g (not written or not finite)", what, (long long)bad,
+              bad >= 0 ? got[bad] : 0.0);
+    return worst;
+}
+
+/* max |got - ref| / max |ref| over n elements; every got must be finite. */
+static double rel_err(const char *what, const double *got, const double *ref, int64_t n) {
+    double emax = 0, rmax = 0;
+    int64_t bad = -1;
+    for (int64_t e = 0; e < n; e++) {
+        if (!isfinite(got[e]) && bad < 0) bad = e;
+        emax = fmax(emax, fabs(got[e] - ref[e]));
+        rmax = fmax(rmax, fabs(ref[e]));
+    }
+    CHECK_MSG(bad < 0, "%s: element %lld is %g (not written or not finite)", what, (long long)bad,
+              bad >= 0 ? got[bad] : 0.0);
+    return rmax > 0 ? emax / rmax : emax;
+}
+
+static double tolerance(alloy_dtype dt) { return dt == ALLOY_FLOAT32 ? 2e-4 : 2e-2; }
+
+/* ---- checks ------------------------------------------------------------------ */
+
+static void check_parallel(const problem *p, const double *href, const double *mag, const char *label) {
+    const int64_t BH = p->B * p->NH;
+    const int64_t s_qk[4] = {p->B, p->NH, p->S, p->DK}, s_v[4] = {p->B, p->NH, p->S, p->DV};
+    const int64_t s_g[3] = {p->B, p->NH, p->S};
+    alloy_array *q = dev_array(p->dt, 4, s_qk, p->q), *k = dev_array(p->dt, 4, s_qk, p->k);
+    alloy_array *v = dev_array(p->dt, 4, s_v, p->v), *i = dev_array(p->dt, 3, s_g, p->i);
+    alloy_array *f = dev_array(p->dt, 3, s_g, p->f);
+    alloy_array *h = nan_array(p->dt, 4, s_v), *given = h;
+    CHECK_OK(alloy_mlstm_parallel(q, k, v, i, f, EPS, NULL, &h));
+    CHECK(h == given);
+    double *got = host_of(h);
+    const double err = h_err(label, got, href, mag, BH * p->S * p->DV);
+    CHECK_MSG(err <= tolerance(p->dt), "%s parallel (%lld,%lld,%lld,%lld,%lld) %s: error %.3g of max(max|h|, its error magnitude)", label,
+              (long long)p->B, (long long)p->NH, (long long)p->S, (long long)p->DK, (long long)p->DV,
+              alloy_dtype_name(p->dt), err);
+    free(got);
+    /* a new h when none is given */
+    alloy_array *h2 = NULL;
+    CHECK_OK(alloy_mlstm_parallel(q, k, v, i, f, EPS, NULL, &h2));
+    if (h2) {
+        double *g2 = host_of(h2);
+        CHECK(h_err(label, g2, href, mag, BH * p->S * p->DV) <= tolerance(p->dt));
+        free(g2);
+    }
+    alloy_array_free(h2);
+    alloy_array_free(h), alloy_array_free(q), alloy_array_free(k), alloy_array_free(v);
+    alloy_array_free(i), alloy_array_free(f);
+}
+
+/* S steps; in_place: the state arrays are their own outputs; else the states
+ * ping-pong between two sets of given outputs (pre-filled with NaN). */
+static void check_steps(const problem *p, const double *href, const double *mag, const double *cref,
+                        const double *nref, const double *mref, int in_place, const char *label) {
+    const int64_t B = p->B, NH = p->NH, S = p->S, DK = p->DK, DV = p->DV, BH = B * NH;
+    const int64_t s_qk[3] = {B, NH, DK}, s_v[3] = {B, NH, DV}, s_g[3] = {B, NH, 1}, s_c[4] = {B, NH, DK, DV};
+    double *c0 = calloc((size_t)(BH * DK * DV), sizeof(double)), *n0 = calloc((size_t)(BH * DK), sizeof(double));
+    double *m0 = calloc((size_t)BH, sizeof(double));
+    if (p->c0) memcpy(c0, p->c0, sizeof(double) * (size_t)(BH * DK * DV));
+    if (p->n0) memcpy(n0, p->n0, sizeof(double) * (size_t)(BH * DK));
+    if (p->m0) memcpy(m0, p->m0, sizeof(double) * (size_t)BH);
+    alloy_array *st[2][3];
+    st[0][0] = dev_array(ALLOY_FLOAT32, 4, s_c, c0);
+    st[0][1] = dev_array(ALLOY_FLOAT32, 3, s_qk, n0);
+    st[0][2] = dev_array(ALLOY_FLOAT32, 3, s_g, m0);
+    st[1][0] = nan_array(ALLOY_FLOAT32, 4, s_c);
+    st[1][1] = nan_array(ALLOY_FLOAT32, 3, s_qk);
+    st[1][2] = nan_array(ALLOY_FLOAT32, 3, s_g);
+    double *hs = malloc(sizeof(double) * (size_t)(BH * S * DV + 1));
+    double *xq = malloc(sizeof(double) * (size_t)(BH * DK)), *xk = malloc(sizeof(double) * (size_t)(BH * DK));
+    double *xv = malloc(sizeof(double) * (size_t)(BH * DV)), *xi = malloc(sizeof(double) * (size_t)BH);
+    double *xf = malloc(sizeof(double) * (size_t)BH);
+    int cur = 0;
+    for (int64_t t = 0; t < S; t++) {
+        for (int64_t bh = 0; bh < BH; bh++) {
+            memcpy(xq + bh * DK, p->q + (bh * S + t) * DK, sizeof(double) * (size_t)DK);
+            memcpy(xk + bh * DK, p->k + (bh * S + t) * DK, sizeof(double) * (size_t)DK);
+            memcpy(xv + bh * DV, p->v + (bh * S + t) * DV, sizeof(double) * (size_t)DV);
+            xi[bh] = p->i[bh * S + t];
+            xf[bh] = p->f[bh * S + t];
+        }
+        alloy_array *q = dev_array(p->dt, 3, s_qk, xq), *k = dev_array(p->dt, 3, s_qk, xk);
+        alloy_array *v = dev_array(p->dt, 3, s_v, xv), *i = dev_array(p->dt, 3, s_g, xi);
+        alloy_array *f = dev_array(p->dt, 3, s_g, xf);
+        alloy_array *h = nan_array(p->dt, 3, s_v);
+        const int nxt = in_place ? cur : 1 - cur;
+        if (!in_place)
+            for (int e = 0; e < 3; e++) CHECK_OK(alloy_array_fill(st[nxt][e], NAN));
+        alloy_array *co = st[nxt][0], *no = st[nxt][1], *mo = st[nxt][2];
+        CHECK_OK(alloy_mlstm_step(q, k, v, i, f, st[cur][0], st[cur][1], st[cur][2], EPS, NULL, &h, &co, &no, &mo));
+        CHECK(co == st[nxt][0] && no == st[nxt][1] && mo == st[nxt][2]);
+        double *g = host_of(h);
+        for (int64_t bh = 0; bh < BH; bh++)
+            memcpy(hs + (bh * S + t) * DV, g + bh * DV, sizeof(double) * (size_t)DV);
+        free(g);
+        cur = nxt;
+        alloy_array_free(q), alloy_array_free(k), alloy_array_free(v), alloy_array_free(i);
+        alloy_array_free(f), alloy_array_free(h);
+    }
+    const double tol = tolerance(p->dt);
+    double e = h_err(label, hs, href, mag, BH * S * DV);
+    CHECK_MSG(e <= tol, "%s steps%s (%lld,%lld,%lld,%lld,%lld) %s: h error %.3g of max(max|h|, its error magnitude)", label,
+              in_place ? " in place" : "", (long long)B, (long long)NH, (long long)S, (long long)DK, (long long)DV,
+              alloy_dtype_name(p->dt), e);
+    double *gc = host_of(st[cur][0]), *gn = host_of(st[cur][1]), *gm = host_of(st[cur][2]);
+    e = rel_err(label, gc, cref, BH * DK * DV);
+    CHECK_MSG(e <= tol, "%s: final C error %.3g of max|C|", label, e);
+    e = rel_err(label, gn, nref, BH * DK);
+    CHECK_MSG(e <= tol, "%s: final n error %.3g of max|n|", label, e);
+    for (int64_t bh = 0; bh < BH; bh++)
+        CHECK_MSG(fabs(gm[bh] - mref[bh]) <= 1e-5 * (1 + fabs(mref[bh])), "%s: m[%lld] = %.9g, want %.9g", label,
+                  (long long)bh, gm[bh], mref[bh]);
+    free(gc), free(gn), free(gm);
+    for (int a = 0; a < 2; a++)
+        for (int b = 0; b < 3; b++) alloy_array_free(st[a][b]);
+    free(hs), free(xq), free(xk), free(xv), free(xi), free(xf), free(c0), free(n0), free(m0);
+}
+
+/* Runs both forms (steps twice: in place and ping-pong) against the reference. */
+static void both(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, alloy_dtype dt, int gates, int initial,
+                 int steps, const char *label) {
+    problem p;
+    make(&p, B, NH, S, DK, DV, dt, gates, initial);
+    const int64_t BH = B * NH;
+    double *h = malloc(sizeof(double) * (size_t)(BH * S * DV + 1)), *c = malloc(sizeof(double) * (size_t)(BH * DK * DV));
+    double *n = malloc(sizeof(double) * (size_t)(BH * DK)), *m = malloc(sizeof(double) * (size_t)BH);
+    double *ms = malloc(sizeof(double) * (size_t)(BH * S + 1)), *dens = malloc(sizeof(double) * (size_t)(BH * S + 1));
+    double *mag = malloc(sizeof(double) * (size_t)(BH * S * DV + 1));
+    reference(&p, h, c, n, m, ms, dens);
+    magnitudes(&p, h, ms, dens, mag);
+    if (!initial) check_parallel(&p, h, mag, label);
+    if (steps) {
+        check_steps(&p, h, mag, c, n, m, 1, label);
+        if (steps > 1) check_steps(&p, h, mag, c, n, m, 0, label);
+    }
+    free(h), free(c), free(n), free(m), free(ms), free(dens), free(mag);
+    drop(&p);
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+static void test_mlstm_shapes(void) {
+    /* S = 1; odd S over two query tiles; several key and column tiles; D = 1, 7, 40, 64, 128 */
+    both(1, 1, 1, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "S=1 D=1");
+    both(2, 3, 1, 7, 5, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "S=1 D=7");
+    both(2, 3, 37, 7, 7, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "S=37 D=7");
+    both(1, 2, 70, 40, 72, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=70 D=40/72");
+    both(1, 2, 37, 64, 64, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=37 D=64");
+    both(1, 1, 33, 128, 128, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=33 D=128");
+    both(1, 1, 1, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=1 D=1 f32");
+}
+
+static void test_mlstm_long_parallel(void) {
+    /* many key tiles behind the diagonal (the backward log-forget sums) */
+    both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
+}
+
+static void test_mlstm_initial_states(void) {
+    both(2, 2, 9, 7, 33, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "initial D=7/33");
+    both(1, 1, 5, 64, 64, ALLOY_FLOAT32, GATES_PLAIN, 1, 1, "initial D=64");
+}
+
+static void test_mlstm_hostile_gates(void) {
+    both(1, 2, 37, 16, 24, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 2, "hostile mix");
+    both(1, 1, 40, 8, 8, ALLOY_FLOAT32, GATES_ALL_INPUT_60, 0, 1, "input 60");
+    both(1, 1, 40, 8, 8, ALLOY_FLOAT32, GATES_ALL_FORGET_M40, 0, 1, "forget -40");
+    both(1, 1, 6, 8, 8, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 1, "hostile initial");
+}
+
+static void test_mlstm_half_inputs(void) {
+    both(1, 2, 37, 64, 64, ALLOY_BFLOAT16, GATES_PLAIN, 0, 1, "bf16");
+    both(1, 1, 20, 7, 9, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 1, "bf16 hostile initial");
+    both(1, 2, 37, 16, 40, ALLOY_FLOAT16, GATES_PLAIN, 0, 1, "f16");
+}
+
+static void test_mlstm_empty(void) {
+    const int64_t s4[4] = {0, 2, 5, 4}, sg[3] = {0, 2, 5};
+    alloy_array *q = NULL, *i = NULL, *h = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 4, s4, &q));
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 3, sg, &i));
+    CHECK_OK(alloy_mlstm_parallel(q, q, q, i, i, EPS, NULL, &h));
+    CHECK(h && alloy_array_size(h) == 0);
+    alloy_array_free(h), alloy_array_free(q), alloy_array_free(i);
+    const int64_t z4[4] = {1, 1, 0, 4}, zg[3] = {1, 1, 0};
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 4, z4, &q));
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 3, zg, &i));
+    h = NULL;
+    CHECK_OK(alloy_mlstm_parallel(q, q, q, i, i, EPS, NULL, &h));
+    CHECK(h && alloy_array_size(h) == 0);
+    alloy_array_free(h), alloy_array_free(q), alloy_array_free(i);
+}
+
+static alloy_array *zeros(alloy_dtype dt, int nd, const int64_t *shape) {
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
+    if (a) CHECK_OK(alloy_array_fill(a, 0));
+    return a;
+}
+
+static void test_mlstm_errors(void) {
+    const alloy_dtype F = ALLOY_FLOAT32;
+    const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
+    /* step: B=2, NH=3, DHQK=4, DHHV=5 */
+    const int64_t sq[3] = {2, 3, 4}, sv[3] = {2, 3, 5}, sg[3] = {2, 3, 1}, sc[4] = {2, 3, 4, 5};
+    const int64_t bad3[3] = {2, 3, 6}, bad4[4] = {2, 3, 5, 4};
+    alloy_array *q = zeros(F, 3, sq), *k = zeros(F, 3, sq), *v = zeros(F, 3, sv), *i = zeros(F, 3, sg);
+    alloy_array *f = zeros(F, 3, sg), *c = zeros(F, 4, sc), *n = zeros(F, 3, sq), *m = zeros(F, 3, sg);
+    alloy_array *kbad = zeros(F, 3, bad3), *k16 = zeros(ALLOY_BFLOAT16, 3, sq), *cbad = zeros(F, 4, bad4);
+    alloy_array *c16 = zeros(ALLOY_FLOAT16, 4, sc), *qi = zeros(ALLOY_INT32, 3, sq), *ibad = zeros(F, 3, sq);
+    alloy_array *hbad = zeros(F, 3, sq), *h = NULL, *co = NULL, *no = NULL, *mo = NULL;
+    CHECK_FAILS(alloy_mlstm_step(NULL, k, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "q is NULL");
+    CHECK_FAILS(alloy_mlstm_step(q, kbad, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "k has shape (2, 3, 6)");
+    CHECK_FAILS(alloy_mlstm_step(q, k16, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "k is bfloat16");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, ibad, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "i has shape");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, ibad, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "f has shape");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, cbad, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "c has shape");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c16, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "c is float16");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, kbad, m, EPS, NULL, &h, &co, &no, &mo), INV, "n has shape");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, NULL, EPS, NULL, &h, &co, &no, &mo), INV, "m is NULL");
+    CHECK_FAILS(alloy_mlstm_step(qi, k, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "q is int32");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, -1.0, NULL, &h, &co, &no, &mo), INV, "eps");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &hbad, &co, &no, &mo), INV, "h has shape");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &h, &c16, &no, &mo), INV, "c_out is float16");
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &h, &co, NULL, &mo), INV, "n_out is NULL");
+    CHECK(h == NULL && co == NULL && no == NULL && mo == NULL); /* nothing returned on failure */
+    /* a non-contiguous given output */
+    alloy_array *big = zeros(F, 3, bad3), *view = NULL;
+    const int64_t strides[3] = {18, 6, 1};
+    CHECK_OK(alloy_array_wrap(ku_device(), alloy_array_data(big), F, 3, sq, strides, 0, NULL, NULL, &view));
+    CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &h, &co, &view, &mo), INV,
+                "n_out must be row-contiguous");
+    /* parallel: B=1, NH=2, S=3, DHQK=4, DHHV=5 */
+    const int64_t pq[4] = {1, 2, 3, 4}, pv[4] = {1, 2, 3, 5}, pg[3] = {1, 2, 3}, pgb[3] = {1, 2, 4};
+    alloy_array *Q = zeros(F, 4, pq), *V = zeros(F, 4, pv), *G = zeros(F, 3, pg), *Gb = zeros(F, 3, pgb);
+    alloy_array *Q16 = zeros(ALLOY_FLOAT16, 4, pq), *H = NULL;
+    CHECK_FAILS(alloy_mlstm_parallel(q, q, v, i, f, EPS, NULL, &H), INV, "q has shape (2, 3, 4) but must be 4-D");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, V, V, G, G, EPS, NULL, &H), INV, "k has shape (1, 2, 3, 5)");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, Q16, G, G, EPS, NULL, &H), INV, "v is float16 but must be float32");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, G, G, G, EPS, NULL, &H), INV, "v must be (B, NH, S, DHHV)");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, V, Gb, G, EPS, NULL, &H), INV, "i has shape (1, 2, 4)");
+    CHECK_FAILS(alloy_mlstm_parallel(Q16, Q, V, G, G, EPS, NULL, &H), INV, "k is float32 but must be float16");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, V, G, G, NAN, NULL, &H), INV, "eps");
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, V, G, G, EPS, NULL, NULL), INV, "h is NULL");
+    H = Q;
+    CHECK_FAILS(alloy_mlstm_parallel(Q, Q, V, G, G, EPS, NULL, &H), INV, "h has shape (1, 2, 3, 4)");
+    alloy_array *all[] = {q, k, v, i, f, c, n, m, kbad, k16, cbad, c16, qi, ibad, hbad, big, view, Q, V, G, Gb, Q16};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
+int main(void) {
+    harness_seed();
+    RUN(test_mlstm_errors);
+    RUN(test_mlstm_empty);
+    RUN(test_mlstm_shapes);
+    RUN(test_mlstm_long_parallel);
+    RUN(test_mlstm_initial_states);
+    RUN(test_mlstm_hostile_gates);
+    RUN(test_mlstm_half_inputs);
+    return harness_finish();
+}
