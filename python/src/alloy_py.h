@@ -161,6 +161,9 @@ PyObject *alloypy_orthonormalize(PyObject *self, PyObject *args, PyObject *kwarg
 /* symmetric eigendecomposition and SVD (linalg_eig.c) */
 PyObject *alloypy_eigh(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_svd(PyObject *self, PyObject *args, PyObject *kwargs);
+/* the mLSTM cell (mlstm.c) */
+PyObject *alloypy_mlstm_step(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_mlstm_parallel(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -1,5 +1,6 @@
 /* linalg_ops.h — what the files of alloy.linalg's factorizations share
- * (linalg_factor.c, linalg_qr.c, linalg_eig.c): the context of one op call
+ * (linalg_factor.c, linalg_qr.c, linalg_eig.c; mlstm.c uses the context
+ * too): the context of one op call
  * (operands and out probed and converted on one device, the stream
  * resolved) and the broadcasting of a solve's operands. Private to the
  * extension. */
@@ -8,7 +9,7 @@
 
 #include "alloy_py.h"
 
-#define MAX_OPERANDS 3
+#define MAX_OPERANDS 8 /* mlstm's step: q, k, v, i, f, c, n, m */
 
 typedef struct alloypy_op_ctx {
     const char *name;

@@ -151,6 +151,9 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(eigh, "_eigh(a, upper, compute_vectors, max_sweeps, stream) -> (w, v or None, info): alloy.linalg.eigh."),
     LINALG_FN(svd, "_svd(a, full_matrices, compute_uv, max_sweeps, stream) -> (u or None, s, vh or None, info): "
                    "alloy.linalg.svd."),
+    LINALG_FN(mlstm_step, "_mlstm_step(q, k, v, i, f, c, n, m, eps, h_out, c_out, n_out, m_out, stream) -> "
+                          "(h, c, n, m): alloy.mlstm.step."),
+    LINALG_FN(mlstm_parallel, "_mlstm_parallel(q, k, v, i, f, eps, out, stream) -> h: alloy.mlstm.parallel."),
 #undef LINALG_FN
     {"_info_failures", alloypy_info_failures, METH_O,
      "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},

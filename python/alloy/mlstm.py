@@ -1,0 +1,57 @@
+"""alloy.mlstm — the catalog's mLSTM cell (xLSTM's mLSTMexp), with the
+layouts and shapes of NX-AI's ``mlstm_kernels`` (heads before time)::
+
+    h, (c, n, m) = alloy.mlstm.step(q, k, v, i, f, c, n, m)      # one token per sequence
+    h = alloy.mlstm.parallel(q, k, v, i, f)                      # whole sequences, zero states
+
+Exponential input gate, log-sigmoid forget gate, max stabiliser (m_0 = 0),
+normaliser max(|q^ . n|, exp(-m)) + eps with q^ = q / sqrt(DHQK);
+docs/mlstm.md has the equations, the kernels and their accuracy.
+
+q, k, v, i, f share one dtype: float32, float16 or bfloat16; the states
+(c, n, m) are float32 and every sum is float32; h has the inputs' dtype.
+Operands are any arrays alloy takes (NumPy, PyTorch, CuPy, JAX through
+DLPack, or alloy.Array); results are alloy.Array on the operands' device,
+written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). Nothing
+waits for the device. Wrong shapes, dtypes or devices raise
+:class:`alloy.InvalidArgumentError` naming the argument.
+"""
+from ._alloy import _mlstm_parallel, _mlstm_step
+
+__all__ = ["step", "parallel"]
+
+
+def step(q, k, v, i, f, c, n, m, eps=1e-6, *, out=None, stream=None):
+    """One recurrent step (generation): one token for each of B sequences.
+
+    q, k: (B, NH, DHQK); v: (B, NH, DHHV); i, f: (B, NH, 1) gate
+    pre-activations; c: (B, NH, DHQK, DHHV), n: (B, NH, DHQK), m: (B, NH, 1)
+    the states, float32. Returns ``(h, (c, n, m))``: h (B, NH, DHHV) of q's
+    dtype and the new states (float32, the shapes of c, n, m).
+
+    out: None, or a tuple ``(h, c, n, m)`` of arrays to write (any entry
+    None: that result is a new array). A given array must have the result's
+    shape and dtype, live on the operands' device and be row-contiguous; it
+    is written and returned as given. In place: pass a state as its own
+    output (``out=(None, c, n, m)``) and the step updates it there (the C op
+    reads every state before it overwrites one). No other overlap of inputs
+    and outputs is allowed. eps >= 0 (1e-6 is mlstm_kernels' default).
+    """
+    if out is None:
+        out = (None, None, None, None)
+    elif not isinstance(out, (tuple, list)) or len(out) != 4:
+        raise TypeError("mlstm.step: out must be None or a tuple (h, c, n, m) of arrays or None")
+    h, c1, n1, m1 = _mlstm_step(q, k, v, i, f, c, n, m, float(eps), out[0], out[1], out[2], out[3], stream)
+    return h, (c1, n1, m1)
+
+
+def parallel(q, k, v, i, f, eps=1e-6, *, out=None, stream=None):
+    """The quadratic (parallel) form over whole sequences from zero states.
+
+    q, k: (B, NH, S, DHQK); v: (B, NH, S, DHHV); i, f: (B, NH, S) gate
+    pre-activations. Returns h (B, NH, S, DHHV) of q's dtype, equal to S
+    recurrent steps from (c, n, m) = 0 (the stabiliser includes the zero
+    state's m_0 = 0, as the step's does). Any S >= 0. out: an array of h's
+    shape and dtype to write (returned as given). eps >= 0.
+    """
+    return _mlstm_parallel(q, k, v, i, f, float(eps), out, stream)

@@ -1,0 +1,99 @@
+/* mlstm.c — the C side of alloy.mlstm (python/alloy/mlstm.py): step and
+ * parallel, each a thin call of the C op of include/alloy/mlstm.h with the
+ * conventions of alloy.linalg's ops (linalg_ops.h): operands read on one
+ * device, given outputs written in place and returned as given, new
+ * results alloy.Array on the stream the op ran on. The shapes, dtypes and
+ * the in-place rules are the C API's; its errors name the argument.
+ *
+ * A state updated in place is the same Python object as input and output:
+ * it is converted twice (read, and written), both views of one memory, which
+ * is what the C op's in-place rule asks (its two launches never read a state
+ * after writing it). An output that would need a copy (a NumPy array for a
+ * CUDA call) is refused by the conversion, so nothing is written to a copy. */
+#include "alloy_py.h"
+#include "linalg_ops.h"
+
+#include <stdio.h>
+
+/* _mlstm_step(q, k, v, i, f, c, n, m, eps, h_out, c_out, n_out, m_out, stream)
+ * -> (h, c, n, m); an *_out None: a new array. */
+PyObject *alloypy_mlstm_step(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"q",     "k",     "v",     "i",     "f",      "c", "n", "m", "eps",
+                         "h_out", "c_out", "n_out", "m_out", "stream", NULL};
+    PyObject *objs[8], *outs[4] = {Py_None, Py_None, Py_None, Py_None}, *stream_obj = Py_None;
+    double eps = 1e-6;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOO|dOOOOO:_mlstm_step", kw, &objs[0], &objs[1], &objs[2],
+                                     &objs[3], &objs[4], &objs[5], &objs[6], &objs[7], &eps, &outs[0], &outs[1],
+                                     &outs[2], &outs[3], &stream_obj))
+        return NULL;
+    static const char *const names[] = {"q", "k", "v", "i", "f", "c", "n", "m"};
+    static const char *const out_names[] = {"out h", "out c", "out n", "out m"};
+    alloypy_op_ctx c;
+    PyObject *result = NULL;
+    alloy_array *states[3] = {NULL, NULL, NULL}; /* the converted state outputs given */
+    if (alloypy_ctx_open(&c, "mlstm.step", 8, objs, names, outs[0], stream_obj) < 0) goto done;
+    for (int j = 0; j < 3; j++) {
+        if (outs[j + 1] == Py_None) continue;
+        char what[64];
+        snprintf(what, sizeof what, "mlstm.step: %s", out_names[j + 1]);
+        alloypy_probe p;
+        if (alloypy_probe_object(outs[j + 1], &p, what) < 0) goto done;
+        if (alloypy_convert(&p, c.dev, c.stream, 1, what, &states[j]) < 0) goto done;
+    }
+    alloy_array *h = c.out, *co = states[0], *no = states[1], *mo = states[2];
+    alloy_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = alloy_mlstm_step(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], c.in[5], c.in[6], c.in[7], eps, c.stream, &h,
+                          &co, &no, &mo);
+    Py_END_ALLOW_THREADS
+    if (st != ALLOY_OK) {
+        alloypy_ctx_fail(&c, st);
+        goto done;
+    }
+    PyObject *r[4] = {NULL, NULL, NULL, NULL};
+    alloy_array *made[3] = {co, no, mo};
+    r[0] = alloypy_ctx_result(&c, &h);
+    for (int j = 0; j < 3; j++) {
+        if (states[j]) {
+            made[j] = NULL; /* it is states[j], freed below */
+            Py_INCREF(outs[j + 1]);
+            r[j + 1] = outs[j + 1];
+        } else if (r[j]) {
+            r[j + 1] = alloypy_ctx_wrap(&c, &made[j]);
+        }
+    }
+    if (r[0] && r[1] && r[2] && r[3]) result = PyTuple_Pack(4, r[0], r[1], r[2], r[3]);
+    for (int j = 0; j < 4; j++) Py_XDECREF(r[j]);
+    alloy_array_free(h);
+    for (int j = 0; j < 3; j++) alloy_array_free(made[j]);
+done:
+    for (int j = 0; j < 3; j++) alloy_array_free(states[j]);
+    alloypy_ctx_close(&c);
+    return result;
+}
+
+/* _mlstm_parallel(q, k, v, i, f, eps, out, stream) -> h */
+PyObject *alloypy_mlstm_parallel(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"q", "k", "v", "i", "f", "eps", "out", "stream", NULL};
+    PyObject *objs[5], *out_obj = Py_None, *stream_obj = Py_None;
+    double eps = 1e-6;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|dOO:_mlstm_parallel", kw, &objs[0], &objs[1], &objs[2],
+                                     &objs[3], &objs[4], &eps, &out_obj, &stream_obj))
+        return NULL;
+    static const char *const names[] = {"q", "k", "v", "i", "f"};
+    alloypy_op_ctx c;
+    PyObject *result = NULL;
+    if (alloypy_ctx_open(&c, "mlstm.parallel", 5, objs, names, out_obj, stream_obj) < 0) goto done;
+    alloy_array *h = c.out;
+    alloy_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = alloy_mlstm_parallel(c.in[0], c.in[1], c.in[2], c.in[3], c.in[4], eps, c.stream, &h);
+    Py_END_ALLOW_THREADS
+    if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
+    else result = alloypy_ctx_result(&c, &h);
+done:
+    alloypy_ctx_close(&c);
+    return result;
+}
