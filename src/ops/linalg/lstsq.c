@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "ops/catalog.h"
 #include "ops/linalg/lu_internal.h"
+#include "ops/linalg/matrix_operand.h"
 #include "ops/linalg/qr_internal.h"
 
 static const char SOLVE_FILE[] = "src/ops/linalg/kernels/qr_solve.metal";
@@ -101,18 +102,11 @@ alloy_status alloy_lstsq(alloy_array *a, alloy_array *b, const alloy_lstsq_optio
     else alloy_lstsq_options_init(&o);
     if (o.rcond != o.rcond)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: options->rcond is NaN", fn);
+    alloy_status chk = alloy_linalg_check_matrix(fn, a, stream);
+    if (chk != ALLOY_OK) return chk;
     const int nd = alloy_array_ndim(a);
-    if (nd < 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %d-D; it must be a matrix or a batch of them (..., m, n)",
-                           fn, nd);
     const alloy_dtype dt = alloy_array_dtype(a);
-    if (dt != ALLOY_FLOAT32 && dt != ALLOY_FLOAT64)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %s; it must be float32 or float64", fn,
-                           alloy_dtype_name(dt));
     alloy_device *dev = alloy_array_device(a);
-    if (stream && alloy_stream_device(stream) != dev)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the stream belongs to %s but a lives on %s", fn,
-                           alloy_device_name(alloy_stream_device(stream)), alloy_device_name(dev));
     if (alloy_array_device(b) != dev)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: b lives on %s but a on %s", fn,
                            alloy_device_name(alloy_array_device(b)), alloy_device_name(dev));

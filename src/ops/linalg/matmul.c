@@ -19,6 +19,7 @@
 #include "alloy/linalg.h"
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "batch_layout.h"
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
@@ -101,36 +102,6 @@ static void batch_strides(const operand *o, int nb, const int64_t *rshape, int64
         int od = d - (nb - o->nb);
         out[d] = (od >= 0 && o->bshape[od] == rshape[d] && rshape[d] != 1) ? o->bstride[od] : 0;
     }
-}
-
-/* How many of the innermost batch dimensions [first, nb) collapse into one
- * stride for all three operands: the smallest `first` for which every
- * operand's stride along d equals its stride along d+1 times extent d+1
- * (extents of 1 never matter). */
-static int collapsible_from(int nb, const int64_t *rshape, int64_t s[3][ALLOY_MAX_NDIM]) {
-    int first = nb > 0 ? nb - 1 : 0;
-    while (first > 0) {
-        int d = first - 1, ok = 1;
-        if (rshape[d] != 1) {
-            int e = d + 1; /* the next dimension of extent > 1 */
-            while (e < nb && rshape[e] == 1) e++;
-            for (int k = 0; k < 3 && ok; k++) {
-                if (e >= nb) break;
-                ok = s[k][d] == s[k][e] * rshape[e];
-            }
-        }
-        if (!ok) break;
-        first = d;
-    }
-    return first;
-}
-
-/* The stride of the collapsed batch [first, nb): the stride of its
- * innermost dimension of extent > 1 (0 if none). */
-static int64_t collapsed_stride(int first, int nb, const int64_t *rshape, const int64_t *s) {
-    for (int d = nb - 1; d >= first; d--)
-        if (rshape[d] != 1) return s[d];
-    return 0;
 }
 
 typedef struct plan {
@@ -316,22 +287,17 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
         return ALLOY_OK;
     }
 
-    /* batch strides of the three operands over the result's batch */
+    /* batch strides of the three operands over the result's batch, collapsed
+     * into one strided batch per launch where they allow it */
     int64_t s[3][ALLOY_MAX_NDIM];
     batch_strides(&A, nb, rshape, s[0]);
     batch_strides(&B, nb, rshape, s[1]);
-    {
-        int64_t cs = M * N;
-        for (int d = nb - 1; d >= 0; d--) {
-            s[2][d] = rshape[d] == 1 ? 0 : cs;
-            cs *= rshape[d];
-        }
-    }
-    const int first = collapsible_from(nb, rshape, s);
-    int64_t inner = 1, outer = 1;
-    for (int d = 0; d < nb; d++) *(d >= first ? &inner : &outer) *= rshape[d];
-    const int64_t sab = collapsed_stride(first, nb, rshape, s[0]), sbb = collapsed_stride(first, nb, rshape, s[1]),
-                  scb = collapsed_stride(first, nb, rshape, s[2]);
+    alloy_batch_contiguous_strides(nb, rshape, M * N, s[2]);
+    alloy_batch_layout bl;
+    alloy_batch_layout_init(&bl, nb, rshape, 3, (const int64_t(*)[ALLOY_MAX_NDIM])s);
+    const int first = bl.first;
+    const int64_t inner = bl.inner, outer = bl.outer;
+    const int64_t sab = bl.inner_stride[0], sbb = bl.inner_stride[1], scb = bl.inner_stride[2];
     if (inner > 65535) {
         if (!*out) alloy_array_free(c);
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
@@ -374,12 +340,8 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
      * stay the caller's arrays, the outer index moves their origins. */
     alloy_array *ins[2] = {a, b};
     for (int64_t ob = 0; ob < outer && st == ALLOY_OK; ob++) {
-        int64_t offs[3] = {0, 0, 0}, rest = ob;
-        for (int d = first - 1; d >= 0; d--) {
-            const int64_t i = rest % rshape[d];
-            rest /= rshape[d];
-            for (int k = 0; k < 3; k++) offs[k] += i * s[k][d];
-        }
+        int64_t offs[3];
+        alloy_batch_layout_offsets(&bl, ob, offs);
         st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0]);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1]);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2]);

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "ops/catalog.h"
 #include "ops/linalg/lu_internal.h"
+#include "ops/linalg/matrix_operand.h"
 #include "ops/linalg/qr_internal.h"
 
 static const char SERIAL_FILE[] = "src/ops/linalg/kernels/qr_serial.metal";
@@ -176,18 +177,11 @@ alloy_status alloy_qr(alloy_array *a, alloy_qr_mode mode, alloy_stream *stream, 
     if (!r)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: r is NULL (pass the address of an alloy_array *: NULL for a new array)", fn);
+    alloy_status chk = alloy_linalg_check_matrix(fn, a, stream);
+    if (chk != ALLOY_OK) return chk;
     const int nd = alloy_array_ndim(a);
-    if (nd < 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %d-D; it must be a matrix or a batch of them (..., m, n)",
-                           fn, nd);
     const alloy_dtype dt = alloy_array_dtype(a);
-    if (dt != ALLOY_FLOAT32 && dt != ALLOY_FLOAT64)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %s; it must be float32 or float64", fn,
-                           alloy_dtype_name(dt));
     alloy_device *dev = alloy_array_device(a);
-    if (stream && alloy_stream_device(stream) != dev)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the stream belongs to %s but a lives on %s", fn,
-                           alloy_device_name(alloy_stream_device(stream)), alloy_device_name(dev));
     const int64_t *sh = alloy_array_shape(a);
     const int64_t m = sh[nd - 2], n = sh[nd - 1], k = m < n ? m : n;
     alloy_qr_job j = {dev, dt, 1, m, n, 0, 0, 0, 1.0};

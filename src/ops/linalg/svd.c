@@ -17,6 +17,7 @@
 #include "alloy/alloy.h"
 #include "alloy/linalg.h"
 #include "batch_layout.h"
+#include "matrix_operand.h"
 #include "core/error.h"
 #include "lu_internal.h"
 #include "ops/catalog.h"
@@ -70,18 +71,11 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: options->max_sweeps is %d; it must be >= 0", fn,
                            o.max_sweeps);
     const int sweeps = o.max_sweeps ? o.max_sweeps : SVD_DEFAULT_SWEEPS;
-    alloy_device *dev = alloy_array_device(a);
-    if (stream && alloy_stream_device(stream) != dev)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the stream belongs to %s but a lives on %s", fn,
-                           alloy_device_name(alloy_stream_device(stream)), alloy_device_name(dev));
-    const alloy_dtype dt = alloy_array_dtype(a);
-    if (dt != ALLOY_FLOAT32 && dt != ALLOY_FLOAT64)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: a is %s; it must be float32 or float64", fn,
-                           alloy_dtype_name(dt));
+    alloy_status chk = alloy_linalg_check_matrix(fn, a, stream);
+    if (chk != ALLOY_OK) return chk;
     const int nd = alloy_array_ndim(a);
-    if (nd < 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "%s: a is %d-D; it must be a matrix or a batch of them (..., m, n)", fn, nd);
+    const alloy_dtype dt = alloy_array_dtype(a);
+    alloy_device *dev = alloy_array_device(a);
     const int64_t *sh = alloy_array_shape(a), *stv = alloy_array_strides(a);
     const int64_t m = sh[nd - 2], n = sh[nd - 1];
     if (m > INT32_MAX / 4 || n > INT32_MAX / 4)
