@@ -235,6 +235,9 @@ static void run_qr_case(const qcase *t) {
     int64_t ashape[3] = {batch, m, n};
     double *a = malloc(bytes(batch * mn, sizeof(double)));
     for (int64_t b = 0; b < batch; b++) gen(t->dt, m, n, t->kinds ? t->kinds[b] : t->kind, t->cond, a + b * mn);
+    if (getenv("ALLOY_TEST_TRACE")) /* names the case before it runs: a hang shows where */
+        fprintf(stderr, "  qr %s %lldx%lld batch %lld path %d kind %d\n", alloy_dtype_name(t->dt), (long long)m,
+                (long long)n, (long long)batch, (int)t->path, t->kind);
     alloy_array *A = device_array(t->dt, 3, ashape, a);
     alloy_qr_force_path(t->path);
     /* reduced, complete, r, raw */
@@ -435,6 +438,9 @@ static void run_lstsq_case(const lcase *t) {
     double *a = malloc(bytes(batch * mn, sizeof(double))), *b = malloc(bytes(batch * m * kk, sizeof(double)));
     for (int64_t q = 0; q < batch; q++) gen(t->dt, m, n, t->kinds ? t->kinds[q] : t->kind, t->cond, a + q * mn);
     for (int64_t e = 0; e < batch * m * kk; e++) b[e] = store(t->dt, harness_uniform(-1, 1));
+    if (getenv("ALLOY_TEST_TRACE"))
+        fprintf(stderr, "  lstsq %s %lldx%lld batch %lld nrhs %lld path %d\n", alloy_dtype_name(t->dt), (long long)m,
+                (long long)n, (long long)batch, (long long)t->nrhs, (int)t->path);
     alloy_array *A = device_array(t->dt, 3, ashape, a), *B = device_array(t->dt, bnd, bshape, b);
     alloy_array *x = prefilled(t->dt, bnd, xshape), *info = prefilled(ALLOY_INT32, 1, ashape), *gx = x, *gi = info;
     alloy_lstsq_options o;

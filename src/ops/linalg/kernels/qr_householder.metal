@@ -101,15 +101,17 @@ inline void alloy_qrh_reflector(PW W, int ld, int m, int j, int l, PV vb, PV tau
   Tp mx = Tp(0);
   for (int i = j + 1 + l; i < m; i += S) mx = alloy_qrh_bigger(mx, Tp(fabs(Tp(W[long(i) * ld + j]))));
   mx = alloy_qrh_max<S>(mx);
-  Tp xnorm = Tp(0);
-  if (mx != Tp(0)) { // the same in every lane of the unit
-    Tp ss = Tp(0);
-    for (int i = j + 1 + l; i < m; i += S) {
-      const Tp y = Tp(W[long(i) * ld + j]) / mx;
-      ss = fma(y, y, ss);
-    }
-    xnorm = mx * sqrt(alloy_qrh_sum<S>(ss));
+  // No branch around the butterfly: units that share a SIMD group (other
+  // matrices, or a past-the-batch unit of zeros) may disagree on mx == 0,
+  // and a shuffle some lanes skip hangs the group on CUDA. A zero column
+  // sums zeros (divided by 1) and its norm is 0.
+  const Tp scale = mx != Tp(0) ? mx : Tp(1);
+  Tp ss = Tp(0);
+  for (int i = j + 1 + l; i < m; i += S) {
+    const Tp y = Tp(W[long(i) * ld + j]) / scale;
+    ss = fma(y, y, ss);
   }
+  const Tp xnorm = mx * sqrt(alloy_qrh_sum<S>(ss));
   Tp tau = Tp(0), beta = alpha, scal = Tp(1);
   if (xnorm != Tp(0)) {
     const Tp big = max(fabs(alpha), xnorm);
