@@ -4,10 +4,11 @@
  * back-to-back calls and one synchronisation, median of 9 batches after a
  * warm-up), with outputs given so nothing is allocated per call. A first
  * measurement of issue 9's kernels; bench/experiments/linalg_batched_torch.py
- * times torch.linalg on the same shapes. Not part of the build; on the GPU
- * machine:
+ * times torch.linalg on the same shapes. With arguments OP N BATCH (OP one of
+ * cholesky, lu_factor, solve, eigh, svd) it runs that one case a few times
+ * (a driver for ncu). Not part of the build; on the GPU machine:
  *   cc -O2 -Iinclude bench/experiments/linalg_batched.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/lb
- *   ALLOY_DEVICE=cuda /tmp/lb */
+ *   ALLOY_DEVICE=cuda /tmp/lb [OP N BATCH] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +31,36 @@ static int cmp(const void *a, const void *b) {
 
 typedef struct ctx {
     int op;
-    alloy_array *spd, *gen, *b, *out, *lu, *piv, *info, *x;
+    alloy_array *spd, *gen, *b, *out, *lu, *piv, *info, *x, *w, *v, *u, *sv, *vh;
     alloy_stream *s;
 } ctx;
 
 static void call(ctx *c) {
     if (c->op == 0) OK(alloy_cholesky(c->spd, NULL, c->s, &c->out, &c->info));
     else if (c->op == 1) OK(alloy_lu_factor(c->gen, c->s, &c->lu, &c->piv, &c->info));
-    else OK(alloy_solve(c->gen, c->b, c->s, &c->x, &c->info));
+    else if (c->op == 2) OK(alloy_solve(c->gen, c->b, c->s, &c->x, &c->info));
+    else if (c->op == 3) OK(alloy_eigh(c->spd, NULL, c->s, &c->w, &c->v, &c->info));
+    else OK(alloy_svd(c->gen, NULL, c->s, &c->u, &c->sv, &c->vh, &c->info));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     alloy_device *dev;
     OK(alloy_device_get("auto", &dev));
     printf("device: %s\n", alloy_device_description(dev));
-    const int64_t sizes[][2] = {{10000, 8}, {10000, 16}, {10000, 32}, {10000, 64}, {10000, 128}, {1000, 256}};
-    const char *names[3] = {"cholesky", "lu_factor", "solve (k=1)"};
+    int64_t sizes[][2] = {{10000, 8}, {10000, 16}, {10000, 32}, {10000, 64}, {10000, 128}, {1000, 256}};
+    const char *names[5] = {"cholesky", "lu_factor", "solve (k=1)", "eigh", "svd"};
+    int op0 = 0, op1 = 3, nsizes = (int)(sizeof sizes / sizeof sizes[0]);
+    if (argc >= 4) { /* one case, run a few times */
+        const char *ops[5] = {"cholesky", "lu_factor", "solve", "eigh", "svd"};
+        for (op0 = 0; op0 < 5 && strcmp(argv[1], ops[op0]) != 0; op0++) {}
+        if (op0 == 5) { fprintf(stderr, "unknown op %s\n", argv[1]); return 2; }
+        op1 = op0 + 1;
+        sizes[0][1] = atoll(argv[2]);
+        sizes[0][0] = atoll(argv[3]);
+        nsizes = 1;
+    }
     srand(7);
-    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    for (int si = 0; si < nsizes; si++) {
         const int64_t B = sizes[si][0], n = sizes[si][1];
         float *h = malloc((size_t)(B * n * n) * sizeof *h), *g = malloc((size_t)(B * n * n) * sizeof *g);
         float *hb = malloc((size_t)(B * n) * sizeof *hb);
@@ -72,11 +85,21 @@ int main(void) {
         OK(alloy_array_new(dev, ALLOY_INT32, 1, sv, &c.info));
         int64_t sp[2] = {B, n};
         OK(alloy_array_new(dev, ALLOY_INT32, 2, sp, &c.piv));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 2, sp, &c.w));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 2, sp, &c.sv));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sh, &c.v));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sh, &c.u));
+        OK(alloy_array_new(dev, ALLOY_FLOAT32, 3, sh, &c.vh));
         OK(alloy_stream_default(dev, &c.s));
-        for (int op = 0; op < 3; op++) {
+        for (int op = op0; op < op1; op++) {
             c.op = op;
             call(&c);
             OK(alloy_stream_synchronize(c.s));
+            if (argc >= 4) {
+                for (int r = 0; r < 3; r++) call(&c);
+                OK(alloy_stream_synchronize(c.s));
+                continue;
+            }
             double t0 = now_s();
             call(&c);
             OK(alloy_stream_synchronize(c.s));
@@ -95,7 +118,7 @@ int main(void) {
                    ts[4] * 1e3);
             fflush(stdout);
         }
-        alloy_array *arrs[] = {c.spd, c.gen, c.b, c.out, c.lu, c.x, c.info, c.piv};
+        alloy_array *arrs[] = {c.spd, c.gen, c.b, c.out, c.lu, c.x, c.info, c.piv, c.w, c.sv, c.v, c.u, c.vh};
         for (size_t i = 0; i < sizeof arrs / sizeof arrs[0]; i++) alloy_array_free(arrs[i]);
         free(h);
         free(g);

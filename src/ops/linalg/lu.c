@@ -224,7 +224,7 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
                            (long long)nrhs);
     if (path == ALLOY_LU_AUTO || path == ALLOY_LU_WARP) {
         if (cpu && path == ALLOY_LU_AUTO) path = ALLOY_LU_SERIAL;
-        else if ((size_t)(n * ld_smem * es + 4 * n) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
+        else if ((size_t)(n * ld_smem * es + 8 * n) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
         else path = ALLOY_LU_TG_DEVICE;
     }
     alloy_launch *l = NULL;
@@ -256,7 +256,7 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "SMEM", smem);
         if (st == ALLOY_OK) st = set_ints(l, names, ints, 3, ALLOY_INT32);
         if (st == ALLOY_OK)
-            st = alloy_launch_set_threadgroup_memory(l, (size_t)((smem ? n * ld_smem * es : 0) + 4 * n));
+            st = alloy_launch_set_threadgroup_memory(l, (size_t)((smem ? n * ld_smem * es : 0) + 8 * n));
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(s->batch * tiles * nt), 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)nt, 1, 1);
     }

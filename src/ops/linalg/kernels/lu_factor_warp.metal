@@ -1,9 +1,14 @@
 // lu_factor_warp: LU with partial pivoting (LAPACK getrf) of a batch of small
 // matrices, n <= W <= 32, each held in the registers of W lanes of a SIMD
-// group (32 / W matrices per simdgroup, no threadgroup memory, no barriers).
+// group (32 / W matrices per simdgroup, no threadgroup barriers). The
+// simdgroup's matrices are one contiguous block of memory: they are read
+// and written with consecutive lanes on consecutive elements, through a
+// per-simdgroup staging area in threadgroup memory (rows padded to W + 1
+// elements, so a lane walking its row meets no bank conflicts), instead of
+// one row per lane, which touches 32 cache lines per access.
 //   A   (batch, n, n) row-major, float or double (template T); may be the
-//       same buffer as LU (in place: every lane reads its row before the
-//       first SIMD operation and writes only after the last)
+//       same buffer as LU (in place: a simdgroup reads its whole block of
+//       matrices before it writes any of it)
 //   LU  (batch, n, n): L below the diagonal (unit diagonal implied), U on and
 //       above it, rows in LAPACK's final order
 //   ipiv (batch, n) int32: LAPACK's 1-based pivots (row k was interchanged
@@ -67,10 +72,42 @@ const int r = int(lane % uint(W));
 const uint seg = lane - uint(r);
 const long mat = long(thread_position_in_grid.x / uint(W));
 const bool mine = mat < batch && r < n;
-const long base = mat * long(n) * long(n);
+// Staging: the simdgroup's `cnt` matrices from mat0 on, element e of the
+// block (matrix mm, row p, column q) at st[(mm * W + p) * (W + 1) + q],
+// walked with the increments of e += 32 (no divisions in the loop).
+constexpr int LDS = W + 1;
+threadgroup T stage[4 * 32 * LDS]; // 4 simdgroups of 128 threads, 32 rows each
+threadgroup T *st = stage + simdgroup_index_in_threadgroup * (32 * LDS);
+const long mat0 = long((thread_position_in_grid.x - lane) / uint(W));
+const long left = batch - mat0;
+const int cnt = left < long(32 / W) ? int(left > 0 ? left : 0) : 32 / W;
+const int per = n * n;
+const long total = long(cnt) * per;
+const int dm = per > 0 ? 32 / per : 0;
+const int dp = per > 0 ? (32 % per) / n : 0;
+const int dq = per > 0 ? 32 % n : 0;
+int m0 = 0, p0 = 0, q0 = 0;
+if (per > 0) {
+    m0 = int(lane) / per;
+    p0 = (int(lane) - m0 * per) / n;
+    q0 = int(lane) - m0 * per - p0 * n;
+}
+{
+    int mm = m0, p = p0, q = q0;
+    for (long e = lane; e < total; e += 32) {
+        st[(mm * W + p) * LDS + q] = T(A[mat0 * per + e]);
+        q += dq;
+        if (q >= n) { q -= n; p++; }
+        p += dp;
+        if (p >= n) { p -= n; mm++; }
+        mm += dm;
+    }
+}
+simdgroup_barrier(mem_flags::mem_threadgroup);
 T a[W];
 #pragma unroll
-for (int j = 0; j < W; j++) a[j] = (mine && j < n) ? T(A[base + long(r) * n + j]) : T(0);
+for (int j = 0; j < W; j++) a[j] = (mine && j < n) ? T(st[(int(seg) + r) * LDS + j]) : T(0);
+simdgroup_barrier(mem_flags::mem_threadgroup); // every row read before any is written back
 int pos = r;          // LAPACK's position of this row after the swaps so far
 bool done = false;    // the row was a pivot
 int my_ipiv = 0;      // lane r: ipiv[r]
@@ -121,7 +158,19 @@ for (int k = 0; k < W; k++) {
 if (mine) {
     #pragma unroll
     for (int j = 0; j < W; j++)
-        if (j < n) LU[base + long(pos) * n + j] = a[j];
+        if (j < n) st[(int(seg) + pos) * LDS + j] = a[j];
     ipiv[mat * n + r] = my_ipiv;
     if (r == 0) info[mat] = first_zero;
+}
+simdgroup_barrier(mem_flags::mem_threadgroup);
+{
+    int mm = m0, p = p0, q = q0;
+    for (long e = lane; e < total; e += 32) {
+        LU[mat0 * per + e] = st[(mm * W + p) * LDS + q];
+        q += dq;
+        if (q >= n) { q -= n; p++; }
+        p += dp;
+        if (p >= n) { p -= n; mm++; }
+        mm += dm;
+    }
 }

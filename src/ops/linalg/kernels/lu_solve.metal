@@ -12,6 +12,7 @@
 // Template: T (float or double), Q = ceil(n / 32) (registers per lane),
 // TRANS (solve with A^T), IDENT (B = I), SMEM (LU copied into dynamic
 // threadgroup memory, n * ld * sizeof(T) bytes; else read from LU in place).
+// Dynamic threadgroup memory: that copy (with SMEM), then 2 n int32.
 // Launch: grid = (batch * tiles * NT, 1, 1) threads, threadgroup = (NT, 1, 1)
 // with NT a multiple of 32: threadgroup g solves matrix g / tiles, columns
 // (g % tiles) * cols + w, + NT/32, ... (w its simdgroup).
@@ -104,23 +105,28 @@ const int cend = min(c0 + cols, nrhs);
 const long fbase = mat * long(n) * long(n);
 const long xbase = mat * long(n) * long(nrhs);
 // perm: the row of B that row r of P B comes from, in threadgroup memory
-// after the matrix (LAPACK's swaps applied in order by one thread).
+// after the matrix (LAPACK's swaps applied in order by one thread, from a
+// copy of ipiv that the whole group loads first: one thread reading ipiv
+// from device memory pays a memory latency per swap).
 threadgroup int *pr = (threadgroup int *)(alloy_threadgroup_memory + (SMEM ? long(n) * ld * long(sizeof(T)) : 0));
+threadgroup int *pv = pr + n;
 if (mat < batch) {
+    for (int k = tid; k < n; k += nt) pv[k] = ipiv[mat * n + k];
+    if (SMEM) {
+        threadgroup T *F = (threadgroup T *)alloy_threadgroup_memory;
+        for (int i = w; i < n; i += nw)
+            for (int j = lane; j < n; j += 32) F[long(i) * ld + j] = LU[fbase + long(i) * n + j];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
     if (tid == 0) {
         for (int r = 0; r < n; r++) pr[r] = r;
         for (int k = 0; k < n; k++) {
-            int p = ipiv[mat * n + k] - 1;
+            int p = pv[k] - 1;
             if (p < 0 || p >= n) p = k;
             const int t = pr[k];
             pr[k] = pr[p];
             pr[p] = t;
         }
-    }
-    if (SMEM) {
-        threadgroup T *F = (threadgroup T *)alloy_threadgroup_memory;
-        for (int i = w; i < n; i += nw)
-            for (int j = lane; j < n; j += 32) F[long(i) * ld + j] = LU[fbase + long(i) * n + j];
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     for (int c = c0 + w; c < cend; c += nw) {
