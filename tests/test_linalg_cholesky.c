@@ -302,7 +302,9 @@ static void test_paths(void) {
         {ALLOY_CHOLESKY_BLOCKED_SMEM, 31, 6}, {ALLOY_CHOLESKY_BLOCKED_SMEM, 33, 6}, {ALLOY_CHOLESKY_BLOCKED_SMEM, 64, 6},
         {ALLOY_CHOLESKY_BLOCKED_SMEM, 100, 6}, {ALLOY_CHOLESKY_BLOCKED_DEVICE, 1, 6},
         {ALLOY_CHOLESKY_BLOCKED_DEVICE, 33, 6}, {ALLOY_CHOLESKY_BLOCKED_DEVICE, 97, 6},
-        {ALLOY_CHOLESKY_BLOCKED_DEVICE, 129, 2},
+        {ALLOY_CHOLESKY_BLOCKED_DEVICE, 129, 2}, {ALLOY_CHOLESKY_REG, 0, 2},         {ALLOY_CHOLESKY_REG, 1, 5},
+        {ALLOY_CHOLESKY_REG, 17, 3},          {ALLOY_CHOLESKY_REG, 33, 6},          {ALLOY_CHOLESKY_REG, 64, 4},
+        {ALLOY_CHOLESKY_REG, 65, 3},          {ALLOY_CHOLESKY_REG, 100, 3},         {ALLOY_CHOLESKY_REG, 128, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)

@@ -4,9 +4,11 @@
  * The factorization picks one of three kernel files per device (each says
  * what it does): on the CPU one thread per matrix (cholesky_cpu); on a GPU
  * SIMD-group-sized register kernels for n <= 32 (cholesky_small, several
- * matrices per threadgroup), and above that one threadgroup per matrix with
- * a blocked right-looking algorithm (cholesky_blocked), the matrix in
- * threadgroup memory while it fits, else in the output. a is read in place
+ * matrices per threadgroup), up to n = 128 one threadgroup per matrix with
+ * the matrix spread over its threads' registers (cholesky_reg), and above
+ * that one threadgroup per matrix with a blocked right-looking algorithm
+ * (cholesky_blocked), the matrix in threadgroup memory while it fits, else
+ * in the output. a is read in place
  * with any strides; the leading dimensions that do not collapse into one
  * batch stride are walked with one launch per outer index. Sizes and strides
  * are launch constants, so a new shape never recompiles a kernel. The solve
@@ -25,11 +27,14 @@
 static const char CPU_FILE[] = "src/ops/linalg/kernels/cholesky_cpu.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/cholesky_small.metal";
 static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/cholesky_blocked.metal";
+static const char REG_FILE[] = "src/ops/linalg/kernels/cholesky_reg.metal";
 
 /* The blocked kernel keeps the matrix in threadgroup memory up to this size
  * (float32 n <= 131, float64 n <= 93), and needs n x 33 elements of it for
  * the panel otherwise. */
 #define SMEM_MATRIX_MAX ((size_t)68 * 1024)
+/* cholesky_reg stages the matrix through threadgroup memory (n x (n | 1)). */
+#define SMEM_REG_MAX ((size_t)160 * 1024)
 #define SMEM_PANEL_MAX ((size_t)192 * 1024)
 
 void alloy_cholesky_options_init(alloy_cholesky_options *o) {
@@ -45,7 +50,8 @@ alloy_status alloy_cholesky(alloy_array *a, const alloy_cholesky_options *option
 typedef struct chol_plan {
     alloy_cholesky_path path;
     const char *file;
-    int nb;              /* cholesky_small: rows per matrix slot */
+    int nb;              /* cholesky_small: rows per matrix slot; cholesky_reg: NP */
+    int r, c;            /* cholesky_reg: rows and columns per thread */
     uint32_t threads;    /* per threadgroup */
     int64_t per_group;   /* matrices per threadgroup */
     size_t smem;
@@ -58,6 +64,7 @@ static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy
     if (path == ALLOY_CHOLESKY_AUTO) {
         if (alloy_device_backend(dev) == ALLOY_BACKEND_CPU) path = ALLOY_CHOLESKY_CPU;
         else if (n <= 32) path = ALLOY_CHOLESKY_SMALL;
+        else if (n <= 128 && (size_t)n * (size_t)ldw * es <= SMEM_REG_MAX) path = ALLOY_CHOLESKY_REG;
         else if ((size_t)n * (size_t)ldw * es <= SMEM_MATRIX_MAX) path = ALLOY_CHOLESKY_BLOCKED_SMEM;
         else path = ALLOY_CHOLESKY_BLOCKED_DEVICE;
     }
@@ -78,6 +85,20 @@ static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy
         while (p->nb < n) p->nb *= 2;
         p->threads = 64;
         p->per_group = 64 / p->nb;
+        return ALLOY_OK;
+    case ALLOY_CHOLESKY_REG:
+        if (n > 128)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_cholesky: the register kernel takes n <= 128, not %lld",
+                               (long long)n);
+        /* NP = 64: 16 x 8 threads of 4 x 8 elements; NP = 128: 16 x 16 threads of 8 x 8 */
+        p->file = REG_FILE;
+        p->nb = n <= 64 ? 64 : 128;
+        p->r = n <= 64 ? 4 : 8;
+        p->c = 8;
+        p->threads = (uint32_t)((p->nb / p->r) * (p->nb / p->c));
+        p->per_group = 1;
+        p->ldw = ldw;
+        p->smem = n > 0 ? (size_t)n * (size_t)ldw * es : 16;
         return ALLOY_OK;
     case ALLOY_CHOLESKY_BLOCKED_SMEM:
     case ALLOY_CHOLESKY_BLOCKED_DEVICE:
@@ -187,6 +208,9 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, inf);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", dt);
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_SMALL) st = alloy_launch_add_template_int(ln, "NB", p.nb);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "NP", p.nb);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "R", p.r);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "C", p.c);
         if (st == ALLOY_OK && p.file == BLOCKED_FILE)
             st = alloy_launch_add_template_bool(ln, "SMEM", p.path == ALLOY_CHOLESKY_BLOCKED_SMEM);
         if (st == ALLOY_OK && p.smem) st = alloy_launch_set_threadgroup_memory(ln, p.smem);
@@ -198,6 +222,7 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
         for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
             st = alloy_launch_set_constant_int(ln, ints[i].name, ALLOY_INT64, ints[i].v);
         if (st == ALLOY_OK && p.file == BLOCKED_FILE) st = alloy_launch_set_constant_int(ln, "ldw", ALLOY_INT64, p.ldw);
+        if (st == ALLOY_OK && p.file == REG_FILE) st = alloy_launch_set_constant_int(ln, "ld", ALLOY_INT64, p.ldw);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "upper", ALLOY_INT32, o.upper != 0);
 
         /* whole threadgroups, at most 2^30 threads per launch */
