@@ -39,8 +39,12 @@
 // (zeta = (beta - alpha) / 2 gamma, t = sign(zeta) / (|zeta| + sqrt(1 +
 // zeta^2)), c = 1 / sqrt(1 + t^2), s = c t); one barrier per step. The
 // norms are recomputed at every pair from the columns (not updated), so
-// tiny singular values keep their relative accuracy. A sweep without a
-// rotation ends the iteration.
+// tiny singular values keep their relative accuracy. The iteration ends
+// after a sweep whose largest |gamma| / (sqrt(alpha) sqrt(beta)) was at
+// most M eps: below that the computed gamma is rounding noise of the dot
+// product (its error grows like M eps in the worst case), and waiting for
+// a sweep with no rotation at all (every noise value under the sharper
+// sqrt(M) eps) can take longer than max_sweeps for large M in float64.
 //! name: alloy_svd_tg
 //! inputs: A
 //! outputs: s u vh info work
@@ -130,13 +134,14 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
     threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     const T eps = numeric_limits<T>::epsilon();
     const T tol = eps * sqrt(T(M > 1 ? M : 1));
+    const T tol_stop = eps * T(M > 1 ? M : 1);
     // columns below this norm (relative to max |a| ~ 1) are negligible
     const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
     const int Np = N + (N & 1), np = Np / 2;
     int info = 2;
     for (int sweep = 0; sweep <= max_sweeps; sweep++) {
         if (sweep == max_sweeps) break;
-        T rotated = T(0);
+        T worst = T(0); // largest |gamma| / (||g_p|| ||g_q||) of the sweep
         for (int r = 0; r < Np - 1; r++) {
             for (int t = warp; t < np; t += nw) {
                 int p, q;
@@ -155,8 +160,10 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
                 be = simd_sum(be);
                 ga = simd_sum(ga);
                 const T na = sqrt(al), nb = sqrt(be);
-                if (!(fabs(ga) > tol * na * nb) || na <= tiny || nb <= tiny) continue;
-                rotated = T(1);
+                if (na <= tiny || nb <= tiny) continue;
+                const T rel = fabs(ga) / (na * nb);
+                if (!(rel <= worst)) worst = rel; // NaN too
+                if (!(fabs(ga) > tol * na * nb)) continue;
                 const T zeta = (be - al) / (T(2) * ga);
                 const T az = fabs(zeta);
                 const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
@@ -179,8 +186,8 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
             }
             threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
         }
-        rotated = alloy_svd_group_max<T>(rotated, red, tid, nt);
-        if (rotated == T(0)) {
+        worst = alloy_svd_group_max<T>(worst, red, tid, nt);
+        if (worst <= tol_stop) {
             info = 0;
             break;
         }
