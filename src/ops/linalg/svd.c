@@ -8,7 +8,8 @@
  * does): on the CPU svd_cpu (one thread per matrix, cyclic one-sided
  * Jacobi); on a GPU svd_tg (one threadgroup per matrix, round-robin
  * parallel pairs, one SIMD group per pair, the columns and V in threadgroup
- * memory while they fit, else in device scratch). Both work on the tall one
+ * memory while they fit, else in device scratch; up to 32 x 32 one SIMD
+ * group whose lanes hold the columns in registers during the sweeps). Both work on the tall one
  * of a and a^T. Sizes and strides are launch constants, so a new shape
  * never recompiles a kernel. */
 #include <stdint.h>
@@ -91,11 +92,15 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     const int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
+        else if (M <= 32) path = ALLOY_SVD_TG_REG;
         else if ((size_t)smem_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_SMEM;
         else path = ALLOY_SVD_TG_DEVICE;
     }
-    if (path != ALLOY_SVD_CPU && path != ALLOY_SVD_TG_SMEM && path != ALLOY_SVD_TG_DEVICE)
+    if (path != ALLOY_SVD_CPU && path != ALLOY_SVD_TG_SMEM && path != ALLOY_SVD_TG_DEVICE && path != ALLOY_SVD_TG_REG)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
+    if (path == ALLOY_SVD_TG_REG && M > 32)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes m, n <= 32, not %lld x %lld",
+                           fn, (long long)m, (long long)n);
     if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: a is %lld x %lld; the GPU kernel takes at most %d rows and columns", fn,
@@ -136,7 +141,8 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         alloy_batch_layout lay;
         alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])bs);
         const int tg = path != ALLOY_SVD_CPU;
-        const uint32_t nt = !tg ? 1 : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
+        const int reg = path == ALLOY_SVD_TG_REG, smem = path == ALLOY_SVD_TG_SMEM || reg;
+        const uint32_t nt = !tg ? 1 : reg ? 32 : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
         alloy_kernel *kern = NULL;
         alloy_launch *ln = NULL;
         st = alloy_catalog_kernel(tg ? TG_FILE : CPU_FILE, &kern);
@@ -147,8 +153,9 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, I);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy[2]);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", dt);
-        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_SVD_TG_SMEM);
-        if (st == ALLOY_OK && path == ALLOY_SVD_TG_SMEM)
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", smem);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "REG", reg);
+        if (st == ALLOY_OK && smem)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
         const struct {

@@ -22,7 +22,8 @@
 // e_i||^2 >= (M - cols) / M) and is orthogonalised against all of them
 // twice (classical Gram-Schmidt with reorthogonalisation), then normalised.
 // Template: T (float32, float64), SMEM (true: G column-major and V in
-// dynamic threadgroup memory, (M*N + N*N) * sizeof(T) bytes).
+// dynamic threadgroup memory, (M*N + N*N) * sizeof(T) bytes), REG (the
+// sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32).
 // Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
 // sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
 // q*sa_c]; matrix b of the launch is matrix z = z_off + b of the outputs.
@@ -51,6 +52,7 @@
 //! ensure_row_contiguous: false
 //! template: T=float32
 //! template: SMEM=true
+//! template: REG=false
 //! header:
 inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
     int a, b;
@@ -86,11 +88,109 @@ inline T alloy_svd_group_max(T x, R &red, int tid, int nt) {
     return s;
 }
 
+// Exchanges with lane `src` of the SIMD group (every lane calls it).
+template <class X> inline X alloy_svd_shfl(X v, int src) {
+#if defined(ALLOY_BACKEND_CUDA)
+    return __shfl_sync(0xffffffffu, v, src);
+#else
+    return simd_shuffle(v, ushort(src));
+#endif
+}
+
+// The sweeps of a matrix with M, N <= 32 in the registers of one SIMD group
+// (REG): lane j holds column j of G and of V. At each step of the same
+// round-robin tournament the lane receives its partner's column with one
+// shuffle per row, both lanes of a pair compute alpha, beta and gamma in the
+// same order (bit-identical), so they agree on the rotation, and each
+// rewrites only its own column; V's columns are exchanged the same way.
+// No barrier and no threadgroup memory traffic during the sweeps. Returns
+// info (0 converged, 2 not).
+template <class T, class P>
+int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny,
+                          int lane) {
+    T g[32], v[32];
+#pragma unroll
+    for (int i = 0; i < 32; i++) {
+        g[i] = (lane < N && i < M) ? T(G[long(lane) * M + i]) : T(0);
+        v[i] = (uv && lane < N && i < N) ? T(V[long(lane) * N + i]) : T(0);
+    }
+    const int Np = N + (N & 1);
+    int info = 2;
+    for (int sweep = 0; sweep < max_sweeps; sweep++) {
+        T worst = T(0);
+        for (int r = 0; r < Np - 1; r++) {
+            // partner of index `lane` at step r: (Np-1, r) and pairs summing to 2r mod (Np-1)
+            int pj;
+            if (lane >= Np) pj = lane;
+            else if (lane == Np - 1) pj = r;
+            else if (lane == r) pj = Np - 1;
+            else pj = (2 * r - lane + 2 * (Np - 1)) % (Np - 1);
+            const bool live = lane < N && pj < N && pj != lane;
+            const int src = pj < 32 ? pj : lane;
+            const bool isp = lane < pj; // this lane holds g_p (the smaller index)
+            T own = T(0), ga = T(0);
+            T o[32];
+#pragma unroll
+            for (int i = 0; i < 32; i++) {
+                o[i] = alloy_svd_shfl(g[i], src);
+                own = fma(g[i], g[i], own);
+            }
+            const T oth = alloy_svd_shfl(own, src);
+            // gamma in the p lane's order: sum g_p[i] g_q[i]
+#pragma unroll
+            for (int i = 0; i < 32; i++) ga = isp ? fma(g[i], o[i], ga) : fma(o[i], g[i], ga);
+            const T al = isp ? own : oth, be = isp ? oth : own;
+            const T na = sqrt(al), nb = sqrt(be);
+            bool rot = false;
+            T c = T(1), sn = T(0);
+            if (live && na > tiny && nb > tiny) {
+                const T rel = fabs(ga) / (na * nb);
+                if (!(rel <= worst)) worst = rel;
+                if (fabs(ga) > tol * na * nb) {
+                    rot = true;
+                    const T zeta = (be - al) / (T(2) * ga);
+                    const T az = fabs(zeta);
+                    const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
+                    const T tn = (zeta >= T(0) ? T(1) : T(-1)) / (az + root);
+                    c = T(1) / sqrt(T(1) + tn * tn);
+                    sn = c * tn;
+                }
+            }
+            // p' = c p - s q, q' = s p + c q
+            if (rot) {
+#pragma unroll
+                for (int i = 0; i < 32; i++) g[i] = isp ? c * g[i] - sn * o[i] : sn * o[i] + c * g[i];
+            }
+            if (uv) {
+#pragma unroll
+                for (int i = 0; i < 32; i++) o[i] = alloy_svd_shfl(v[i], src);
+                if (rot) {
+#pragma unroll
+                    for (int i = 0; i < 32; i++) v[i] = isp ? c * v[i] - sn * o[i] : sn * o[i] + c * v[i];
+                }
+            }
+        }
+        worst = simd_max(worst);
+        if (worst <= tol_stop) {
+            info = 0;
+            break;
+        }
+    }
+    if (lane < N) {
+#pragma unroll
+        for (int i = 0; i < 32; i++) {
+            if (i < M) G[long(lane) * M + i] = g[i];
+            if (uv && i < N) V[long(lane) * N + i] = v[i];
+        }
+    }
+    return info;
+}
+
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
 // U' (M or N). Returns info.
-template <class T, class P, class AP, class SO, class UO, class R, class S, class I>
+template <class T, bool REG, class P, class AP, class SO, class UO, class R, class S, class I>
 int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
                      int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
                      R &red, S &sig, S &xs, S &rn, S &dots, I &perm) {
@@ -139,7 +239,11 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
     const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
     const int Np = N + (N & 1), np = Np / 2;
     int info = 2;
-    for (int sweep = 0; sweep <= max_sweeps; sweep++) {
+    if (REG) {
+        info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane);
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    }
+    for (int sweep = 0; sweep <= max_sweeps && !REG; sweep++) {
         if (sweep == max_sweeps) break;
         T worst = T(0); // largest |gamma| / (||g_p|| ||g_q||) of the sweep
         for (int r = 0; r < Np - 1; r++) {
@@ -299,11 +403,11 @@ const long vrs = wide ? long(m) : 1L, vcs = wide ? 1L : long(n);
 int info_m;
 if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
-    info_m = alloy_svd_tg_run<T>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+    info_m = alloy_svd_tg_run<T, REG>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
                                  ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
 } else {
     auto wk = work + z * (mn + long(N) * N);
-    info_m = alloy_svd_tg_run<T>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+    info_m = alloy_svd_tg_run<T, REG>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
                                  ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
 }
 if (tid == 0) info[z] = info_m;
