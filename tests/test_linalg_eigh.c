@@ -397,8 +397,11 @@ static void test_batches(void) {
  * do not depend on V), bit for bit. */
 static void test_values_only(void) {
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 3; p++) {
-            const alloy_eigh_path path = p == 0 ? ALLOY_EIGH_AUTO : p == 1 ? ALLOY_EIGH_TG_SMEM : ALLOY_EIGH_TG_DEVICE;
+        for (int p = 0; p < 4; p++) {
+            const alloy_eigh_path path = p == 0   ? ALLOY_EIGH_AUTO
+                                         : p == 1 ? ALLOY_EIGH_TG_SMEM
+                                         : p == 2 ? ALLOY_EIGH_TG_DEVICE
+                                                  : ALLOY_EIGH_REG;
             const alloy_dtype dt = DTS[d];
             const int n = 19;
             const int64_t batch = 4, shape[3] = {batch, n, n};
@@ -420,7 +423,7 @@ static void test_values_only(void) {
                 CHECK_OK(alloy_array_copy_to_host(w2, h2, alloy_dtype_size(dt) * batch * n));
                 CHECK(memcmp(h1, h2, alloy_dtype_size(dt) * batch * n) == 0);
             }
-            eigh_case t = {dt, 33, 3, d, 0, path, 1, ALL_KINDS, 9, 0};
+            eigh_case t = {dt, path == ALLOY_EIGH_REG ? 32 : 33, 3, d, 0, path, 1, ALL_KINDS, 9, 0};
             run_checked(&t);
             alloy_array_free(a);
             alloy_array_free(w1);
@@ -437,8 +440,11 @@ static void test_info(void) {
     static const int nan_kinds[] = {K_RANDOM, K_NAN, K_COND_LO, K_NAN, K_IDENTITY};
     static const int rnd[] = {K_RANDOM};
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 3; p++) {
-            const alloy_eigh_path path = p == 0 ? ALLOY_EIGH_AUTO : p == 1 ? ALLOY_EIGH_TG_SMEM : ALLOY_EIGH_TG_DEVICE;
+        for (int p = 0; p < 4; p++) {
+            const alloy_eigh_path path = p == 0   ? ALLOY_EIGH_AUTO
+                                         : p == 1 ? ALLOY_EIGH_TG_SMEM
+                                         : p == 2 ? ALLOY_EIGH_TG_DEVICE
+                                                  : ALLOY_EIGH_REG;
             eigh_case t = {DTS[d], 9, 5, p % 2, 1, path, 1, nan_kinds, 5, 0};
             run_checked(&t);
             t.vectors = 0;
@@ -462,7 +468,9 @@ static void test_paths(void) {
         {ALLOY_EIGH_TG_SMEM, 0, 2},   {ALLOY_EIGH_TG_SMEM, 1, 3},    {ALLOY_EIGH_TG_SMEM, 2, 9},
         {ALLOY_EIGH_TG_SMEM, 5, 9},   {ALLOY_EIGH_TG_SMEM, 16, 9},   {ALLOY_EIGH_TG_SMEM, 33, 9},
         {ALLOY_EIGH_TG_SMEM, 64, 3},  {ALLOY_EIGH_TG_DEVICE, 1, 3},  {ALLOY_EIGH_TG_DEVICE, 7, 9},
-        {ALLOY_EIGH_TG_DEVICE, 32, 9}, {ALLOY_EIGH_TG_DEVICE, 65, 2},
+        {ALLOY_EIGH_TG_DEVICE, 32, 9}, {ALLOY_EIGH_TG_DEVICE, 65, 2}, {ALLOY_EIGH_REG, 0, 2},
+        {ALLOY_EIGH_REG, 1, 3},       {ALLOY_EIGH_REG, 2, 9},        {ALLOY_EIGH_REG, 5, 9},
+        {ALLOY_EIGH_REG, 16, 9},      {ALLOY_EIGH_REG, 31, 9},       {ALLOY_EIGH_REG, 32, 9},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++) {

@@ -8,7 +8,8 @@
  * does): on the CPU eigh_cpu (one thread per matrix, cyclic Jacobi); on a
  * GPU eigh_tg (one threadgroup per matrix, round-robin parallel rotations,
  * the matrix and vectors in threadgroup memory while they fit, else in
- * device scratch). Sizes and strides are launch constants, so a new shape
+ * device scratch), and up to n = 32 svd_tg's register path on the shifted
+ * matrix (one SIMD group per matrix; the file says why that is an eigh). Sizes and strides are launch constants, so a new shape
  * never recompiles a kernel. */
 #include <stdint.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 
 static const char CPU_FILE[] = "src/ops/linalg/kernels/eigh_cpu.metal";
 static const char TG_FILE[] = "src/ops/linalg/kernels/eigh_tg.metal";
+static const char SVD_FILE[] = "src/ops/linalg/kernels/svd_tg.metal";
 
 #define EIGH_DEFAULT_SWEEPS 30
 #define EIGH_GPU_MAX_N 256 /* eigh_tg's static arrays: 128 pairs, 256 indices */
@@ -77,16 +79,20 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     const int64_t smem_bytes = (o.compute_vectors ? 2 : 1) * n * ld_smem * es;
     if (path == ALLOY_EIGH_AUTO) {
         if (!cuda) path = ALLOY_EIGH_CPU;
+        else if (n <= 32) path = ALLOY_EIGH_REG;
         else if ((size_t)smem_bytes <= smem_budget(sq.dev)) path = ALLOY_EIGH_TG_SMEM;
         else path = ALLOY_EIGH_TG_DEVICE;
     }
-    if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE)
+    if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE && path != ALLOY_EIGH_REG)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
+    if (path == ALLOY_EIGH_REG && n > 32)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes n <= 32, not %lld", fn,
+                           (long long)n);
     if (path != ALLOY_EIGH_CPU && n > EIGH_GPU_MAX_N)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: n = %lld is more than the GPU kernel takes (%d)", fn,
                            (long long)n, EIGH_GPU_MAX_N);
 
-    alloy_array *W = NULL, *V = NULL, *I = NULL, *work = NULL, *dummy[2] = {NULL, NULL};
+    alloy_array *W = NULL, *V = NULL, *I = NULL, *work = NULL, *dummy[3] = {NULL, NULL, NULL};
     int newW = 0, newV = 0, newI = 0;
     st = alloy_lu_prepare_out(fn, "w", w, sq.dev, sq.dt, nd - 1, sq.shape, &W, &newW);
     if (st == ALLOY_OK && o.compute_vectors)
@@ -106,7 +112,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         st = alloy_array_new(sq.dev, sq.dt, 1, &cnt, &work);
     }
     /* distinct one-element stand-ins for the outputs not used */
-    for (int i = 0; i < 2 && st == ALLOY_OK; i++) st = alloy_array_new(sq.dev, sq.dt, 1, &one, &dummy[i]);
+    for (int i = 0; i < 3 && st == ALLOY_OK; i++) st = alloy_array_new(sq.dev, sq.dt, 1, &one, &dummy[i]);
 
     if (st == ALLOY_OK && sq.batch > 0) {
         const int64_t *sh = alloy_array_shape(a), *stv = alloy_array_strides(a);
@@ -115,21 +121,26 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         alloy_batch_contiguous_strides(nb, sh, 1, s[1]);
         alloy_batch_layout lay;
         alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])s);
-        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE;
-        const uint32_t nt = !tg ? 1 : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
-        const char *file = tg ? TG_FILE : CPU_FILE;
+        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE, reg = path == ALLOY_EIGH_REG;
+        const uint32_t nt = reg ? 32 : !tg ? 1 : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
+        const char *file = reg ? SVD_FILE : tg ? TG_FILE : CPU_FILE;
         alloy_kernel *k = NULL;
         alloy_launch *ln = NULL;
         st = alloy_catalog_kernel(file, &k);
         if (st == ALLOY_OK) st = alloy_launch_new(&ln);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, W);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, V ? V : dummy[0]);
+        if (st == ALLOY_OK && reg) st = alloy_launch_add_output_array(ln, dummy[2]); /* svd_tg's vh */
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, I);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy[1]);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", sq.dt);
-        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_EIGH_TG_SMEM);
+        if (st == ALLOY_OK && (tg || reg))
+            st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_EIGH_TG_SMEM || reg);
+        if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "REG", 1);
+        if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
+        if (st == ALLOY_OK && reg) st = alloy_launch_set_threadgroup_memory(ln, n > 0 ? (size_t)(2 * n * n * es) : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
         const struct {
             const char *name;
@@ -143,9 +154,24 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
                     {"sa_r", ALLOY_INT64, stv[nd - 2]},
                     {"sa_c", ALLOY_INT64, stv[nd - 1]},
                     {"ld", ALLOY_INT64, path == ALLOY_EIGH_TG_SMEM ? ld_smem : n}};
-        for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
-            if (tg || strcmp(ints[i].name, "ld") != 0)
-                st = alloy_launch_set_constant_int(ln, ints[i].name, ints[i].dt, ints[i].v);
+        /* svd_tg's names for the register path (m = n; uv: the vectors) */
+        const struct {
+            const char *name;
+            alloy_dtype dt;
+            int64_t v;
+        } reg_ints[] = {{"m", ALLOY_INT32, n},         {"n", ALLOY_INT32, n},
+                        {"uv", ALLOY_INT32, o.compute_vectors != 0},
+                        {"ucols", ALLOY_INT32, n},     {"vrows", ALLOY_INT32, n},
+                        {"max_sweeps", ALLOY_INT32, sweeps}, {"upper", ALLOY_INT32, o.upper != 0},
+                        {"sa_b", ALLOY_INT64, lay.inner_stride[0]}, {"sa_r", ALLOY_INT64, stv[nd - 2]},
+                        {"sa_c", ALLOY_INT64, stv[nd - 1]}};
+        if (reg)
+            for (size_t i = 0; i < sizeof reg_ints / sizeof reg_ints[0] && st == ALLOY_OK; i++)
+                st = alloy_launch_set_constant_int(ln, reg_ints[i].name, reg_ints[i].dt, reg_ints[i].v);
+        else
+            for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
+                if (tg || strcmp(ints[i].name, "ld") != 0)
+                    st = alloy_launch_set_constant_int(ln, ints[i].name, ints[i].dt, ints[i].v);
         /* whole threadgroups, at most 2^30 threads per launch */
         const int64_t per_launch = ((int64_t)1 << 30) / nt;
         alloy_array *ins[1] = {a};
@@ -157,15 +183,15 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
                 st = alloy_launch_set_constant_int(ln, "a_off", ALLOY_INT64, off[0] + start * lay.inner_stride[0]);
                 if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "z_off", ALLOY_INT64, off[1] + start);
                 if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(cnt * nt), 1, 1);
-                alloy_array *res[4] = {NULL, NULL, NULL, NULL};
+                alloy_array *res[5] = {NULL, NULL, NULL, NULL, NULL};
                 if (st == ALLOY_OK) st = alloy_kernel_apply(k, 1, ins, ln, stream, res);
-                for (int i = 0; i < 4; i++) alloy_array_free(res[i]);
+                for (int i = 0; i < 5; i++) alloy_array_free(res[i]);
             }
         }
         alloy_launch_free(ln);
     }
     alloy_array_free(work);
-    for (int i = 0; i < 2; i++) alloy_array_free(dummy[i]);
+    for (int i = 0; i < 3; i++) alloy_array_free(dummy[i]);
     if (st != ALLOY_OK) {
         if (newW) alloy_array_free(W);
         if (newV) alloy_array_free(V);

@@ -155,6 +155,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", dt);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", smem);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "REG", reg);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "EIGH", 0);
         if (st == ALLOY_OK && smem)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
@@ -168,6 +169,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
                     {"ucols", ALLOY_INT32, ucols},
                     {"vrows", ALLOY_INT32, vrows},
                     {"max_sweeps", ALLOY_INT32, sweeps},
+                    {"upper", ALLOY_INT32, 0},
                     {"sa_b", ALLOY_INT64, lay.inner_stride[0]},
                     {"sa_r", ALLOY_INT64, stv[nd - 2]},
                     {"sa_c", ALLOY_INT64, stv[nd - 1]}};

@@ -23,7 +23,10 @@
 // twice (classical Gram-Schmidt with reorthogonalisation), then normalised.
 // Template: T (float32, float64), SMEM (true: G column-major and V in
 // dynamic threadgroup memory, (M*N + N*N) * sizeof(T) bytes), REG (the
-// sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32).
+// sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
+// EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
+// m == n <= 32, NT = 32; `upper` names the triangle read).
+// Launch constant int32 upper (read with EIGH only).
 // Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
 // sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
 // q*sa_c]; matrix b of the launch is matrix z = z_off + b of the outputs.
@@ -53,6 +56,7 @@
 //! template: T=float32
 //! template: SMEM=true
 //! template: REG=false
+//! template: EIGH=false
 //! header:
 inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
     int a, b;
@@ -183,6 +187,92 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
             if (uv && i < N) V[long(lane) * N + i] = v[i];
         }
     }
+    return info;
+}
+
+// EIGH (n <= 32, one SIMD group): NumPy's eigh of the symmetric n x n
+// matrix whose lower (upper == 0) or upper triangle A holds, through the
+// singular value decomposition of B = A' + sigma I, A' = A 2^-e (max |a'|
+// in [0.5, 1)) and sigma the smallest shift Gershgorin's discs prove
+// enough (max_i sum_{j != i} |a'_ij| - a'_ii, at least 0, with a margin of
+// 2 n eps for its rounding), so that B is positive semidefinite and its
+// singular values and vectors are its eigenvalues and eigenvectors (a
+// small shift keeps ||B|| near ||A'||, and the rounding of the rotations
+// with it): the register sweeps turn B's columns into G = B V = V D,
+// then lambda_j = (||g_j|| - sigma) 2^e (absolute error of order eps
+// ||A||, LAPACK syev's bound), ascending (ties by index), with V's columns
+// in that order. G and V are n x n column-major in threadgroup memory.
+template <class T, class P, class AP, class WO, class VO, class S, class I>
+int alloy_eigh_reg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors, int max_sweeps,
+                       WO wout, VO vout, int lane, S &lam, I &perm) {
+    const long nsq = long(n) * n;
+    T amax = T(0), bad = T(0);
+    for (long e = lane; e < nsq; e += 32) {
+        const int p = int(e / n), q = int(e - long(p) * n);
+        if (upper ? q < p : q > p) continue;
+        const T x = Ab[long(p) * sa_r + long(q) * sa_c];
+        if (!isfinite(x)) bad = T(1);
+        else amax = max(amax, T(fabs(x)));
+        G[long(p) * n + q] = x;
+        G[long(q) * n + p] = x;
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    amax = simd_max(amax);
+    bad = simd_max(bad);
+    if (bad != T(0)) {
+        for (int i = lane; i < n; i += 32) wout[i] = T(NAN);
+        if (vectors)
+            for (long e = lane; e < nsq; e += 32) vout[e] = T(NAN);
+        return 1;
+    }
+    int ex = 0;
+    if (amax > T(0)) frexp(amax, ex);
+    for (long e = lane; e < nsq; e += 32) G[e] = ldexp(T(G[e]), -ex);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    // Gershgorin: every eigenvalue >= min_i (a_ii - sum_{j != i} |a_ij|)
+    T low = T(0);
+    for (int i = lane; i < n; i += 32) {
+        T r = T(0);
+        for (int j = 0; j < n; j++)
+            if (j != i) r += fabs(T(G[long(j) * n + i]));
+        low = max(low, r - T(G[long(i) * n + i]));
+    }
+    const T sigma = simd_max(low) * (T(1) + T(2 * n) * numeric_limits<T>::epsilon());
+    for (int j = lane; j < n; j += 32) G[long(j) * n + j] = T(G[long(j) * n + j]) + sigma;
+    if (vectors)
+        for (long e = lane; e < nsq; e += 32) {
+            const int j = int(e / n), i = int(e - long(j) * n);
+            V[e] = i == j ? T(1) : T(0);
+        }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    const T eps = numeric_limits<T>::epsilon();
+    const T tol = eps * sqrt(T(n > 1 ? n : 1)), tol_stop = eps * T(n > 1 ? n : 1);
+    const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
+    const int info = alloy_svd_warp_sweeps<T>(G, V, n, n, vectors, max_sweeps, tol, tol_stop, tiny, lane);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (int j = 0; j < n; j++) {
+        T ss = T(0);
+        for (int i = lane; i < n; i += 32) ss = fma(T(G[long(j) * n + i]), T(G[long(j) * n + i]), ss);
+        ss = simd_sum(ss);
+        if (lane == 0) lam[j] = sqrt(ss) - sigma;
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (int j = lane; j < n; j += 32) {
+        const T lj = lam[j];
+        int rank = 0;
+        for (int i = 0; i < n; i++) {
+            const T li = lam[i];
+            rank += (li < lj || (li == lj && i < j)) ? 1 : 0;
+        }
+        perm[rank] = j;
+        wout[rank] = ldexp(lj, ex);
+    }
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    if (vectors)
+        for (long e = lane; e < nsq; e += 32) {
+            const int i = int(e / n), k = int(e - long(i) * n);
+            vout[e] = V[long(perm[k]) * n + i];
+        }
     return info;
 }
 
@@ -401,7 +491,11 @@ auto Vo = wide ? u + (uv ? z * long(m) * m : 0L) : vh + (uv ? z * long(vrows_) *
 const long urs = wide ? 1L : long(ucols), ucs = wide ? long(n) : 1L;
 const long vrs = wide ? long(m) : 1L, vcs = wide ? 1L : long(n);
 int info_m;
-if (SMEM) {
+if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
+    threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
+    info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
+                                   u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
+} else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
     info_m = alloy_svd_tg_run<T, REG>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
                                  ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
