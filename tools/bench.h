@@ -1,5 +1,6 @@
 /* bench.h — what the `alloy bench` tables share (tools/cmd_bench.c, the
- * driver and matmul; tools/cmd_bench_linalg.c, the factorizations): the
+ * driver and matmul; tools/cmd_bench_linalg.c, the factorizations;
+ * tools/cmd_bench_mlstm.c, the mLSTM cell): the
  * clock, the timing method, the random fill. */
 #ifndef ALLOY_TOOLS_BENCH_H
 #define ALLOY_TOOLS_BENCH_H
@@ -21,5 +22,8 @@ void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state);
 
 /* `alloy bench linalg`: the batched factorizations (cmd_bench_linalg.c). */
 int bench_linalg(alloy_device *dev, int quick, const char *only, int json);
+
+/* `alloy bench mlstm`: the mLSTM cell's chunkwise form and step (cmd_bench_mlstm.c). */
+int bench_mlstm(alloy_device *dev, int quick, const char *only, int json);
 
 #endif

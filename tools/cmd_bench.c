@@ -1,6 +1,7 @@
 /* cmd_bench.c — `alloy bench [OP...] [--device D] [--json] [--quick] [--only TEXT]`: the
  * catalog's benchmark table on one device. This file: the driver, the shared
- * timing (bench.h) and matmul; the factorizations are cmd_bench_linalg.c.
+ * timing (bench.h) and matmul; the factorizations are cmd_bench_linalg.c, the
+ * mLSTM cell cmd_bench_mlstm.c.
  *
  * Per operation and size: the median time of several timed batches after a
  * warm-up (wall clock around back-to-back launches and one stream
@@ -25,7 +26,7 @@
 static const char *const USAGE =
     "usage: alloy bench [OP...] [options]\n"
     "\n"
-    "  OP               matmul, linalg (default: every operation)\n"
+    "  OP               matmul, linalg, mlstm (default: every operation)\n"
     "  --device D       cpu, cuda, cuda:N or auto (default auto; ALLOY_DEVICE)\n"
     "  --json           one JSON object per line instead of the table\n"
     "  --quick          the smallest sizes only\n"
@@ -39,7 +40,13 @@ static const char *const USAGE =
     "linalg: cholesky, lu_factor, solve (one right-hand side), inv and det of batches\n"
     "of n x n matrices (float32 and float64): time, matrices per second, backward\n"
     "error of a sample against float64 on the host, and on the CPU a LAPACK peer\n"
-    "(ALLOY_LAPACK=path; on CUDA, torch.linalg: bench/bench_linalg_torch.py).\n";
+    "(ALLOY_LAPACK=path; on CUDA, torch.linalg: bench/bench_linalg_torch.py).\n"
+    "mlstm: the chunkwise forward at xLSTM 7B's head shape (NH 8, DHQK 256, DHHV 512;\n"
+    "B=8 S=8192, S=8000, B=1 S=65536, f32 and bf16), the paper's shape, a packed batch\n"
+    "of 64 sequences (cu_seqlens) and the step at B = 1, 16, 256, 1024: time, TFLOP/s\n"
+    "(GB/s of state for the step) and the error of h against float64 on one\n"
+    "(sequence, head); no peer in C (mlstm_kernels is Triton). On the CPU and with\n"
+    "--quick: small shapes.\n";
 
 double bench_now_s(void) {
     struct timespec t;
@@ -421,7 +428,7 @@ int cmd_bench(int argc, char **argv) {
     cli_set_command("bench");
     const char *device = "auto";
     const char *only = NULL;
-    int json = 0, quick = 0, want_matmul = 0, want_linalg = 0, any_op = 0;
+    int json = 0, quick = 0, want_matmul = 0, want_linalg = 0, want_mlstm = 0, any_op = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -445,11 +452,13 @@ int cmd_bench(int argc, char **argv) {
             want_matmul = any_op = 1;
         } else if (!strcmp(argv[i], "linalg")) {
             want_linalg = any_op = 1;
+        } else if (!strcmp(argv[i], "mlstm")) {
+            want_mlstm = any_op = 1;
         } else {
-            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul, linalg)", argv[i]);
+            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul, linalg, mlstm)", argv[i]);
         }
     }
-    if (!any_op) want_matmul = want_linalg = 1;
+    if (!any_op) want_matmul = want_linalg = want_mlstm = 1;
     alloy_device *dev = NULL;
     alloy_status st = alloy_device_get(device, &dev);
     if (st != ALLOY_OK) return cli_alloy_error(st);
@@ -461,6 +470,10 @@ int cmd_bench(int argc, char **argv) {
     }
     if (want_linalg) {
         int r = bench_linalg(dev, quick, only, json);
+        if (r != CLI_OK) rc = r;
+    }
+    if (want_mlstm) {
+        int r = bench_mlstm(dev, quick, only, json);
         if (r != CLI_OK) rc = r;
     }
     return rc;

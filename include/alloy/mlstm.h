@@ -48,6 +48,35 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
 alloy_status alloy_mlstm_parallel(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                   alloy_array *f, double eps, alloy_stream *stream, alloy_array **h);
 
+/* The chunk size alloy_mlstm_chunkwise uses when given 0. */
+#define ALLOY_MLSTM_DEFAULT_CHUNK 64
+
+/* The chunkwise form (prefill and training forward): whole sequences from
+ * given or zero initial states, h and optionally the final states.
+ *   Dense (cu_seqlens NULL): q, k (B, NH, S, DHQK), v (B, NH, S, DHHV),
+ *   i, f (B, NH, S); N = B sequences of S tokens.
+ *   Packed (cu_seqlens given): q, k (1, NH, T, DHQK), v (1, NH, T, DHHV),
+ *   i, f (1, NH, T) hold N sequences back to back; cu_seqlens is int32
+ *   (N + 1,), 0 = cu[0] <= cu[1] <= ... <= cu[N] = T (FlashAttention's
+ *   varlen convention), sequence s the tokens cu[s] .. cu[s+1]-1. Each
+ *   sequence runs alone from its own initial state (or zeros) and ends in its
+ *   own final state. On the CPU the offsets are checked; on a GPU reading
+ *   them would wait for the device, so they are not (each sequence is clamped
+ *   to [0, T]; tokens outside every sequence are not written).
+ * c_initial (N, NH, DHQK, DHHV), n_initial (N, NH, DHQK), m_initial (N, NH, 1),
+ * float32: all three or none (none: zeros, m = 0). chunk_size: a power of two
+ * from 16 to 1024, 0 for ALLOY_MLSTM_DEFAULT_CHUNK; any S >= 0 (a tail shorter
+ * than a chunk is a shorter chunk; nothing is padded). DHQK from 1 to 512,
+ * DHHV >= 1. Results: *h (the shape of v, q's dtype); the final states
+ * *c_out, *n_out, *m_out (float32, the shapes of the initial states) when the
+ * three slots are non-NULL (all three NULL: not computed). Each slot as in
+ * alloy_mlstm_step: NULL receives a new array, a given one is written.
+ * Equal to S recurrent steps (alloy_mlstm_step) for every chunk size. */
+alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                   alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                   alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
+                                   alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@ layouts and shapes of NX-AI's ``mlstm_kernels`` (heads before time)::
 
     h, (c, n, m) = alloy.mlstm.step(q, k, v, i, f, c, n, m)      # one token per sequence
     h = alloy.mlstm.parallel(q, k, v, i, f)                      # whole sequences, zero states
+    h, (c, n, m) = alloy.mlstm.chunkwise(q, k, v, i, f, return_last_states=True)  # prefill
 
 Exponential input gate, log-sigmoid forget gate, max stabiliser (m_0 = 0),
 normaliser max(|q^ . n|, exp(-m)) + eps with q^ = q / sqrt(DHQK);
@@ -16,9 +17,9 @@ written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). Nothing
 waits for the device. Wrong shapes, dtypes or devices raise
 :class:`alloy.InvalidArgumentError` naming the argument.
 """
-from ._alloy import _mlstm_parallel, _mlstm_step
+from ._alloy import _mlstm_chunkwise, _mlstm_parallel, _mlstm_step
 
-__all__ = ["step", "parallel"]
+__all__ = ["step", "parallel", "chunkwise"]
 
 
 def step(q, k, v, i, f, c, n, m, eps=1e-6, *, out=None, stream=None):
@@ -55,3 +56,27 @@ def parallel(q, k, v, i, f, eps=1e-6, *, out=None, stream=None):
     shape and dtype to write (returned as given). eps >= 0.
     """
     return _mlstm_parallel(q, k, v, i, f, float(eps), out, stream)
+
+
+def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
+              chunk_size=None, cu_seqlens=None, *, out=None, stream=None):
+    """The chunkwise form (prefill, training forward): whole sequences from
+    given or zero initial states; mlstm_kernels' ``mlstm_chunkwise__xl_chunk``
+    signature.
+
+    q, k: (B, NH, S, DHQK); v: (B, NH, S, DHHV); i, f: (B, NH, S) gate
+    pre-activations; any S >= 0 (no padding). c_initial (B, NH, DHQK, DHHV),
+    n_initial (B, NH, DHQK), m_initial (B, NH, 1), float32: all three or none
+    (zeros). Returns h (B, NH, S, DHHV) of q's dtype, or with
+    ``return_last_states=True`` ``(h, (c, n, m))``, the final states (float32).
+
+    cu_seqlens: int32 offsets (N + 1,) of N sequences packed in q, k, v, i, f
+    of shape (1, NH, T, ...) (FlashAttention's varlen convention); each
+    sequence runs alone from its own initial state (states (N, NH, ...)).
+    chunk_size: a power of two from 16 to 1024 (None: 64); the result does
+    not depend on it beyond rounding. out: an array of h's shape and dtype to
+    write (returned as given). eps >= 0.
+    """
+    r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
+                         0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream)
+    return (r[0], tuple(r[1:])) if return_last_states else r

@@ -164,6 +164,7 @@ PyObject *alloypy_svd(PyObject *self, PyObject *args, PyObject *kwargs);
 /* the mLSTM cell (mlstm.c) */
 PyObject *alloypy_mlstm_step(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_mlstm_parallel(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs);
 
 /* ---- kernel files (kernel_file.c) ---- */
 PyObject *alloypy_parse_kernel_file(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -9,7 +9,7 @@
 
 #include "alloy_py.h"
 
-#define MAX_OPERANDS 8 /* mlstm's step: q, k, v, i, f, c, n, m */
+#define MAX_OPERANDS 9 /* mlstm's chunkwise: q, k, v, i, f, c, n, m, cu_seqlens */
 
 typedef struct alloypy_op_ctx {
     const char *name;

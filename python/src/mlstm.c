@@ -1,5 +1,5 @@
-/* mlstm.c — the C side of alloy.mlstm (python/alloy/mlstm.py): step and
- * parallel, each a thin call of the C op of include/alloy/mlstm.h with the
+/* mlstm.c — the C side of alloy.mlstm (python/alloy/mlstm.py): step,
+ * parallel and chunkwise, each a thin call of the C op of include/alloy/mlstm.h with the
  * conventions of alloy.linalg's ops (linalg_ops.h): operands read on one
  * device, given outputs written in place and returned as given, new
  * results alloy.Array on the stream the op ran on. The shapes, dtypes and
@@ -93,6 +93,68 @@ PyObject *alloypy_mlstm_parallel(PyObject *self, PyObject *args, PyObject *kwarg
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
     else result = alloypy_ctx_result(&c, &h);
+done:
+    alloypy_ctx_close(&c);
+    return result;
+}
+
+/* _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
+ * chunk_size, eps, return_last_states, out, stream) -> h, or (h, c, n, m)
+ * when return_last_states; the optional operands None: absent. */
+PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"q",          "k",   "v",     "i",     "f",      "c_initial", "n_initial", "m_initial",
+                         "cu_seqlens", "chunk_size", "eps", "return_last_states", "out", "stream", NULL};
+    PyObject *given[9] = {NULL}, *out_obj = Py_None, *stream_obj = Py_None;
+    int chunk_size = 0, last_states = 0;
+    double eps = 1e-6;
+    given[5] = given[6] = given[7] = given[8] = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|OOOOidpOO:_mlstm_chunkwise", kw, &given[0], &given[1],
+                                     &given[2], &given[3], &given[4], &given[5], &given[6], &given[7], &given[8],
+                                     &chunk_size, &eps, &last_states, &out_obj, &stream_obj))
+        return NULL;
+    static const char *const all_names[] = {"q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial",
+                                            "cu_seqlens"};
+    /* the operands given, converted together; slot[j]: operand j's place in them (-1: absent) */
+    PyObject *objs[9];
+    const char *names[9];
+    int slot[9], n = 0;
+    for (int j = 0; j < 9; j++) {
+        slot[j] = -1;
+        if (j >= 5 && given[j] == Py_None) continue;
+        slot[j] = n;
+        objs[n] = given[j];
+        names[n++] = all_names[j];
+    }
+    alloypy_op_ctx c;
+    PyObject *result = NULL;
+    if (alloypy_ctx_open(&c, "mlstm.chunkwise", n, objs, names, out_obj, stream_obj) < 0) goto done;
+    alloy_array *ops[9];
+    for (int j = 0; j < 9; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
+    alloy_array *h = c.out, *co = NULL, *no = NULL, *mo = NULL;
+    alloy_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = alloy_mlstm_chunkwise(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8], chunk_size,
+                               eps, c.stream, &h, last_states ? &co : NULL, last_states ? &no : NULL,
+                               last_states ? &mo : NULL);
+    Py_END_ALLOW_THREADS
+    if (st != ALLOY_OK) {
+        alloypy_ctx_fail(&c, st);
+        goto done;
+    }
+    PyObject *r[4] = {NULL, NULL, NULL, NULL};
+    r[0] = alloypy_ctx_result(&c, &h);
+    if (!last_states) {
+        result = r[0];
+    } else {
+        alloy_array *made[3] = {co, no, mo};
+        for (int j = 0; j < 3; j++)
+            if (r[j]) r[j + 1] = alloypy_ctx_wrap(&c, &made[j]);
+        if (r[0] && r[1] && r[2] && r[3]) result = PyTuple_Pack(4, r[0], r[1], r[2], r[3]);
+        for (int j = 0; j < 4; j++) Py_XDECREF(r[j]);
+        for (int j = 0; j < 3; j++) alloy_array_free(made[j]);
+    }
+    alloy_array_free(h);
 done:
     alloypy_ctx_close(&c);
     return result;

@@ -154,6 +154,9 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(mlstm_step, "_mlstm_step(q, k, v, i, f, c, n, m, eps, h_out, c_out, n_out, m_out, stream) -> "
                           "(h, c, n, m): alloy.mlstm.step."),
     LINALG_FN(mlstm_parallel, "_mlstm_parallel(q, k, v, i, f, eps, out, stream) -> h: alloy.mlstm.parallel."),
+    LINALG_FN(mlstm_chunkwise, "_mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, "
+                               "chunk_size, eps, return_last_states, out, stream) -> h or (h, c, n, m): "
+                               "alloy.mlstm.chunkwise."),
 #undef LINALG_FN
     {"_info_failures", alloypy_info_failures, METH_O,
      "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},

@@ -1,4 +1,5 @@
-/* mlstm_internal.h — what the mLSTM operations (step.c, parallel.c) share:
+/* mlstm_internal.h — what the mLSTM operations (step.c, parallel.c,
+ * chunkwise.c) share:
  * checks of the operands (errors name the argument) and of given outputs. */
 #ifndef ALLOY_OPS_MLSTM_INTERNAL_H
 #define ALLOY_OPS_MLSTM_INTERNAL_H

@@ -1,0 +1,417 @@
+// mlstm_chunkwise: the chunkwise form of the mLSTM cell (mLSTMexp), fused:
+// each threadgroup walks the chunks of one sequence in order, keeps its slice
+// of the state in registers (float32) and writes h chunk by chunk, so no
+// chunk state ever goes to device memory.
+//   Per chunk (rows r = 0..Lc-1, Lc <= L; a tail chunk is a shorter chunk),
+//   with the stabiliser run exactly as the recurrence runs it:
+//     m_r = max(lf_r + m_{r-1}, i_r)      (m_{-1}: the state's m)
+//     U_r = (lf_r + m_{r-1}) - m_r <= 0   (log of the step's forget factor)
+//     IA_j = i_j - m_j <= 0               (log of the step's input factor)
+//   log w_rj = IA_j + sum_{s=j+1..r} U_s  (key j's weight in row r, j <= r)
+//   log e_r  = sum_{s=0..r} U_s           (the chunk-start state's weight)
+//   h_r = (e_r q^_r C + sum_j w_rj (q^_r . k_j) v_j)
+//         / (max(|e_r q^_r . n + sum_j w_rj (q^_r . k_j)|, exp(-m_r)) + eps)
+//   C' = e_last C + sum_j w_last,j k_j v_j^T,  n' likewise with k_j,  m' = m_last.
+//   Every log weight is a sum of terms of one sign (U <= 0, IA <= 0), built as
+//   direct sums (per-block prefix and suffix sums, block totals, and a serial
+//   scan per row inside the diagonal block), never as a difference of long
+//   prefix sums: a weight that matters (log w > -20) has all its terms small,
+//   so it keeps float32's relative accuracy for any gates.
+// Grid: one threadgroup of 256 threads (8 simdgroups) per (sequence, head,
+// tile of TV columns of h and C). The normaliser rides along as one more
+// column: v gets a column of ones (so P [v | 1] gives the numerator and
+// sum_j w_rj q^.k_j at once), C gets n as that column (so q^ [C | n] gives the
+// inter-chunk numerator and q^.n), and the state update K^T [w v | w] updates
+// C and n together. Each chunk is cut into blocks of BLK = min(L, 64) rows;
+// for each query block: S = Q K^T per key block (DHQK in slices of DS staged
+// in threadgroup memory), P = S scale w (T, threadgroup memory), H += P [V|1],
+// then H += (q^ e) [C|n]; then h = H / den. After the chunk's query blocks the
+// state is updated in registers and copied (as T) to threadgroup memory for the
+// next chunk's inter-chunk product.
+// Matrix products: mc_tile computes one 16 x 8 output tile in the tensor
+// cores' m16n8 fragment layout (lane (g, q) = (lane / 4, lane % 4) holds rows
+// g and g + 8, columns 2q and 2q + 1). On CUDA, bfloat16 and float16 operands
+// use mma.sync.m16n8k16 (float accumulation); float32 operands, and every
+// dtype on the CPU, compute the same four elements with float FMAs in k order
+// (exact float32, no TF32). Every loop that contains a barrier has a trip
+// count uniform over the threadgroup; every thread reaches every barrier.
+// Template: T (input dtype), L (chunk, a power of two >= 16), DKP (DHQK
+// padded: to 16 up to 64, else to 64), DS (DHQK slice, min(DKP, 64)), TV
+// (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0 given),
+// VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out, m_out).
+// Launch constants: int S (tokens per (batch, head) row: S, or the packed
+// total), int NH, int DHQK, int DHHV, int VT (column tiles), float scale
+// (DHQK^-1/2), float eps. Inputs absent (no initial state, no cu, no state
+// outputs) are bound to any array and never touched.
+// Launch: grid = (NSEQ * NH * VT * 256, 1, 1), threadgroup = (256, 1, 1),
+// threadgroup memory = the bytes alloy_mlstm_chunkwise_smem computes
+// (chunkwise.c), laid out as below.
+//! name: alloy_mlstm_chunkwise
+//! inputs: q k v i f C0 n0 m0 cu
+//! outputs: h C_out n_out m_out
+//! template: T=float32
+//! template: L=64
+//! template: DKP=64
+//! template: DS=64
+//! template: TV=64
+//! template: HAS_INIT=false
+//! template: VARLEN=false
+//! template: STATES_OUT=true
+//! header:
+#if defined(ALLOY_BACKEND_CUDA)
+METAL_FUNC uint mc_pack(ushort lo, ushort hi) { return uint(lo) | (uint(hi) << 16); }
+template <class TT> METAL_FUNC ushort mc_bits(TT x) { return as_type<ushort>(x); }
+/* d (16 x 8, float) += a (16 x 16) b (16 x 8), the m16n8k16 fragments */
+template <class TT>
+METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    if constexpr (metal::is_same_v<TT, bfloat>)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                     "{%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+#endif
+/* acc (one 16 x 8 tile; lane (g, q) holds (g, 2q), (g, 2q+1), (g+8, 2q),
+ * (g+8, 2q+1)) += sum_{k < kk} A(m, k) B(k, n) with A(m, k) = a[m*am + k*ak],
+ * B(k, n) = b[k*bk + n*bn] in threadgroup memory; kk a multiple of 16. */
+template <class TT>
+METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int ak, const threadgroup TT *b, int bk,
+                        int bn, int kk, uint lane) {
+    const int g = int(lane >> 2), q = int(lane & 3u);
+#if defined(ALLOY_BACKEND_CUDA)
+    if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+        for (int k0 = 0; k0 < kk; k0 += 16) {
+            const threadgroup TT *ar = a + k0 * ak, *br = b + k0 * bk;
+            uint a0, a1, a2, a3, b0, b1;
+            if (ak == 1) { /* pairs along k are adjacent: one 32-bit load each */
+                a0 = *(const threadgroup uint *)(ar + g * am + 2 * q);
+                a1 = *(const threadgroup uint *)(ar + (g + 8) * am + 2 * q);
+                a2 = *(const threadgroup uint *)(ar + g * am + 2 * q + 8);
+                a3 = *(const threadgroup uint *)(ar + (g + 8) * am + 2 * q + 8);
+            } else {
+                a0 = mc_pack(mc_bits(ar[g * am + 2 * q * ak]), mc_bits(ar[g * am + (2 * q + 1) * ak]));
+                a1 = mc_pack(mc_bits(ar[(g + 8) * am + 2 * q * ak]), mc_bits(ar[(g + 8) * am + (2 * q + 1) * ak]));
+                a2 = mc_pack(mc_bits(ar[g * am + (2 * q + 8) * ak]), mc_bits(ar[g * am + (2 * q + 9) * ak]));
+                a3 = mc_pack(mc_bits(ar[(g + 8) * am + (2 * q + 8) * ak]),
+                             mc_bits(ar[(g + 8) * am + (2 * q + 9) * ak]));
+            }
+            if (bk == 1) {
+                b0 = *(const threadgroup uint *)(br + g * bn + 2 * q);
+                b1 = *(const threadgroup uint *)(br + g * bn + 2 * q + 8);
+            } else {
+                b0 = mc_pack(mc_bits(br[2 * q * bk + g * bn]), mc_bits(br[(2 * q + 1) * bk + g * bn]));
+                b1 = mc_pack(mc_bits(br[(2 * q + 8) * bk + g * bn]), mc_bits(br[(2 * q + 9) * bk + g * bn]));
+            }
+            mc_mma<TT>(acc, a0, a1, a2, a3, b0, b1);
+        }
+        return;
+    }
+#endif
+    for (int e = 0; e < 4; e++) {
+        const int m = g + 8 * (e >> 1), n = 2 * q + (e & 1);
+        float s = acc[e];
+        for (int k = 0; k < kk; k++) s = fma(float(a[m * am + k * ak]), float(b[k * bk + n * bn]), s);
+        acc[e] = s;
+    }
+}
+//! body:
+constexpr int NW = 8;                      // simdgroups per threadgroup
+constexpr int NT = NW * 32;                // threads
+constexpr int BLK = L < 64 ? L : 64;       // rows of a query or key block
+constexpr int NB = L / BLK;                // blocks per chunk
+constexpr int TVX = TV + 8;                // columns + the normaliser's tile
+constexpr int XT = TVX / 8;                // column tiles
+constexpr int NSL = DKP / DS;              // slices of DHQK
+constexpr int LDQ = DS + 8, LDP = BLK + 8, LDV = TVX + 8;   // row pitches (T elements)
+constexpr int HT = (BLK / 16) * XT, HPW = (HT + NW - 1) / NW;        // h tiles of a query block
+constexpr int ST = (BLK / 16) * (BLK / 8), SPW = (ST + NW - 1) / NW; // score tiles of a block pair
+constexpr int CT = (DS / 16) * XT, CPW = (CT + NW - 1) / NW;         // state tiles of a slice
+// threadgroup memory: T: QS, KS (BLK x LDQ), PS (BLK x LDP), VS (BLK x LDV),
+// CS (DKP x LDV); then float: U, IA, MR, PRE, SUF (L each), TOT (NB), DG (BLK x BLK),
+// DEN (BLK), MST (4)
+constexpr int T_ELEMS = 2 * BLK * LDQ + BLK * LDP + BLK * LDV + DKP * LDV;
+constexpr int T_BYTES = (T_ELEMS * int(sizeof(T)) + 15) / 16 * 16;
+threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
+threadgroup T *KS = QS + BLK * LDQ;
+threadgroup T *PS = KS + BLK * LDQ;
+threadgroup T *VS = PS + BLK * LDP;
+threadgroup T *CS = VS + BLK * LDV;
+threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+threadgroup float *IA = U + L;
+threadgroup float *MR = IA + L;
+threadgroup float *PRE = MR + L;
+threadgroup float *SUF = PRE + L;
+threadgroup float *TOT = SUF + L;
+threadgroup float *DG = TOT + NB;
+threadgroup float *DEN = DG + BLK * BLK;
+threadgroup float *MST = DEN + BLK;
+
+const int tid = int(thread_index_in_threadgroup);
+const int warp = tid / 32;
+const uint lane = uint(tid % 32);
+const int g = int(lane >> 2), qd = int(lane & 3u);
+long grp = long(threadgroup_position_in_grid.x);
+const int vt = int(grp % VT);
+grp /= VT;
+const int head = int(grp % NH);
+const long seq = grp / NH;
+const long sidx = seq * NH + head;   // which state
+const int v0 = vt * TV;
+long tokbase;   // the sequence's first row in the (B*NH*S) or (NH*S) rows of q
+int len;
+if (VARLEN) {
+    const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+    tokbase = long(head) * S + s0;
+    len = max(s1 - s0, 0);
+} else {
+    tokbase = sidx * S;
+    len = S;
+}
+const float NEG_INF = -INFINITY;
+
+// the state slice: slice sl, tile warp + NW*u of it; column TV is n
+float cst[NSL][CPW][4];
+for (int sl = 0; sl < NSL; sl++)
+    for (int u = 0; u < CPW; u++) {
+        const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+        for (int e = 0; e < 4; e++) {
+            const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+            float x = 0.0f;
+            if (HAS_INIT && t < CT && row < DHQK) {
+                if (col < TV) {
+                    if (v0 + col < DHHV) x = float(C0[(sidx * DHQK + row) * DHHV + v0 + col]);
+                } else if (col == TV) x = float(n0[sidx * DHQK + row]);
+            }
+            cst[sl][u][e] = x;
+        }
+    }
+if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
+// the state as T for the inter-chunk product (rows past DHQK stay 0)
+for (int sl = 0; sl < NSL; sl++)
+    for (int u = 0; u < CPW; u++) {
+        const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+        if (t < CT)
+            for (int e = 0; e < 4; e++)
+                CS[(sl * DS + rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[sl][u][e]);
+    }
+threadgroup_barrier(mem_flags::mem_threadgroup);
+
+const int nchunks = (len + L - 1) / L;
+for (int c = 0; c < nchunks; c++) {
+    const int Lc = min(L, len - c * L);
+    const long tb = tokbase + long(c) * L;   // row of the chunk's first token
+    // ---- gates: the recurrence's stabiliser, U and IA ----
+    for (int r = tid; r < L; r += NT) {
+        float lf = 0.0f, ig = NEG_INF;
+        if (r < Lc) {
+            const float fp = float(f[tb + r]);
+            lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+            ig = float(i[tb + r]);
+        }
+        U[r] = lf;
+        IA[r] = ig;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid == 0) {
+        float mp = MST[0];
+        for (int r = 0; r < Lc; r++) {
+            const float a = U[r] + mp, mr = max(a, IA[r]);
+            U[r] = a - mr;
+            IA[r] = IA[r] - mr;
+            MR[r] = mr;
+            mp = mr;
+        }
+        for (int r = Lc; r < L; r++) {
+            U[r] = 0.0f;
+            IA[r] = NEG_INF;
+            MR[r] = mp;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // per block: inclusive prefix sums, exclusive suffix sums, totals of U
+    if (tid < NB) {
+        const int b0 = tid * BLK;
+        float s = 0.0f;
+        for (int r = 0; r < BLK; r++) {
+            s += U[b0 + r];
+            PRE[b0 + r] = s;
+        }
+        TOT[tid] = s;
+        s = 0.0f;
+        for (int r = BLK - 1; r >= 0; r--) {
+            SUF[b0 + r] = s;
+            s += U[b0 + r];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    const int nqb = (Lc + BLK - 1) / BLK;
+    for (int qb = 0; qb < nqb; qb++) {
+        const int r0 = qb * BLK;
+        // diagonal block: DG[r][j] = sum_{s=j+1..r} U[r0 + s] for j <= r (a scan per row)
+        if (tid < BLK) {
+            float s = 0.0f;
+            DG[tid * BLK + tid] = 0.0f;
+            for (int j = tid - 1; j >= 0; j--) {
+                s += U[r0 + j + 1];
+                DG[tid * BLK + j] = s;
+            }
+        }
+        float pre_r0 = 0.0f;   // sum of U over the chunk's blocks before this one
+        for (int b = 0; b < qb; b++) pre_r0 += TOT[b];
+        float hacc[HPW][4];
+        for (int u = 0; u < HPW; u++)
+            for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
+        // ---- intra-chunk: key blocks up to the diagonal ----
+        for (int kb = 0; kb <= qb; kb++) {
+            const int k0 = kb * BLK;
+            float sacc[SPW][4];
+            for (int u = 0; u < SPW; u++)
+                for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
+            for (int sl = 0; sl < NSL; sl++) {
+                for (int e = tid; e < BLK * DS; e += NT) {
+                    const int rr = e / DS, d = e % DS, dd = sl * DS + d;
+                    QS[rr * LDQ + d] = (r0 + rr < Lc && dd < DHQK) ? q[(tb + r0 + rr) * DHQK + dd] : T(0);
+                    KS[rr * LDQ + d] = (k0 + rr < Lc && dd < DHQK) ? k[(tb + k0 + rr) * DHQK + dd] : T(0);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (int u = 0; u < SPW; u++) {
+                    const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
+                    if (t < ST) mc_tile(sacc[u], QS + rt * 16 * LDQ, LDQ, 1, KS + ct * 8 * LDQ, 1, LDQ, DS, lane);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+            float between = 0.0f;   // U summed over the whole blocks strictly between kb and qb
+            for (int b = kb + 1; b < qb; b++) between += TOT[b];
+            for (int u = 0; u < SPW; u++) {
+                const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
+                if (t < ST)
+                    for (int e = 0; e < 4; e++) {
+                        const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
+                        float lw;
+                        if (kb < qb) lw = IA[k0 + jl] + SUF[k0 + jl] + between + PRE[r0 + rl];
+                        else lw = jl <= rl ? IA[k0 + jl] + DG[rl * BLK + jl] : NEG_INF;
+                        const float w = lw == NEG_INF ? 0.0f : exp(lw);
+                        PS[rl * LDP + jl] = T(sacc[u][e] * scale * w);
+                    }
+            }
+            for (int e = tid; e < BLK * TVX; e += NT) {
+                const int jj = e / TVX, cc = e % TVX;
+                const bool live = k0 + jj < Lc;
+                T x = T(0);
+                if (cc < TV) {
+                    if (live && v0 + cc < DHHV) x = v[(tb + k0 + jj) * DHHV + v0 + cc];
+                } else if (cc == TV && live) x = T(1);
+                VS[jj * LDV + cc] = x;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int u = 0; u < HPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, BLK, lane);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        // ---- inter-chunk: (q^ e_r) [C | n] ----
+        for (int sl = 0; sl < NSL; sl++) {
+            for (int e = tid; e < BLK * DS; e += NT) {
+                const int rr = e / DS, d = e % DS, dd = sl * DS + d, r = r0 + rr;
+                float x = 0.0f;
+                if (r < Lc && dd < DHQK) x = float(q[(tb + r) * DHQK + dd]) * scale * exp(pre_r0 + PRE[r]);
+                QS[rr * LDQ + d] = T(x);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int u = 0; u < HPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < HT) mc_tile(hacc[u], QS + rt * 16 * LDQ, LDQ, 1, CS + sl * DS * LDV + ct * 8, LDV, 1, DS, lane);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        // ---- h = numerator / (max(|den|, exp(-m)) + eps) ----
+        for (int u = 0; u < HPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < HT && ct == XT - 1 && qd == 0) {
+                DEN[rt * 16 + g] = hacc[u][0];
+                DEN[rt * 16 + g + 8] = hacc[u][2];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int u = 0; u < HPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < HT && ct < XT - 1)
+                for (int e = 0; e < 4; e++) {
+                    const int rl = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
+                    const int r = r0 + rl;
+                    if (r < Lc && col < DHHV) {
+                        const float den = max(fabs(DEN[rl]), exp(-MR[r])) + eps;
+                        h[(tb + r) * DHHV + col] = T(hacc[u][e] / den);
+                    }
+                }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    // ---- the state at the chunk's end: C' = e_last C + K^T [w v | w] ----
+    float gl = 0.0f;   // sum of U over the chunk
+    for (int b = 0; b < NB; b++) gl += TOT[b];
+    const float decay = exp(gl);
+    for (int sl = 0; sl < NSL; sl++)
+        for (int u = 0; u < CPW; u++)
+            for (int e = 0; e < 4; e++) cst[sl][u][e] *= decay;
+    for (int kb = 0; kb < nqb; kb++) {
+        const int k0 = kb * BLK;
+        float after = 0.0f;   // U summed over the blocks after kb
+        for (int b = kb + 1; b < NB; b++) after += TOT[b];
+        for (int e = tid; e < BLK * TVX; e += NT) {
+            const int jj = e / TVX, cc = e % TVX, j = k0 + jj;
+            const float w = j < Lc ? exp(IA[j] + SUF[j] + after) : 0.0f;
+            float x = 0.0f;
+            if (cc < TV) {
+                if (j < Lc && v0 + cc < DHHV) x = float(v[(tb + j) * DHHV + v0 + cc]) * w;
+            } else if (cc == TV) x = w;
+            VS[jj * LDV + cc] = T(x);
+        }
+        for (int sl = 0; sl < NSL; sl++) {
+            for (int e = tid; e < BLK * DS; e += NT) {
+                const int rr = e / DS, d = e % DS, dd = sl * DS + d;
+                KS[rr * LDQ + d] = (k0 + rr < Lc && dd < DHQK) ? k[(tb + k0 + rr) * DHQK + dd] : T(0);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int u = 0; u < CPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < CT) mc_tile(cst[sl][u], KS + rt * 16, 1, LDQ, VS + ct * 8, LDV, 1, BLK, lane);
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+    }
+    for (int sl = 0; sl < NSL; sl++)
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < CT)
+                for (int e = 0; e < 4; e++)
+                    CS[(sl * DS + rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[sl][u][e]);
+        }
+    if (tid == 0) MST[0] = MR[Lc - 1];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+if (STATES_OUT) {
+    for (int sl = 0; sl < NSL; sl++)
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < CT)
+                for (int e = 0; e < 4; e++) {
+                    const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                    if (row < DHQK) {
+                        if (col < TV) {
+                            if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[sl][u][e];
+                        } else if (col == TV && vt == 0) n_out[sidx * DHQK + row] = cst[sl][u][e];
+                    }
+                }
+        }
+    if (vt == 0 && tid == 0) m_out[sidx] = MST[0];
+}
