@@ -140,7 +140,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
-        if (st == ALLOY_OK && reg) st = alloy_launch_set_threadgroup_memory(ln, n > 0 ? (size_t)(2 * n * n * es) : 16);
+        if (st == ALLOY_OK && reg) st = alloy_launch_set_threadgroup_memory(ln, n > 0 ? (size_t)(3 * n * n * es) : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
         const struct {
             const char *name;

@@ -25,7 +25,8 @@
 // dynamic threadgroup memory, (M*N + N*N) * sizeof(T) bytes), REG (the
 // sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
 // EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
-// m == n <= 32, NT = 32; `upper` names the triangle read).
+// m == n <= 32, NT = 32, 3 n^2 elements of dynamic threadgroup memory;
+// `upper` names the triangle read).
 // Launch constant int32 upper (read with EIGH only).
 // Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
 // sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
@@ -111,7 +112,7 @@ template <class X> inline X alloy_svd_shfl(X v, int src) {
 // info (0 converged, 2 not).
 template <class T, class P>
 int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny,
-                          int lane) {
+                          int lane, thread int &used) {
     T g[32], v[32];
 #pragma unroll
     for (int i = 0; i < 32; i++) {
@@ -120,7 +121,9 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
     }
     const int Np = N + (N & 1);
     int info = 2;
+    used = 0;
     for (int sweep = 0; sweep < max_sweeps; sweep++) {
+        used = sweep + 1;
         T worst = T(0);
         for (int r = 0; r < Np - 1; r++) {
             // partner of index `lane` at step r: (Np-1, r) and pairs summing to 2r mod (Np-1)
@@ -132,17 +135,20 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
             const bool live = lane < N && pj < N && pj != lane;
             const int src = pj < 32 ? pj : lane;
             const bool isp = lane < pj; // this lane holds g_p (the smaller index)
-            T own = T(0), ga = T(0);
-            T o[32];
+            // four interleaved partial sums: short dependency chains, and
+            // the same order in both lanes of a pair (bit-identical results)
+            T o[32], sa[4] = {T(0), T(0), T(0), T(0)}, sg[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
             for (int i = 0; i < 32; i++) {
                 o[i] = alloy_svd_shfl(g[i], src);
-                own = fma(g[i], g[i], own);
+                sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
             }
+            const T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
             const T oth = alloy_svd_shfl(own, src);
-            // gamma in the p lane's order: sum g_p[i] g_q[i]
+            // gamma = sum g_p[i] g_q[i] (the product commutes: the same bits in both lanes)
 #pragma unroll
-            for (int i = 0; i < 32; i++) ga = isp ? fma(g[i], o[i], ga) : fma(o[i], g[i], ga);
+            for (int i = 0; i < 32; i++) sg[i & 3] = fma(g[i], o[i], sg[i & 3]);
+            const T ga = (sg[0] + sg[1]) + (sg[2] + sg[3]);
             const T al = isp ? own : oth, be = isp ? oth : own;
             const T na = sqrt(al), nb = sqrt(be);
             bool rot = false;
@@ -199,11 +205,16 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
 // singular values and vectors are its eigenvalues and eigenvectors (a
 // small shift keeps ||B|| near ||A'||, and the rounding of the rotations
 // with it): the register sweeps turn B's columns into G = B V = V D,
-// then lambda_j = (||g_j|| - sigma) 2^e (absolute error of order eps
-// ||A||, LAPACK syev's bound), ascending (ties by index), with V's columns
-// in that order. G and V are n x n column-major in threadgroup memory.
+// then, once converged, G is recomputed as B V from a kept copy of A' and
+// the sweeps go on (usually one more): that drops the rounding the
+// rotations left between G and B V, which otherwise grows with the number
+// of rotations and reaches the residual. The eigenvalues are the Rayleigh
+// quotients lambda_j = v_j^T A' v_j 2^e (no cancellation against sigma),
+// ascending (ties by index), with V's columns in that order. V is computed
+// with or without `vectors`, so the values are the same either way. G, V
+// and the copy A' are n x n column-major in threadgroup memory.
 template <class T, class P, class AP, class WO, class VO, class S, class I>
-int alloy_eigh_reg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors, int max_sweeps,
+int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors, int max_sweeps,
                        WO wout, VO vout, int lane, S &lam, I &perm) {
     const long nsq = long(n) * n;
     T amax = T(0), bad = T(0);
@@ -227,7 +238,11 @@ int alloy_eigh_reg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool upper, int n,
     }
     int ex = 0;
     if (amax > T(0)) frexp(amax, ex);
-    for (long e = lane; e < nsq; e += 32) G[e] = ldexp(T(G[e]), -ex);
+    for (long e = lane; e < nsq; e += 32) {
+        const T x = ldexp(T(G[e]), -ex);
+        G[e] = x;
+        Ac[e] = x;
+    }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     // Gershgorin: every eigenvalue >= min_i (a_ii - sum_{j != i} |a_ij|)
     T low = T(0);
@@ -239,11 +254,10 @@ int alloy_eigh_reg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool upper, int n,
     }
     const T sigma = simd_max(low) * (T(1) + T(2 * n) * numeric_limits<T>::epsilon());
     for (int j = lane; j < n; j += 32) G[long(j) * n + j] = T(G[long(j) * n + j]) + sigma;
-    if (vectors)
-        for (long e = lane; e < nsq; e += 32) {
-            const int j = int(e / n), i = int(e - long(j) * n);
-            V[e] = i == j ? T(1) : T(0);
-        }
+    for (long e = lane; e < nsq; e += 32) {
+        const int j = int(e / n), i = int(e - long(j) * n);
+        V[e] = i == j ? T(1) : T(0);
+    }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     const T eps = numeric_limits<T>::epsilon();
     // A sharper stop than the SVD's: the residual ||A V - V Lambda|| grows
@@ -251,13 +265,31 @@ int alloy_eigh_reg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool upper, int n,
     // and for n <= 32 the dot products' noise stays well under 2 sqrt(n) eps.
     const T tol = eps * sqrt(T(n > 1 ? n : 1)), tol_stop = T(2) * tol;
     const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
-    const int info = alloy_svd_warp_sweeps<T>(G, V, n, n, vectors, max_sweeps, tol, tol_stop, tiny, lane);
+    int used = 0;
+    int info = alloy_svd_warp_sweeps<T>(G, V, n, n, true, max_sweeps, tol, tol_stop, tiny, lane, used);
     simdgroup_barrier(mem_flags::mem_threadgroup);
-    for (int j = 0; j < n; j++) {
-        T ss = T(0);
-        for (int i = lane; i < n; i += 32) ss = fma(T(G[long(j) * n + i]), T(G[long(j) * n + i]), ss);
-        ss = simd_sum(ss);
-        if (lane == 0) lam[j] = sqrt(ss) - sigma;
+    if (info == 0 && used < max_sweeps) {
+        // G = A' V + sigma V, column j by lane j
+        for (int j = lane; j < n; j += 32)
+            for (int i = 0; i < n; i++) {
+                T w = T(0);
+                for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + i]), T(V[long(j) * n + k]), w);
+                G[long(j) * n + i] = fma(sigma, T(V[long(j) * n + i]), w);
+            }
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        int more = 0;
+        info = alloy_svd_warp_sweeps<T>(G, V, n, n, true, max_sweeps - used, tol, tol_stop, tiny, lane, more);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    // Rayleigh quotients v_j^T A' v_j
+    for (int j = lane; j < n; j += 32) {
+        T q = T(0);
+        for (int i = 0; i < n; i++) {
+            T w = T(0);
+            for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + i]), T(V[long(j) * n + k]), w);
+            q = fma(T(V[long(j) * n + i]), w, q);
+        }
+        lam[j] = q;
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     for (int j = lane; j < n; j += 32) {
@@ -333,7 +365,8 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
     const int Np = N + (N & 1), np = Np / 2;
     int info = 2;
     if (REG) {
-        info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane);
+        int used = 0;
+        info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
     for (int sweep = 0; sweep <= max_sweeps && !REG; sweep++) {
@@ -496,7 +529,7 @@ const long vrs = wide ? long(m) : 1L, vcs = wide ? 1L : long(n);
 int info_m;
 if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
-    info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
+    info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, dyn + 2 * long(n) * n, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
                                    u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
