@@ -15,6 +15,7 @@
 #include "kernel_file.h"
 #include "linalg.h"
 #include "mlstm.h"
+#include "nn.h"
 
 #define ALLOY_VERSION_MAJOR 0
 #define ALLOY_VERSION_MINOR 1

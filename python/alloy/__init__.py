@@ -60,6 +60,7 @@ from ._alloy import (  # noqa: F401  (the public API)
 from . import fast  # noqa: F401  (alloy.fast.metal_kernel, as mx.fast.metal_kernel)
 from . import linalg  # noqa: F401  (the catalog: alloy.linalg.matmul)
 from . import mlstm  # noqa: F401  (the catalog's mLSTM cell: alloy.mlstm.step, parallel)
+from . import nn  # noqa: F401  (the fused ops of the xLSTM block: alloy.nn.softcap, rms_norm, ...)
 from ._example import KernelFile, load as load_kernel_file  # noqa: F401
 from ._construct import array, asarray, empty, eval, full, ones, zeros  # noqa: F401
 

@@ -157,6 +157,14 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(mlstm_chunkwise, "_mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, "
                                "chunk_size, eps, return_last_states, out, stream) -> h or (h, c, n, m): "
                                "alloy.mlstm.chunkwise."),
+    LINALG_FN(nn_softcap, "_nn_softcap(x, cap, dy, out, stream) -> y, or dx when dy is given: alloy.nn.softcap."),
+    LINALG_FN(nn_norm, "_nn_norm(x, weight, bias, head_dim, eps, rms, out, stream) -> y: alloy.nn.rms_norm, layer_norm."),
+    LINALG_FN(nn_norm_backward, "_nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream) -> (dx, dweight, dbias "
+                                "or None): alloy.nn.*_norm_backward."),
+    LINALG_FN(nn_causal_conv1d, "_nn_causal_conv1d(x, w, bias, state, return_state, stream) -> (y, state or None): "
+                                "alloy.nn.causal_conv1d."),
+    LINALG_FN(nn_causal_conv1d_backward, "_nn_causal_conv1d_backward(x, w, state, dy, stream) -> (dx, dw, db, dstate "
+                                         "or None): alloy.nn.causal_conv1d_backward."),
 #undef LINALG_FN
     {"_info_failures", alloypy_info_failures, METH_O,
      "_info_failures(info) -> [(flat index, code)] of the non-zero codes (waits for the stream)."},

@@ -1,0 +1,199 @@
+/* causal_conv.c — the causal depthwise convolution over time (alloy/nn.h),
+ * forward (causal_conv_forward, then causal_conv_state for the decoding
+ * state: a separate launch, so the state is read whole before it is updated
+ * in place) and backward (causal_conv_backward_input for dx and dstate; dw and
+ * db by the deterministic two-stage row reduction causal_conv_param_partials
+ * + column_sum). */
+#include "core/error.h"
+#include "ops/nn/nn_internal.h"
+
+static const char FWD_FILE[] = "src/ops/nn/kernels/causal_conv_forward.metal";
+static const char STATE_FILE[] = "src/ops/nn/kernels/causal_conv_state.metal";
+static const char DIN_FILE[] = "src/ops/nn/kernels/causal_conv_backward_input.metal";
+static const char PART_FILE[] = "src/ops/nn/kernels/causal_conv_param_partials.metal";
+static const char SUM_FILE[] = "src/ops/nn/kernels/column_sum.metal";
+
+typedef struct conv_dims {
+    int64_t B, S, C, K;
+} conv_dims;
+
+static alloy_status check_operands(const char *fn, alloy_array *x, alloy_array *w, alloy_array *bias,
+                                   alloy_array *state, alloy_array *dy, int need_dy, alloy_stream *stream,
+                                   conv_dims *d) {
+    alloy_status st = alloy_nn_check_x(fn, x, 3, stream);
+    if (st != ALLOY_OK) return st;
+    if (alloy_array_ndim(x) != 3)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: x must be 3-D (B, S, C), not %d-D", fn,
+                           alloy_array_ndim(x));
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t *xs = alloy_array_shape(x);
+    if (!w) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: w is NULL", fn);
+    if (alloy_array_ndim(w) != 2 || alloy_array_shape(w)[1] < 1 || alloy_array_shape(w)[1] > ALLOY_NN_CONV_MAX_K)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: w must be (C, K) with 1 <= K <= %d", fn,
+                           ALLOY_NN_CONV_MAX_K);
+    d->B = xs[0], d->S = xs[1], d->C = xs[2], d->K = alloy_array_shape(w)[1];
+    if (d->C > INT32_MAX / (ALLOY_NN_CONV_MAX_K + 1))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: C = %lld is too large", fn, (long long)d->C);
+    const int64_t s_w[2] = {d->C, d->K}, s_b[1] = {d->C}, s_s[3] = {d->B, d->K - 1, d->C};
+    if ((st = alloy_nn_check(fn, "w", w, dev, dt, 2, s_w)) != ALLOY_OK) return st;
+    if (bias && (st = alloy_nn_check(fn, "bias", bias, dev, dt, 1, s_b)) != ALLOY_OK) return st;
+    if (state && (st = alloy_nn_check(fn, "state", state, dev, dt, 3, s_s)) != ALLOY_OK) return st;
+    if (need_dy && !dy) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
+    if (dy && (st = alloy_nn_check(fn, "dy", dy, dev, dt, 3, xs)) != ALLOY_OK) return st;
+    return ALLOY_OK;
+}
+
+/* Constants every convolution kernel reads. */
+static alloy_status conv_constants(alloy_launch *l, const conv_dims *d) {
+    alloy_status st = alloy_launch_set_constant_int(l, "S", ALLOY_INT64, d->S);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "C", ALLOY_INT32, d->C);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "K", ALLOY_INT32, d->K);
+    return st;
+}
+
+/* A grid-stride launch over n items. */
+static alloy_status stride_launch(alloy_launch *l, int64_t n) {
+    const int64_t threads = alloy_nn_grid_threads(n);
+    alloy_status st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT64, n);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "stride", ALLOY_INT64, threads);
+    return st;
+}
+
+alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array *bias, alloy_array *state,
+                                    alloy_stream *stream, alloy_array **y, alloy_array **state_out) {
+    static const char FN[] = "alloy_nn_causal_conv1d";
+    conv_dims d = {0, 0, 0, 0};
+    alloy_status st = check_operands(FN, x, w, bias, state, NULL, 0, stream, &d);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t s_s[3] = {d.B, d.K - 1, d.C};
+    alloy_array *oy = NULL, *os = NULL;
+    int cy = 0, cs = 0;
+    st = alloy_nn_prepare_out(FN, "y", y, dev, dt, 3, alloy_array_shape(x), &oy, &cy);
+    if (st == ALLOY_OK && state_out) st = alloy_nn_prepare_out(FN, "state_out", state_out, dev, dt, 3, s_s, &os, &cs);
+    alloy_launch *l = NULL;
+    if (st == ALLOY_OK) st = alloy_launch_new(&l);
+    const int64_t n = d.B * d.S * d.C;
+    if (st == ALLOY_OK && n > 0) {
+        st = alloy_launch_add_output_array(l, oy);
+        if (st == ALLOY_OK) st = stride_launch(l, n);
+        if (st == ALLOY_OK) st = conv_constants(l, &d);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
+        /* absent operands: x stands in, never read */
+        alloy_array *ins[4] = {x, w, bias ? bias : x, state ? state : x};
+        if (st == ALLOY_OK) st = alloy_nn_apply(FWD_FILE, l, dt, 4, ins, 1, stream);
+        if (st == ALLOY_OK) st = alloy_launch_reset(l);
+    }
+    if (st == ALLOY_OK && os && d.B * (d.K - 1) * d.C > 0) {
+        st = alloy_launch_add_output_array(l, os);
+        if (st == ALLOY_OK) st = stride_launch(l, d.B * d.C);
+        if (st == ALLOY_OK) st = conv_constants(l, &d);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
+        alloy_array *ins[2] = {x, state ? state : x};
+        if (st == ALLOY_OK) st = alloy_nn_apply(STATE_FILE, l, dt, 2, ins, 1, stream);
+    }
+    alloy_launch_free(l);
+    if (st != ALLOY_OK) {
+        if (cy) alloy_array_free(oy);
+        if (cs) alloy_array_free(os);
+        return st;
+    }
+    if (cy) *y = oy;
+    if (cs) *state_out = os;
+    return ALLOY_OK;
+}
+
+/* dw and db: partial sums over blocks of rows (b, t), then the blocks in
+ * order. A slot not asked for is written into scratch. */
+static alloy_status param_grads(const conv_dims *d, alloy_array *x, alloy_array *state, alloy_array *dy,
+                                alloy_array *ow, alloy_array *ob, alloy_stream *stream) {
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t R = d->B * d->S, RB = alloy_nn_rows_per_part(R), P = (R + RB - 1) / RB;
+    const int64_t M = d->C * (d->K + 1);
+    const int64_t s_part[2] = {P > 0 ? P : 1, M}, s_w[2] = {d->C, d->K}, s_b[1] = {d->C};
+    alloy_array *part = NULL, *sw = NULL, *sb = NULL;
+    alloy_status st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
+    if (st == ALLOY_OK && !ow) st = alloy_array_new(dev, dt, 2, s_w, &sw);
+    if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_b, &sb);
+    alloy_launch *l = NULL;
+    if (st == ALLOY_OK) st = alloy_launch_new(&l);
+    if (st == ALLOY_OK && P > 0) {
+        st = alloy_launch_add_output_array(l, part);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((d->C + 127) / 128 * 128), (uint32_t)P, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+        if (st == ALLOY_OK) st = conv_constants(l, d);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, R);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "RB", ALLOY_INT64, RB);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
+        alloy_array *ins[3] = {x, state ? state : x, dy};
+        if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
+        if (st == ALLOY_OK) st = alloy_launch_reset(l);
+    }
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ow ? ow : sw);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ob ? ob : sb);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 127) / 128 * 128), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, d->C * d->K);
+    alloy_array *ins2[1] = {part};
+    if (st == ALLOY_OK) st = alloy_nn_apply(SUM_FILE, l, dt, 1, ins2, 2, stream);
+    alloy_launch_free(l);
+    alloy_array_free(part);
+    alloy_array_free(sw);
+    alloy_array_free(sb);
+    return st;
+}
+
+alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, alloy_array *state, alloy_array *dy,
+                                             alloy_stream *stream, alloy_array **dx, alloy_array **dw,
+                                             alloy_array **db, alloy_array **dstate) {
+    static const char FN[] = "alloy_nn_causal_conv1d_backward";
+    conv_dims d = {0, 0, 0, 0};
+    alloy_status st = check_operands(FN, x, w, NULL, state, dy, 1, stream, &d);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t s_w[2] = {d.C, d.K}, s_b[1] = {d.C}, s_s[3] = {d.B, d.K - 1, d.C};
+    const int want_state = state && dstate;
+    alloy_array *ox = NULL, *ow = NULL, *ob = NULL, *os = NULL;
+    int cx = 0, cw = 0, cb = 0, cs = 0;
+    st = alloy_nn_prepare_out(FN, "dx", dx, dev, dt, 3, alloy_array_shape(x), &ox, &cx);
+    if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
+    if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
+    if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
+    const int64_t E = d.S + (want_state ? d.K - 1 : 0), n = d.B * E * d.C;
+    if (st == ALLOY_OK && n > 0) {
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, os ? os : ox); /* os absent: never written */
+        if (st == ALLOY_OK) st = stride_launch(l, n);
+        if (st == ALLOY_OK) st = conv_constants(l, &d);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "E", ALLOY_INT64, E);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
+        alloy_array *ins[2] = {w, dy};
+        if (st == ALLOY_OK) st = alloy_nn_apply(DIN_FILE, l, dt, 2, ins, 2, stream);
+        alloy_launch_free(l);
+    }
+    if (st == ALLOY_OK && (ow || ob) && d.C > 0) st = param_grads(&d, x, state, dy, ow, ob, stream);
+    if (st != ALLOY_OK) {
+        if (cx) alloy_array_free(ox);
+        if (cw) alloy_array_free(ow);
+        if (cb) alloy_array_free(ob);
+        if (cs) alloy_array_free(os);
+        return st;
+    }
+    if (cx) *dx = ox;
+    if (cw) *dw = ow;
+    if (cb) *db = ob;
+    if (cs) *dstate = os;
+    return ALLOY_OK;
+}

@@ -1,0 +1,209 @@
+/* norm.c — RMSNorm and LayerNorm over the last dimension, optionally per
+ * head (alloy/nn.h), forward and backward.
+ *
+ * Forward: one launch (norm_forward), one threadgroup per group of head_dim
+ * elements. Backward: norm_backward (dx and each group's statistics), then,
+ * when dweight or dbias is asked for, the deterministic two-stage row
+ * reduction: norm_param_partials (partial sums over blocks of rows into a
+ * scratch array) and column_sum (the blocks summed in order). */
+#include <math.h>
+
+#include "core/error.h"
+#include "ops/nn/nn_internal.h"
+
+static const char FWD_FILE[] = "src/ops/nn/kernels/norm_forward.metal";
+static const char BWD_FILE[] = "src/ops/nn/kernels/norm_backward.metal";
+static const char PART_FILE[] = "src/ops/nn/kernels/norm_param_partials.metal";
+static const char SUM_FILE[] = "src/ops/nn/kernels/column_sum.metal";
+
+/* At most this many threadgroups per launch (a grid-stride loop does the rest). */
+static const int64_t MAX_TGS = 65536;
+
+/* The sizes every norm call shares. */
+typedef struct norm_dims {
+    int64_t D, DH, G, R, groups;
+} norm_dims;
+
+static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *weight, alloy_array *bias,
+                                 alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream,
+                                 norm_dims *d) {
+    alloy_status st = alloy_nn_check_x(fn, x, 1, stream);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int nd = alloy_array_ndim(x);
+    const int64_t D = alloy_array_shape(x)[nd - 1];
+    if (!(eps >= 0) || !isfinite(eps))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", fn, eps);
+    if (head_dim < 0 || (head_dim > 0 && D % head_dim != 0))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: head_dim is %lld; it must be 0 (the whole last dimension) or divide x's last "
+                           "dimension %lld",
+                           fn, (long long)head_dim, (long long)D);
+    if (D > INT32_MAX)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: x's last dimension %lld is too large", fn, (long long)D);
+    const int64_t s_w[1] = {D};
+    if ((st = alloy_nn_check(fn, "weight", weight, dev, dt, 1, s_w)) != ALLOY_OK) return st;
+    if (bias && (st = alloy_nn_check(fn, "bias", bias, dev, dt, 1, s_w)) != ALLOY_OK) return st;
+    if (dy && (st = alloy_nn_check(fn, "dy", dy, dev, dt, nd, alloy_array_shape(x))) != ALLOY_OK) return st;
+    d->D = D;
+    d->DH = head_dim > 0 ? head_dim : D;
+    d->G = d->DH > 0 ? D / d->DH : 0;
+    d->R = D > 0 ? alloy_array_size(x) / D : 0;
+    d->groups = d->R * d->G;
+    return ALLOY_OK;
+}
+
+/* The launch shape of one threadgroup per group and the constants the
+ * forward and backward kernels share. */
+static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, double eps, alloy_dtype dt) {
+    const int64_t tgs = d->groups < MAX_TGS ? d->groups : MAX_TGS;
+    alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tgs * 128), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "groups", ALLOY_INT64, d->groups);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tgs", ALLOY_INT64, tgs);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "G", ALLOY_INT32, d->G);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
+    return st;
+}
+
+static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
+                                 int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y) {
+    norm_dims d = {0, 0, 0, 0, 0};
+    alloy_status st = check_common(fn, x, weight, bias, NULL, head_dim, eps, stream, &d);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    alloy_array *o = NULL;
+    int created = 0;
+    st = alloy_nn_prepare_out(fn, "y", y, dev, dt, alloy_array_ndim(x), alloy_array_shape(x), &o, &created);
+    if (st != ALLOY_OK) return st;
+    if (d.groups > 0) {
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
+        if (st == ALLOY_OK) st = group_launch(l, &d, rms, eps, dt);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_b", ALLOY_INT32, bias != NULL);
+        alloy_array *ins[3] = {x, weight, bias ? bias : weight}; /* without bias, weight stands in unread */
+        if (st == ALLOY_OK) st = alloy_nn_apply(FWD_FILE, l, dt, 3, ins, 1, stream);
+        alloy_launch_free(l);
+    }
+    if (st != ALLOY_OK) {
+        if (created) alloy_array_free(o);
+        return st;
+    }
+    if (created) *y = o;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_nn_rms_norm(alloy_array *x, alloy_array *weight, int64_t head_dim, double eps,
+                               alloy_stream *stream, alloy_array **y) {
+    return norm_forward("alloy_nn_rms_norm", 1, x, weight, NULL, head_dim, eps, stream, y);
+}
+
+alloy_status alloy_nn_layer_norm(alloy_array *x, alloy_array *weight, alloy_array *bias, int64_t head_dim,
+                                 double eps, alloy_stream *stream, alloy_array **y) {
+    return norm_forward("alloy_nn_layer_norm", 0, x, weight, bias, head_dim, eps, stream, y);
+}
+
+/* dweight and dbias from x, dy and the groups' statistics: partial sums over
+ * blocks of rows, then the blocks in order. A slot not asked for is written
+ * into scratch. */
+static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array *dy, alloy_array *stats,
+                                alloy_array *ow, alloy_array *ob, alloy_stream *stream) {
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x), at = alloy_nn_accum(dt);
+    const int64_t RB = alloy_nn_rows_per_part(d->R), P = (d->R + RB - 1) / RB;
+    const int64_t s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
+    alloy_array *part = NULL, *sw = NULL, *sb = NULL;
+    alloy_status st = alloy_array_new(dev, at, 2, s_part, &part);
+    if (st == ALLOY_OK && !ow) st = alloy_array_new(dev, dt, 1, s_w, &sw);
+    if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_w, &sb);
+    alloy_launch *l = NULL;
+    if (st == ALLOY_OK) st = alloy_launch_new(&l);
+    if (st == ALLOY_OK && P > 0) {
+        st = alloy_launch_add_output_array(l, part);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((d->D + 127) / 128 * 128), (uint32_t)P, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, d->R);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "RB", ALLOY_INT64, RB);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "D", ALLOY_INT32, d->D);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
+        alloy_array *ins[3] = {x, dy, stats};
+        if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
+        if (st == ALLOY_OK) st = alloy_launch_reset(l);
+    }
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ow ? ow : sw);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ob ? ob : sb);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((2 * d->D + 127) / 128 * 128), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, 2 * d->D);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, d->D);
+    alloy_array *ins2[1] = {part};
+    if (st == ALLOY_OK) st = alloy_nn_apply(SUM_FILE, l, dt, 1, ins2, 2, stream);
+    alloy_launch_free(l);
+    alloy_array_free(part);
+    alloy_array_free(sw);
+    alloy_array_free(sb);
+    return st;
+}
+
+static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *dy,
+                                  int64_t head_dim, double eps, alloy_stream *stream, alloy_array **dx,
+                                  alloy_array **dweight, alloy_array **dbias) {
+    norm_dims d = {0, 0, 0, 0, 0};
+    alloy_status st = check_common(fn, x, weight, NULL, NULL, head_dim, eps, stream, &d);
+    if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
+    if (st == ALLOY_OK) st = check_common(fn, x, weight, NULL, dy, head_dim, eps, stream, &d);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t s_w[1] = {d.D};
+    alloy_array *ox = NULL, *ow = NULL, *ob = NULL, *stats = NULL;
+    int cx = 0, cw = 0, cb = 0;
+    st = alloy_nn_prepare_out(fn, "dx", dx, dev, dt, alloy_array_ndim(x), alloy_array_shape(x), &ox, &cx);
+    if (st == ALLOY_OK && dweight) st = alloy_nn_prepare_out(fn, "dweight", dweight, dev, dt, 1, s_w, &ow, &cw);
+    if (st == ALLOY_OK && dbias) st = alloy_nn_prepare_out(fn, "dbias", dbias, dev, dt, 1, s_w, &ob, &cb);
+    const int64_t s_stats[1] = {2 * (d.groups > 0 ? d.groups : 1)};
+    if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 1, s_stats, &stats);
+    if (st == ALLOY_OK && d.groups > 0) {
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, stats);
+        if (st == ALLOY_OK) st = group_launch(l, &d, rms, eps, dt);
+        alloy_array *ins[3] = {x, weight, dy};
+        if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 3, ins, 2, stream);
+        alloy_launch_free(l);
+    }
+    if (st == ALLOY_OK && (ow || ob) && d.D > 0) st = param_grads(&d, x, dy, stats, ow, ob, stream);
+    alloy_array_free(stats);
+    if (st != ALLOY_OK) {
+        if (cx) alloy_array_free(ox);
+        if (cw) alloy_array_free(ow);
+        if (cb) alloy_array_free(ob);
+        return st;
+    }
+    if (cx) *dx = ox;
+    if (cw) *dweight = ow;
+    if (cb) *dbias = ob;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_nn_rms_norm_backward(alloy_array *x, alloy_array *weight, alloy_array *dy, int64_t head_dim,
+                                        double eps, alloy_stream *stream, alloy_array **dx,
+                                        alloy_array **dweight) {
+    return norm_backward("alloy_nn_rms_norm_backward", 1, x, weight, dy, head_dim, eps, stream, dx, dweight,
+                         NULL);
+}
+
+alloy_status alloy_nn_layer_norm_backward(alloy_array *x, alloy_array *weight, alloy_array *dy, int64_t head_dim,
+                                          double eps, alloy_stream *stream, alloy_array **dx,
+                                          alloy_array **dweight, alloy_array **dbias) {
+    return norm_backward("alloy_nn_layer_norm_backward", 0, x, weight, dy, head_dim, eps, stream, dx, dweight,
+                         dbias);
+}

@@ -1,0 +1,63 @@
+/* softcap.c — alloy_nn_softcap and alloy_nn_softcap_backward (alloy/nn.h):
+ * one elementwise grid-stride launch each, one pass over the data. */
+#include <math.h>
+
+#include "core/error.h"
+#include "ops/nn/nn_internal.h"
+
+static const char FWD_FILE[] = "src/ops/nn/kernels/softcap.metal";
+static const char BWD_FILE[] = "src/ops/nn/kernels/softcap_backward.metal";
+
+static alloy_status check_cap(const char *fn, double cap) {
+    if (!(cap > 0) || !isfinite(cap))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cap is %g; it must be finite and > 0", fn, cap);
+    return ALLOY_OK;
+}
+
+/* Runs `path` over x (and dy when given) into a result of x's shape. */
+static alloy_status elementwise(const char *fn, const char *path, const char *out_name, alloy_array *x,
+                                alloy_array *dy, double cap, alloy_stream *stream, alloy_array **out) {
+    alloy_status st = alloy_nn_check_x(fn, x, 0, stream);
+    if (st == ALLOY_OK) st = check_cap(fn, cap);
+    if (st != ALLOY_OK) return st;
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int nd = alloy_array_ndim(x);
+    const int64_t *shape = alloy_array_shape(x);
+    if (dy && (st = alloy_nn_check(fn, "dy", dy, dev, dt, nd, shape)) != ALLOY_OK) return st;
+    alloy_array *o = NULL;
+    int created = 0;
+    if ((st = alloy_nn_prepare_out(fn, out_name, out, dev, dt, nd, shape, &o, &created)) != ALLOY_OK) return st;
+    const int64_t n = alloy_array_size(x);
+    if (n > 0) {
+        const int64_t threads = alloy_nn_grid_threads(n);
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT64, n);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "stride", ALLOY_INT64, threads);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "cap", alloy_nn_accum(dt), cap);
+        alloy_array *ins[2] = {x, dy};
+        if (st == ALLOY_OK) st = alloy_nn_apply(path, l, dt, dy ? 2 : 1, ins, 1, stream);
+        alloy_launch_free(l);
+    }
+    if (st != ALLOY_OK) {
+        if (created) alloy_array_free(o);
+        return st;
+    }
+    if (created) *out = o;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_nn_softcap(alloy_array *x, double cap, alloy_stream *stream, alloy_array **y) {
+    return elementwise("alloy_nn_softcap", FWD_FILE, "y", x, NULL, cap, stream, y);
+}
+
+alloy_status alloy_nn_softcap_backward(alloy_array *x, alloy_array *dy, double cap, alloy_stream *stream,
+                                       alloy_array **dx) {
+    static const char FN[] = "alloy_nn_softcap_backward";
+    if (x && !dy) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", FN);
+    return elementwise(FN, BWD_FILE, "dx", x, dy, cap, stream, dx);
+}

@@ -1,0 +1,463 @@
+/* test_nn.c — the fused nn operations (alloy/nn.h): soft-cap, RMSNorm and
+ * LayerNorm (whole rows and per head), the causal depthwise convolution (with
+ * and without bias and decoding state), forward and backward, against plain
+ * C float64 references on awkward sizes (1, 33, 1000, non-multiples of the
+ * block sizes); hostile inputs (|x| up to 1e30 for soft-cap, constant rows
+ * for the norms, NaN propagation); every output element written (given
+ * outputs are pre-filled with NaN); float64 gradients against central finite
+ * differences of the float64 reference; float32/float16/bfloat16 results
+ * within their rounding of the float64 ones; errors name their argument. On
+ * the device the tests run on (ALLOY_DEVICE, default cpu). */
+#include <float.h>
+
+#include "harness.h"
+#include "kernel_util.h"
+
+#include "alloy/nn.h"
+
+static const alloy_dtype DTYPES[4] = {ALLOY_FLOAT64, ALLOY_FLOAT32, ALLOY_FLOAT16, ALLOY_BFLOAT16};
+
+/* ---- host data ------------------------------------------------------------ */
+
+static double round_to(alloy_dtype dt, double x) {
+    if (dt == ALLOY_FLOAT16) return ku_round_half(x);
+    if (dt == ALLOY_BFLOAT16) return ku_round_bf16(x);
+    if (dt == ALLOY_FLOAT32) return (double)(float)x;
+    return x;
+}
+
+/* Relative tolerance of a result of dtype dt computed with float32 sums. */
+static double tol(alloy_dtype dt) {
+    return dt == ALLOY_FLOAT64 ? 1e-12 : dt == ALLOY_FLOAT32 ? 2e-5 : dt == ALLOY_FLOAT16 ? 2e-3 : 1.6e-2;
+}
+
+static int64_t count(int nd, const int64_t *shape) {
+    int64_t c = 1;
+    for (int d = 0; d < nd; d++) c *= shape[d];
+    return c;
+}
+
+static alloy_array *dev_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
+    const int64_t c = count(nd, shape);
+    void *raw = malloc((size_t)(c ? c : 1) * 8);
+    for (int64_t e = 0; e < c; e++) {
+        if (dt == ALLOY_FLOAT64) ((double *)raw)[e] = x[e];
+        else if (dt == ALLOY_FLOAT32) ((float *)raw)[e] = (float)x[e];
+        else if (dt == ALLOY_FLOAT16) ((uint16_t *)raw)[e] = ku_f16_bits(x[e]);
+        else ((uint16_t *)raw)[e] = ku_bf16_bits(x[e]);
+    }
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), dt, nd, shape, raw, &a));
+    free(raw);
+    return a;
+}
+
+static alloy_array *nan_array(alloy_dtype dt, int nd, const int64_t *shape) {
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
+    if (a) CHECK_OK(alloy_array_fill(a, NAN));
+    return a;
+}
+
+static double *host_of(alloy_array *a) {
+    const int64_t c = alloy_array_size(a);
+    void *raw = malloc(alloy_array_nbytes(a) + 8);
+    double *x = malloc((size_t)(c ? c : 1) * sizeof(double));
+    CHECK_OK(alloy_array_copy_to_host(a, raw, alloy_array_nbytes(a) + 8));
+    const alloy_dtype dt = alloy_array_dtype(a);
+    for (int64_t e = 0; e < c; e++) {
+        if (dt == ALLOY_FLOAT64) x[e] = ((double *)raw)[e];
+        else if (dt == ALLOY_FLOAT32) x[e] = ((float *)raw)[e];
+        else if (dt == ALLOY_FLOAT16) x[e] = ku_f16_value(((uint16_t *)raw)[e]);
+        else x[e] = ku_bf16_value(((uint16_t *)raw)[e]);
+    }
+    free(raw);
+    return x;
+}
+
+static double *random_vec(alloy_dtype dt, int64_t n, double lo, double hi) {
+    double *x = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    for (int64_t e = 0; e < n; e++) x[e] = round_to(dt, harness_uniform(lo, hi));
+    return x;
+}
+
+/* max |got - ref| / max(1, max |ref|); NaN where ref is NaN must be NaN
+ * (and vice versa); any other non-finite result is an infinite error. */
+static double rel_err(const double *got, const double *ref, int64_t n) {
+    double mag = 1, err = 0;
+    for (int64_t e = 0; e < n; e++)
+        if (isfinite(ref[e])) mag = fmax(mag, fabs(ref[e]));
+    for (int64_t e = 0; e < n; e++) {
+        if (isnan(ref[e]) != isnan(got[e])) return INFINITY;
+        if (isnan(ref[e])) continue;
+        if (!isfinite(got[e])) return INFINITY;
+        err = fmax(err, fabs(got[e] - ref[e]));
+    }
+    return err / mag;
+}
+
+/* ---- soft-cap ------------------------------------------------------------- */
+
+static void test_softcap(void) {
+    const int64_t sizes[3] = {1, 33, 1000};
+    const double cap = 15;
+    for (int di = 0; di < 4; di++)
+        for (int si = 0; si < 3; si++) {
+            const alloy_dtype dt = DTYPES[di];
+            const int64_t n = sizes[si];
+            double *x = random_vec(dt, n, -60, 60), *dy = random_vec(dt, n, -2, 2);
+            if (n >= 33) { /* hostile: huge magnitudes and NaN */
+                x[3] = round_to(dt, dt == ALLOY_FLOAT16 ? 6e4 : 1e30);
+                x[4] = -x[3];
+                x[5] = NAN;
+                dy[6] = NAN;
+            }
+            double *ry = malloc(sizeof(double) * (size_t)n), *rdx = malloc(sizeof(double) * (size_t)n);
+            for (int64_t e = 0; e < n; e++) {
+                const double t = tanh(x[e] / cap);
+                ry[e] = round_to(dt, cap * t);
+                rdx[e] = round_to(dt, dy[e] * (1 - t * t));
+            }
+            alloy_array *X = dev_array(dt, 1, &n, x), *DY = dev_array(dt, 1, &n, dy);
+            alloy_array *Y = nan_array(dt, 1, &n), *DX = nan_array(dt, 1, &n), *gy = Y, *gdx = DX;
+            CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+            CHECK_OK(alloy_nn_softcap_backward(X, DY, cap, NULL, &DX));
+            CHECK(Y == gy && DX == gdx);
+            double *y = host_of(Y), *dx = host_of(DX);
+            const double ey = rel_err(y, ry, n), edx = rel_err(dx, rdx, n);
+            CHECK_MSG(ey <= 2 * tol(dt), "softcap n=%lld %s: y error %.3g", (long long)n, alloy_dtype_name(dt), ey);
+            CHECK_MSG(edx <= 2 * tol(dt), "softcap n=%lld %s: dx error %.3g", (long long)n, alloy_dtype_name(dt),
+                      edx);
+            if (n >= 33) CHECK(fabs(y[3] - cap) <= cap * tol(dt) && fabs(y[4] + cap) <= cap * tol(dt) &&
+                               isnan(y[5]) && isnan(dx[5]) && isnan(dx[6]) && dx[3] == 0);
+            if (dt == ALLOY_FLOAT64) /* the gradient against finite differences of the reference */
+                for (int64_t e = 0; e < n; e++) {
+                    if (!isfinite(x[e]) || !isfinite(dy[e]) || fabs(x[e]) > 1e3) continue;
+                    const double h = 1e-5;
+                    const double fd = dy[e] * (cap * tanh((x[e] + h) / cap) - cap * tanh((x[e] - h) / cap)) / (2 * h);
+                    CHECK_MSG(fabs(fd - dx[e]) <= 1e-8 * fmax(1, fabs(fd)), "softcap fd %lld: %g vs %g",
+                              (long long)e, fd, dx[e]);
+                }
+            /* a new output when none is given */
+            alloy_array *Y2 = NULL;
+            CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y2));
+            if (Y2) {
+                double *y2 = host_of(Y2);
+                CHECK(rel_err(y2, ry, n) <= 2 * tol(dt));
+                free(y2);
+            }
+            alloy_array_free(Y2), alloy_array_free(X), alloy_array_free(DY), alloy_array_free(Y),
+                alloy_array_free(DX);
+            free(x), free(dy), free(ry), free(rdx), free(y), free(dx);
+        }
+}
+
+/* ---- norms ---------------------------------------------------------------- */
+
+/* float64 reference of y (R rows of D, groups of DH). */
+static void norm_ref(int rms, const double *x, const double *w, const double *b, int64_t R, int64_t D,
+                     int64_t DH, double eps, double *y) {
+    for (int64_t g = 0; g < R * (D / DH); g++) {
+        const double *xg = x + g * DH;
+        const int64_t col0 = (g % (D / DH)) * DH;
+        double mu = 0, var = 0;
+        if (!rms) {
+            for (int64_t j = 0; j < DH; j++) mu += xg[j];
+            mu /= (double)DH;
+        }
+        for (int64_t j = 0; j < DH; j++) var += (xg[j] - mu) * (xg[j] - mu);
+        const double rstd = 1 / sqrt(var / (double)DH + eps);
+        for (int64_t j = 0; j < DH; j++)
+            y[g * DH + j] = (xg[j] - mu) * rstd * w[col0 + j] + (b ? b[col0 + j] : 0);
+    }
+}
+
+static double dot(const double *a, const double *b, int64_t n) {
+    double s = 0;
+    for (int64_t e = 0; e < n; e++) s += a[e] * b[e];
+    return s;
+}
+
+/* Central difference of L = sum dy * y with respect to v[e] (v is x, w or b). */
+static double norm_fd(int rms, double *x, double *w, double *b, const double *dy, int64_t R, int64_t D,
+                      int64_t DH, double eps, double *v, int64_t e, double *scratch) {
+    const double keep = v[e], h = 1e-6 * fmax(1, fabs(keep));
+    v[e] = keep + h;
+    norm_ref(rms, x, w, b, R, D, DH, eps, scratch);
+    const double lp = dot(dy, scratch, R * D);
+    v[e] = keep - h;
+    norm_ref(rms, x, w, b, R, D, DH, eps, scratch);
+    const double lm = dot(dy, scratch, R * D);
+    v[e] = keep;
+    return (lp - lm) / (2 * h);
+}
+
+typedef struct norm_case {
+    int64_t R, D, DH; /* DH 0: whole rows */
+} norm_case;
+
+static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int hostile) {
+    const int64_t R = nc.R, D = nc.D, DH = nc.DH ? nc.DH : D, n = R * D;
+    const double eps = 1e-5;
+    double *x = random_vec(dt, n, -3, 3), *w = random_vec(dt, D, 0.5, 1.5), *b = random_vec(dt, D, -1, 1);
+    double *dy = random_vec(dt, n, -1, 1);
+    if (!with_bias || rms) free(b), b = NULL; /* RMSNorm has no bias */
+    if (hostile && R >= 3) {
+        for (int64_t j = 0; j < D; j++) x[j] = round_to(dt, 2.5); /* a constant row */
+        x[2 * D + 1] = NAN;                                       /* NaN in row 2's first group */
+    }
+    double *ry = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    norm_ref(rms, x, w, b, R, D, DH, eps, ry);
+    for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, ry[e]);
+    const int64_t shape[2] = {R, D};
+    alloy_array *X = dev_array(dt, 2, shape, x), *W = dev_array(dt, 1, &D, w), *B = b ? dev_array(dt, 1, &D, b) : NULL;
+    alloy_array *DY = dev_array(dt, 2, shape, dy), *Y = nan_array(dt, 2, shape), *DX = nan_array(dt, 2, shape);
+    alloy_array *DW = nan_array(dt, 1, &D), *DB = nan_array(dt, 1, &D);
+    if (rms) CHECK_OK(alloy_nn_rms_norm(X, W, nc.DH, eps, NULL, &Y));
+    else CHECK_OK(alloy_nn_layer_norm(X, W, B, nc.DH, eps, NULL, &Y));
+    if (rms) CHECK_OK(alloy_nn_rms_norm_backward(X, W, DY, nc.DH, eps, NULL, &DX, &DW));
+    else CHECK_OK(alloy_nn_layer_norm_backward(X, W, DY, nc.DH, eps, NULL, &DX, &DW, &DB));
+    double *y = host_of(Y), *dx = host_of(DX), *dw = host_of(DW), *db = host_of(DB);
+    const double ey = rel_err(y, ry, n);
+    CHECK_MSG(ey <= 2 * tol(dt), "%s R=%lld D=%lld DH=%lld %s: y error %.3g", rms ? "rms" : "layer", (long long)R,
+              (long long)D, (long long)DH, alloy_dtype_name(dt), ey);
+    if (hostile && R >= 3) {
+        /* the constant row: y = bias exactly (LayerNorm), finite (RMSNorm); NaN stays in its group */
+        for (int64_t j = 0; j < D; j++) CHECK(isfinite(y[j]) && isfinite(dx[j]));
+        if (!rms) for (int64_t j = 0; j < D; j++) CHECK(y[j] == (b ? b[j] : 0));
+        for (int64_t j = 0; j < D; j++) CHECK(isnan(y[2 * D + j]) == (j < DH));
+    }
+    /* gradients: float64 against finite differences; the rest against float64 alloy (checked here too) */
+    double *scratch = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (dt == ALLOY_FLOAT64 && !hostile) {
+        double worst = 0;
+        for (int64_t e = 0; e < n; e += 1 + n / 97)
+            worst = fmax(worst, fabs(norm_fd(rms, x, w, b, dy, R, D, DH, eps, x, e, scratch) - dx[e]));
+        for (int64_t e = 0; e < D; e += 1 + D / 53) {
+            worst = fmax(worst, fabs(norm_fd(rms, x, w, b, dy, R, D, DH, eps, w, e, scratch) - dw[e]));
+            if (b) worst = fmax(worst, fabs(norm_fd(rms, x, w, b, dy, R, D, DH, eps, b, e, scratch) - db[e]));
+        }
+        CHECK_MSG(worst <= 1e-6, "%s R=%lld D=%lld DH=%lld: gradient vs finite differences %.3g",
+                  rms ? "rms" : "layer", (long long)R, (long long)D, (long long)DH, worst);
+    } else if (!hostile) {
+        alloy_array *X64 = dev_array(ALLOY_FLOAT64, 2, shape, x), *W64 = dev_array(ALLOY_FLOAT64, 1, &D, w);
+        alloy_array *DY64 = dev_array(ALLOY_FLOAT64, 2, shape, dy), *rdx = NULL, *rdw = NULL, *rdb = NULL;
+        if (rms) CHECK_OK(alloy_nn_rms_norm_backward(X64, W64, DY64, nc.DH, eps, NULL, &rdx, &rdw));
+        else CHECK_OK(alloy_nn_layer_norm_backward(X64, W64, DY64, nc.DH, eps, NULL, &rdx, &rdw, &rdb));
+        double *hx = host_of(rdx), *hw = host_of(rdw), *hb = rdb ? host_of(rdb) : NULL;
+        for (int64_t e = 0; e < n; e++) hx[e] = round_to(dt, hx[e]);
+        /* dweight sums R rows: its rounding grows with sqrt(R) of the terms' */
+        const double ex = rel_err(dx, hx, n), ew = rel_err(dw, hw, D), eb = hb ? rel_err(db, hb, D) : 0;
+        CHECK_MSG(ex <= 4 * tol(dt) && ew <= 4 * tol(dt) && eb <= 4 * tol(dt),
+                  "%s R=%lld D=%lld DH=%lld %s: dx %.3g dweight %.3g dbias %.3g", rms ? "rms" : "layer",
+                  (long long)R, (long long)D, (long long)DH, alloy_dtype_name(dt), ex, ew, eb);
+        free(hx), free(hw), free(hb);
+        alloy_array_free(X64), alloy_array_free(W64), alloy_array_free(DY64), alloy_array_free(rdx),
+            alloy_array_free(rdw), alloy_array_free(rdb);
+    }
+    if (!hostile) /* every element written */
+        for (int64_t e = 0; e < D; e++) CHECK(isfinite(dw[e]) && (rms || isfinite(db[e])));
+    free(scratch), free(x), free(w), free(b), free(dy), free(ry), free(y), free(dx), free(dw), free(db);
+    alloy_array *all[] = {X, W, B, DY, Y, DX, DW, DB};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
+static void test_norms(void) {
+    const norm_case cases[6] = {{1, 1, 0}, {3, 33, 0}, {5, 1000, 0}, {7, 96, 32}, {40, 40, 8}, {1, 33, 11}};
+    for (int rms = 0; rms <= 1; rms++)
+        for (int ci = 0; ci < 6; ci++)
+            for (int di = 0; di < 4; di++) {
+                run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
+                if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
+            }
+}
+
+/* ---- causal convolution --------------------------------------------------- */
+
+/* ext(b, tau, c): x at tau >= 0, the state (or 0) before. */
+static double ext_at(const double *x, const double *state, int64_t S, int64_t C, int64_t K, int64_t b, int64_t tau,
+                     int64_t c) {
+    if (tau >= 0) return x[(b * S + tau) * C + c];
+    return state ? state[(b * (K - 1) + K - 1 + tau) * C + c] : 0;
+}
+
+static void conv_ref(const double *x, const double *w, const double *bias, const double *state, int64_t B, int64_t S,
+                     int64_t C, int64_t K, double *y) {
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < S; t++)
+            for (int64_t c = 0; c < C; c++) {
+                double acc = bias ? bias[c] : 0;
+                for (int64_t j = 0; j < K; j++) acc += w[c * K + j] * ext_at(x, state, S, C, K, b, t - K + 1 + j, c);
+                y[(b * S + t) * C + c] = acc;
+            }
+}
+
+static double conv_fd(double *x, double *w, double *bias, double *state, const double *dy, int64_t B, int64_t S,
+                      int64_t C, int64_t K, double *v, int64_t e, double *scratch) {
+    const double keep = v[e], h = 1e-6;
+    v[e] = keep + h;
+    conv_ref(x, w, bias, state, B, S, C, K, scratch);
+    const double lp = dot(dy, scratch, B * S * C);
+    v[e] = keep - h;
+    conv_ref(x, w, bias, state, B, S, C, K, scratch);
+    const double lm = dot(dy, scratch, B * S * C);
+    v[e] = keep;
+    return (lp - lm) / (2 * h);
+}
+
+typedef struct conv_case {
+    int64_t B, S, C, K;
+} conv_case;
+
+static void run_conv(conv_case cc, alloy_dtype dt, int with_bias, int with_state) {
+    const int64_t B = cc.B, S = cc.S, C = cc.C, K = cc.K, n = B * S * C, ns = B * (K - 1) * C;
+    double *x = random_vec(dt, n, -2, 2), *w = random_vec(dt, C * K, -1, 1), *bias = random_vec(dt, C, -1, 1);
+    double *state = random_vec(dt, ns, -2, 2), *dy = random_vec(dt, n, -1, 1);
+    if (!with_bias) free(bias), bias = NULL;
+    if (!with_state) free(state), state = NULL;
+    double *ry = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rs = malloc(sizeof(double) * (size_t)(ns ? ns : 1));
+    conv_ref(x, w, bias, state, B, S, C, K, ry);
+    for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, ry[e]);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < K - 1; i++)
+            for (int64_t c = 0; c < C; c++) rs[(b * (K - 1) + i) * C + c] = ext_at(x, state, S, C, K, b, S + i - (K - 1), c);
+    const int64_t xs[3] = {B, S, C}, ws[2] = {C, K}, ss[3] = {B, K - 1, C};
+    alloy_array *X = dev_array(dt, 3, xs, x), *W = dev_array(dt, 2, ws, w);
+    alloy_array *BI = bias ? dev_array(dt, 1, &C, bias) : NULL, *ST = state ? dev_array(dt, 3, ss, state) : NULL;
+    alloy_array *DY = dev_array(dt, 3, xs, dy), *Y = nan_array(dt, 3, xs), *SO = nan_array(dt, 3, ss);
+    alloy_array *DX = nan_array(dt, 3, xs), *DW = nan_array(dt, 2, ws), *DB = nan_array(dt, 1, &C);
+    alloy_array *DS = nan_array(dt, 3, ss);
+    CHECK_OK(alloy_nn_causal_conv1d(X, W, BI, ST, NULL, &Y, &SO));
+    CHECK_OK(alloy_nn_causal_conv1d_backward(X, W, ST, DY, NULL, &DX, &DW, &DB, &DS));
+    double *y = host_of(Y), *so = host_of(SO), *dx = host_of(DX), *dw = host_of(DW), *db = host_of(DB);
+    double *ds = host_of(DS);
+    const double ey = rel_err(y, ry, n), es = rel_err(so, rs, ns);
+    CHECK_MSG(ey <= 2 * tol(dt) && es == 0, "conv (%lld,%lld,%lld,K=%lld) %s bias %d state %d: y %.3g state %.3g",
+              (long long)B, (long long)S, (long long)C, (long long)K, alloy_dtype_name(dt), with_bias, with_state, ey,
+              es);
+    double *scratch = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (dt == ALLOY_FLOAT64) {
+        double worst = 0;
+        for (int64_t e = 0; e < n; e += 1 + n / 101)
+            worst = fmax(worst, fabs(conv_fd(x, w, bias, state, dy, B, S, C, K, x, e, scratch) - dx[e]));
+        for (int64_t e = 0; e < C * K; e += 1 + C * K / 41)
+            worst = fmax(worst, fabs(conv_fd(x, w, bias, state, dy, B, S, C, K, w, e, scratch) - dw[e]));
+        double db_ref[1] = {0};
+        for (int64_t r = 0; r < B * S; r++) db_ref[0] += dy[r * C + (C - 1)];
+        worst = fmax(worst, fabs(db_ref[0] - db[C - 1]));
+        if (state)
+            for (int64_t e = 0; e < ns; e += 1 + ns / 31)
+                worst = fmax(worst, fabs(conv_fd(x, w, bias, state, dy, B, S, C, K, state, e, scratch) - ds[e]));
+        CHECK_MSG(worst <= 1e-6 * fmax(1, sqrt((double)(B * S))), "conv (%lld,%lld,%lld,K=%lld): gradient vs finite differences %.3g",
+                  (long long)B, (long long)S, (long long)C, (long long)K, worst);
+    } else {
+        alloy_array *X64 = dev_array(ALLOY_FLOAT64, 3, xs, x), *W64 = dev_array(ALLOY_FLOAT64, 2, ws, w);
+        alloy_array *S64 = state ? dev_array(ALLOY_FLOAT64, 3, ss, state) : NULL;
+        alloy_array *DY64 = dev_array(ALLOY_FLOAT64, 3, xs, dy), *rdx = NULL, *rdw = NULL, *rdb = NULL, *rds = NULL;
+        CHECK_OK(alloy_nn_causal_conv1d_backward(X64, W64, S64, DY64, NULL, &rdx, &rdw, &rdb, &rds));
+        double *hx = host_of(rdx), *hw = host_of(rdw), *hb = host_of(rdb), *hs = rds ? host_of(rds) : NULL;
+        const double ex = rel_err(dx, hx, n), ew = rel_err(dw, hw, C * K), eb = rel_err(db, hb, C);
+        const double eds = hs ? rel_err(ds, hs, ns) : 0;
+        CHECK_MSG(ex <= 4 * tol(dt) && ew <= 4 * tol(dt) && eb <= 4 * tol(dt) && eds <= 4 * tol(dt),
+                  "conv (%lld,%lld,%lld,K=%lld) %s: dx %.3g dw %.3g db %.3g dstate %.3g", (long long)B, (long long)S,
+                  (long long)C, (long long)K, alloy_dtype_name(dt), ex, ew, eb, eds);
+        free(hx), free(hw), free(hb), free(hs);
+        alloy_array *all64[] = {X64, W64, S64, DY64, rdx, rdw, rdb, rds};
+        for (size_t e = 0; e < sizeof all64 / sizeof all64[0]; e++) alloy_array_free(all64[e]);
+    }
+    for (int64_t e = 0; e < C * K; e++) CHECK(isfinite(dw[e]));
+    for (int64_t e = 0; e < C; e++) CHECK(isfinite(db[e]));
+    if (state)
+        for (int64_t e = 0; e < ns; e++) CHECK(isfinite(ds[e]));
+    free(scratch), free(x), free(w), free(bias), free(state), free(dy), free(ry), free(rs);
+    free(y), free(so), free(dx), free(dw), free(db), free(ds);
+    alloy_array *all[] = {X, W, BI, ST, DY, Y, SO, DX, DW, DB, DS};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
+static void test_conv(void) {
+    const conv_case cases[5] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {3, 17, 130, 8}, {1, 1000, 3, 4}, {2, 2, 7, 8}};
+    for (int ci = 0; ci < 5; ci++)
+        for (int di = 0; di < 4; di++)
+            for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
+}
+
+/* Decoding token by token with the state updated in place equals the whole sequence. */
+static void test_conv_decoding(void) {
+    const int64_t B = 2, S = 9, C = 37, K = 4;
+    double *x = random_vec(ALLOY_FLOAT32, B * S * C, -2, 2), *w = random_vec(ALLOY_FLOAT32, C * K, -1, 1);
+    double *bias = random_vec(ALLOY_FLOAT32, C, -1, 1), *ry = malloc(sizeof(double) * (size_t)(B * S * C));
+    conv_ref(x, w, bias, NULL, B, S, C, K, ry);
+    const int64_t ws[2] = {C, K}, ss[3] = {B, K - 1, C}, xs1[3] = {B, 1, C};
+    double *zeros = calloc((size_t)(B * (K - 1) * C), sizeof(double)), *xt = malloc(sizeof(double) * (size_t)(B * C));
+    alloy_array *W = dev_array(ALLOY_FLOAT32, 2, ws, w), *BI = dev_array(ALLOY_FLOAT32, 1, &C, bias);
+    alloy_array *ST = dev_array(ALLOY_FLOAT32, 3, ss, zeros);
+    double worst = 0;
+    for (int64_t t = 0; t < S; t++) {
+        for (int64_t b = 0; b < B; b++) memcpy(xt + b * C, x + (b * S + t) * C, sizeof(double) * (size_t)C);
+        alloy_array *X = dev_array(ALLOY_FLOAT32, 3, xs1, xt), *Y = NULL, *so = ST;
+        CHECK_OK(alloy_nn_causal_conv1d(X, W, BI, ST, NULL, &Y, &so));
+        CHECK(so == ST);
+        double *y = Y ? host_of(Y) : NULL;
+        for (int64_t b = 0; b < B && y; b++)
+            for (int64_t c = 0; c < C; c++) worst = fmax(worst, fabs(y[b * C + c] - ry[(b * S + t) * C + c]));
+        free(y);
+        alloy_array_free(X), alloy_array_free(Y);
+    }
+    CHECK_MSG(worst <= 1e-5, "decoding vs whole sequence: %.3g", worst);
+    alloy_array_free(W), alloy_array_free(BI), alloy_array_free(ST);
+    free(x), free(w), free(bias), free(ry), free(zeros), free(xt);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void test_errors(void) {
+    const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
+    const int64_t s2[2] = {3, 8}, s1[1] = {8}, s1b[1] = {7}, s3[3] = {2, 5, 8}, w9[2] = {8, 9}, w3[2] = {8, 3};
+    const int64_t st3[3] = {2, 2, 8}, st3b[3] = {2, 3, 8};
+    double zeros[400] = {0};
+    alloy_array *x = dev_array(ALLOY_FLOAT32, 2, s2, zeros), *w = dev_array(ALLOY_FLOAT32, 1, s1, zeros);
+    alloy_array *w7 = dev_array(ALLOY_FLOAT32, 1, s1b, zeros), *w16 = dev_array(ALLOY_FLOAT16, 1, s1, zeros);
+    alloy_array *x3 = dev_array(ALLOY_FLOAT32, 3, s3, zeros), *cw9 = dev_array(ALLOY_FLOAT32, 2, w9, zeros);
+    alloy_array *cw = dev_array(ALLOY_FLOAT32, 2, w3, zeros), *cs = dev_array(ALLOY_FLOAT32, 3, st3, zeros);
+    alloy_array *csb = dev_array(ALLOY_FLOAT32, 3, st3b, zeros), *xi = NULL, *out = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_INT32, 2, s2, &xi));
+    CHECK_FAILS(alloy_nn_softcap(NULL, 15, NULL, &out), INV, "x is NULL");
+    CHECK_FAILS(alloy_nn_softcap(xi, 15, NULL, &out), INV, "x is int32");
+    CHECK_FAILS(alloy_nn_softcap(x, 0, NULL, &out), INV, "cap is 0");
+    CHECK_FAILS(alloy_nn_softcap(x, 15, NULL, NULL), INV, "y is NULL");
+    CHECK_FAILS(alloy_nn_softcap_backward(x, NULL, 15, NULL, &out), INV, "dy is NULL");
+    CHECK_FAILS(alloy_nn_softcap_backward(x, x3, 15, NULL, &out), INV, "dy has shape (2, 5, 8)");
+    out = w;
+    CHECK_FAILS(alloy_nn_softcap(x, 15, NULL, &out), INV, "y has shape (8,)");
+    out = NULL;
+    CHECK_FAILS(alloy_nn_rms_norm(x, w7, 0, 1e-5, NULL, &out), INV, "weight has shape (7,) but must have shape (8,)");
+    CHECK_FAILS(alloy_nn_rms_norm(x, w16, 0, 1e-5, NULL, &out), INV, "weight is float16");
+    CHECK_FAILS(alloy_nn_rms_norm(x, NULL, 0, 1e-5, NULL, &out), INV, "weight is NULL");
+    CHECK_FAILS(alloy_nn_rms_norm(x, w, 3, 1e-5, NULL, &out), INV, "head_dim is 3");
+    CHECK_FAILS(alloy_nn_layer_norm(x, w, w7, 0, 1e-5, NULL, &out), INV, "bias has shape (7,)");
+    CHECK_FAILS(alloy_nn_layer_norm(x, w, w, 0, -1, NULL, &out), INV, "eps is -1");
+    CHECK_FAILS(alloy_nn_layer_norm_backward(x, w, NULL, 0, 1e-5, NULL, &out, NULL, NULL), INV, "dy is NULL");
+    alloy_array *bad = w7;
+    CHECK_FAILS(alloy_nn_layer_norm_backward(x, w, x, 0, 1e-5, NULL, &out, &bad, NULL), INV, "dweight has shape (7,)");
+    CHECK_FAILS(alloy_nn_causal_conv1d(x, cw, NULL, NULL, NULL, &out, NULL), INV, "x has shape (3, 8) but must have at least 3 dimensions");
+    CHECK_FAILS(alloy_nn_causal_conv1d(x3, cw9, NULL, NULL, NULL, &out, NULL), INV, "w must be (C, K) with 1 <= K <= 8");
+    CHECK_FAILS(alloy_nn_causal_conv1d(x3, cw, w7, NULL, NULL, &out, NULL), INV, "bias has shape (7,)");
+    CHECK_FAILS(alloy_nn_causal_conv1d(x3, cw, NULL, csb, NULL, &out, NULL), INV, "state has shape (2, 3, 8) but must have shape (2, 2, 8)");
+    bad = csb;
+    CHECK_FAILS(alloy_nn_causal_conv1d(x3, cw, NULL, cs, NULL, &out, &bad), INV, "state_out has shape (2, 3, 8)");
+    CHECK_FAILS(alloy_nn_causal_conv1d_backward(x3, cw, NULL, NULL, NULL, &out, NULL, NULL, NULL), INV, "dy is NULL");
+    CHECK(out == NULL);
+    alloy_array *all[] = {x, w, w7, w16, x3, cw9, cw, cs, csb, xi};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
+int main(void) {
+    harness_seed();
+    RUN(test_errors);
+    RUN(test_softcap);
+    RUN(test_norms);
+    RUN(test_conv);
+    RUN(test_conv_decoding);
+    return harness_finish();
+}
