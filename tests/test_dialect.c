@@ -587,7 +587,9 @@ static void test_codegen_cpu(void) {
     src = res.source;
     if (src) {
         CHECK(contains(src, "atomic<float>* acc = (atomic<float>*)alloy_a[1];"));
-        CHECK(contains(src, "const int alloy_cpu_uses_sync = 1;"));
+        /* a barrier at the top level: regions as loops, no fibers */
+        CHECK(res.uses_sync && res.region_loops);
+        CHECK(contains(src, "const int alloy_cpu_uses_sync = 0;"));
         CHECK(contains(src, "ALLOY_THREADGROUP float sh[64];"));
         CHECK(!contains(src, ".header\""));
         CHECK(generated_lines_exact(src));

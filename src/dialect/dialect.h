@@ -154,6 +154,10 @@ typedef struct alloy_codegen_request {
 typedef struct alloy_codegen_result {
     char *source;   /* malloc'd full translation unit */
     int uses_sync;
+    /* CPU: the body synchronises, but its barriers run as regions between
+     * loops over the group's threads (no fibers; the kernel reports no
+     * synchronisation to the runtime) */
+    int region_loops;
     /* Which optional slots each input gets (the core builds arguments from
      * these): bit 0 shape, bit 1 strides. n_inputs entries, malloc'd. */
     unsigned *input_slots;

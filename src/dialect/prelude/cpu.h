@@ -22,6 +22,15 @@
 #define ALLOY_CONSTANT static const
 #define ALLOY_SET_GROUP(g) (alloy_cur_group = (g))
 
+/* Barrier regions as loops (src/dialect/regions.c): every region runs as
+ * this loop over the group's threads; values kept per thread live in arrays
+ * of this many slots (the largest threadgroup). */
+#define ALLOY_CPU_MAX_GROUP_THREADS 1024u
+#define ALLOY_THREAD_LOOP                                                  \
+    for (unsigned alloy_lz = 0; alloy_lz < alloy_s2; ++alloy_lz)           \
+        for (unsigned alloy_ly = 0; alloy_ly < alloy_s1; ++alloy_ly)       \
+            for (unsigned alloy_lx = 0; alloy_lx < alloy_s0; ++alloy_lx)
+
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
 /* The running thread's linear index in its threadgroup (the tensor
