@@ -68,15 +68,15 @@ static void cpu_open_function(alloy_strbuf *sb, const alloy_codegen_request *req
 
 /* `alloy_a[k]` is the address of slot k's value (a buffer's data, a shape
  * array, ...). */
-static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
-                          const unsigned *slots) {
+static void cpu_arguments_as(alloy_strbuf *sb, const alloy_codegen_request *req,
+                             const unsigned *slots, int scalars_by_value) {
     int k = 0;
     for (int i = 0; i < req->n_inputs; i++) {
         const alloy_codegen_input *in = &req->inputs[i];
         const char *t = type_name(in->dtype);
         if (in->is_scalar) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *(const %s*)alloy_a[%d];\n", t,
-                            in->name, t, k++);
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s%s %s = *(const %s*)alloy_a[%d];\n", t,
+                            scalars_by_value ? "" : "&", in->name, t, k++);
             continue;
         }
         if (req->cpu_debug) /* a checked pointer (cpu_debug.h) */
@@ -117,6 +117,11 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     }
 }
 
+static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
+                          const unsigned *slots) {
+    cpu_arguments_as(sb, req, slots, 0);
+}
+
 static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *req) {
     (void)req;
     alloy_sb_append(
@@ -129,6 +134,8 @@ static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *
 }
 
 static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req, int uses_sync) {
+    const int tensor_ops =
+        alloy_source_uses_tensor_ops(req->body) || alloy_source_uses_tensor_ops(req->header);
     if (uses_sync < 0) { /* barrier regions as loops: the group function is the entry */
         alloy_sb_printf(sb,
                         "#define ALLOY_EXPORT_ extern \"C\" __attribute__((visibility(\"default\")))\n"
@@ -151,12 +158,12 @@ static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req,
         "ALLOY_EXPORT_ const int alloy_cpu_checked = %d;\n"
         "ALLOY_EXPORT_ void alloy_cpu_group_loop(const alloy_cpu_group *g) {\n"
         "  ALLOY_SET_GROUP(g);\n"
-        "  const unsigned sx = g->size[0], sy = g->size[1], sz = g->size[2];\n"
-        "  for (unsigned lz = 0; lz < sz; ++lz)\n"
-        "    for (unsigned ly = 0; ly < sy; ++ly)\n"
-        "      for (unsigned lx = 0; lx < sx; ++lx) {\n"
-        "        ALLOY_SET_LID(g, lx, ly, lz);\n"
-        "        alloy_kernel_body(g, lx, ly, lz);\n"
+        "  const int sx = (int)g->size[0], sy = (int)g->size[1], sz = (int)g->size[2];\n"
+        "  for (int lz = 0; lz < sz; ++lz)\n"
+        "    for (int ly = 0; ly < sy; ++ly)\n"
+        "      _Pragma(\"omp simd\") for (int lx = 0; lx < sx; ++lx) {\n"
+        "%s"
+        "        alloy_kernel_body(g, (unsigned)lx, (unsigned)ly, (unsigned)lz);\n"
         "      }\n"
         "}\n"
         "ALLOY_EXPORT_ void alloy_cpu_thread(const alloy_cpu_group *g, unsigned lx, unsigned ly,\n"
@@ -166,7 +173,10 @@ static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req,
         "  alloy_kernel_body(g, lx, ly, lz);\n"
         "}\n"
         "#undef ALLOY_EXPORT_\n",
-        uses_sync ? 1 : 0, req->cpu_debug ? 1 : 0);
+        uses_sync ? 1 : 0, req->cpu_debug ? 1 : 0,
+        /* only the tensor operations read the thread's index from the
+         * worker (a store per thread would keep the loop scalar) */
+        tensor_ops ? "        ALLOY_SET_LID(g, lx, ly, lz);\n" : "");
 }
 
 static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
@@ -657,14 +667,31 @@ static alloy_status emit_cpu_regions(alloy_strbuf *sb, const alloy_codegen_reque
     alloy_sb_append(sb, "static inline __attribute__((always_inline)) void alloy_kernel_group("
                         "const alloy_cpu_group *alloy_g) {\n"
                         "  [[maybe_unused]] void *const *alloy_a = alloy_g->launch->args;\n");
-    cpu_arguments(sb, req, slots);
+    /* a 0-d input by value: read once per group, and no store to an output
+     * can change it (the threads' loops vectorise) */
+    cpu_arguments_as(sb, req, slots, 1);
     emit_ranks(sb, req, m);
     /* the group's geometry in locals (stores to the outputs cannot change them) */
+    if (req->threadgroup[0] && req->threadgroup[1] && req->threadgroup[2]) {
+        /* specialised on the threadgroup size: a dimension without a
+         * partial group has every group full */
+        alloy_sb_printf(sb, "  [[maybe_unused]] constexpr unsigned alloy_tg[3] = {%uu, %uu, %uu};\n",
+                        req->threadgroup[0], req->threadgroup[1], req->threadgroup[2]);
+        alloy_sb_append(sb, "  [[maybe_unused]] const unsigned alloy_sz[3] = {");
+        for (int d = 0; d < 3; d++) {
+            if (req->geometry & ALLOY_GEOMETRY_PARTIAL(d)) alloy_sb_printf(sb, "alloy_g->size[%d]", d);
+            else alloy_sb_printf(sb, "%uu", req->threadgroup[d]);
+            alloy_sb_append(sb, d < 2 ? ", " : "};\n");
+        }
+    } else {
+        alloy_sb_append(sb,
+                        "  [[maybe_unused]] const unsigned alloy_tg[3] = {alloy_g->launch->tg[0], "
+                        "alloy_g->launch->tg[1], alloy_g->launch->tg[2]};\n"
+                        "  [[maybe_unused]] const unsigned alloy_sz[3] = {alloy_g->size[0], alloy_g->size[1], "
+                        "alloy_g->size[2]};\n");
+    }
     alloy_sb_append(
         sb,
-        "  [[maybe_unused]] const unsigned alloy_tg[3] = {alloy_g->launch->tg[0], alloy_g->launch->tg[1], "
-        "alloy_g->launch->tg[2]};\n"
-        "  [[maybe_unused]] const unsigned alloy_sz[3] = {alloy_g->size[0], alloy_g->size[1], alloy_g->size[2]};\n"
         "  [[maybe_unused]] const unsigned alloy_gid[3] = {alloy_g->group_id[0], alloy_g->group_id[1], "
         "alloy_g->group_id[2]};\n"
         "  [[maybe_unused]] const unsigned alloy_grid[3] = {alloy_g->launch->grid[0], alloy_g->launch->grid[1], "
@@ -672,6 +699,7 @@ static alloy_status emit_cpu_regions(alloy_strbuf *sb, const alloy_codegen_reque
         "  [[maybe_unused]] const unsigned alloy_groups[3] = {alloy_g->launch->groups[0], "
         "alloy_g->launch->groups[1], alloy_g->launch->groups[2]};\n"
         "  const unsigned alloy_s0 = alloy_sz[0], alloy_s1 = alloy_sz[1], alloy_s2 = alloy_sz[2];\n"
+        "  const unsigned alloy_bx = alloy_gid[0] * alloy_tg[0], alloy_ex = alloy_bx + alloy_s0;\n"
         "  [[maybe_unused]] const unsigned alloy_n = alloy_s0 * alloy_s1 * alloy_s2;\n"
         "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * alloy_tg[1] + "
         "(alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];\n"
@@ -801,7 +829,7 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     compute_slots(req, &m, slots, &n_slots);
     int uses_sync = alloy_source_uses_sync(req->body) || alloy_source_uses_sync(req->header);
     int region_loops = 0;
-    if (req->target == ALLOY_TARGET_CPU && uses_sync && !debug && !tensor_ops &&
+    if (req->target == ALLOY_TARGET_CPU && !debug && !tensor_ops &&
         !alloy_source_uses_sync(req->header)) {
         st = emit_cpu_regions(&sb, req, &m, slots, kname, rewrite_flags, &region_loops);
         if (st != ALLOY_OK) goto fail;

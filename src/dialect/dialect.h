@@ -141,6 +141,9 @@ typedef struct alloy_codegen_request {
      * passes 2^32 threads. A target may use it to drop the out-of-grid check
      * and the partial-size arithmetic where they cannot matter. */
     unsigned geometry;
+    /* The dispatch threadgroup size when the code may be specialised on it
+     * (the CPU's barrier regions: constant trip counts), else zeros. */
+    unsigned threadgroup[3];
     /* CPU only: build for ALLOY_CPU_DEBUG (checked buffers, threadgroup
      * arrays and barrier sites; src/dialect/prelude/cpu_debug.h). */
     int cpu_debug;

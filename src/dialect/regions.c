@@ -42,6 +42,7 @@ typedef struct rg {
     int *regof;     /* per token: region id, -1 outside regions */
     int n_regions;
     int has_return;
+    int live;       /* threads that return are marked dead for later regions */
     int bad;        /* the body does not qualify */
     int oom;
     /* header identifiers (functions that may write their arguments) */
@@ -1007,7 +1008,8 @@ static void region_text(rg *r, int a, int b, int done_label) {
     for (int i = a; i < b; i++) {
         if (tis(r, i, "return") && tis(r, i + 1, ";")) {
             text(r, c, i);
-            putf(r, " { alloy_live[alloy_t] = 0; goto alloy_done_%d; } ", done_label);
+            if (r->live) putf(r, " { alloy_live[alloy_t] = 0; goto alloy_done_%d; } ", done_label);
+            else putf(r, " goto alloy_done_%d; ", done_label);
             c = i + 2;
             i++;
         }
@@ -1084,8 +1086,9 @@ static void emit_region(rg *r, int first, int last_excl) {
     }
     int done = r->label++;
     put(r, "  ALLOY_THREAD_LOOP {\n"
-           "    const unsigned alloy_t = alloy_lx + alloy_s0 * (alloy_ly + alloy_s1 * alloy_lz);\n");
-    if (r->has_return) put(r, "    if (!alloy_live[alloy_t]) continue;\n");
+           "    const unsigned alloy_lx = alloy_gx - alloy_bx;\n"
+           "    const int alloy_t = (int)alloy_lx + (int)alloy_s0 * (alloy_ly + (int)alloy_s1 * alloy_lz);\n");
+    if (r->live) put(r, "    if (!alloy_live[alloy_t]) continue;\n");
     put(r, r->ctx->thread_prologue);
     /* recomputed variables (with what they read), then per-thread slots */
     char *need = calloc((size_t)r->nv + 1, 1);
@@ -1228,7 +1231,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     if (r.bad || end != r.n) goto done;
     int any = 0;
     for (int k = first; k >= 0; k = r.s[k].next) any |= mark_barriers(&r, k);
-    if (r.bad || !any) goto done;
+    if (r.bad) goto done;
     collect_list(&r, first);
     if (r.bad) goto done;
     /* split-level names must be unique (they become group-level names,
@@ -1256,7 +1259,8 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     alloy_sb_init(&sb);
     r.out = &sb;
     r.out_line = ctx->first_line;
-    if (r.has_return)
+    r.live = r.has_return && any; /* without barriers, a returning thread has no later region */
+    if (r.live)
         put(&r, "  static thread_local unsigned char alloy_live_s[ALLOY_CPU_MAX_GROUP_THREADS];\n"
                 "  unsigned char *const alloy_live = alloy_live_s;\n"
                 "  for (unsigned alloy_i = 0; alloy_i < alloy_n; ++alloy_i) alloy_live[alloy_i] = 1;\n");

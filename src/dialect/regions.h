@@ -23,11 +23,12 @@ typedef struct alloy_regions_ctx {
     int first_line;             /* the generated file's line the output starts on */
 } alloy_regions_ctx;
 
-/* `body` is the rewritten (C++) body of a kernel that uses barriers. When
+/* `body` is the rewritten (C++) body of a kernel. When
  * every barrier sits in group-uniform control flow and the body holds no
  * other synchronising operation, appends the statements of the group
  * function (they expect alloy_s0/s1/s2, alloy_n, ALLOY_THREAD_LOOP and the
- * group-wide names in scope) and returns 1. Returns 0 (nothing appended)
+ * group-wide names in scope) and returns 1 (a body without barriers is one
+ * region). Returns 0 (nothing appended)
  * when the body keeps the fiber path, -1 when out of memory. */
 int alloy_regions_emit(const char *body, const alloy_regions_ctx *ctx, alloy_strbuf *out);
 

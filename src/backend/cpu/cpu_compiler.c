@@ -127,7 +127,7 @@ static int run_capture(char *const argv[], char **out, int *status) {
  * entry points are exported); MSL's char is signed on every target. The list
  * is part of the compiler identity, so changing it never reuses old objects. */
 static const char *const flags[] = {
-    "-std=c++20", "-O2", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
+    "-std=c++20", "-O3", "-fopenmp-simd", "-fPIC", "-shared", "-fno-exceptions", "-fno-rtti",
     "-fno-math-errno", "-fvisibility=hidden", "-fsigned-char", "-g0",
 #if defined(__linux__)
     "-Wl,-z,defs",

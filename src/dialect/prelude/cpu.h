@@ -24,12 +24,18 @@
 
 /* Barrier regions as loops (src/dialect/regions.c): every region runs as
  * this loop over the group's threads; values kept per thread live in arrays
- * of this many slots (the largest threadgroup). */
+ * of this many slots (the largest threadgroup). The threads of a region do
+ * not synchronise, so the innermost loop is marked `omp simd` (kernels are
+ * built with -fopenmp-simd): the compiler may run threads in vector lanes,
+ * as a GPU does. That loop counts the x position in the grid (from alloy_bx
+ * to alloy_ex, which cannot wrap), so the compiler sees `x[i]` with `uint i
+ * = thread_position_in_grid.x` as a contiguous access; the outer counters
+ * are signed for the same reason. */
 #define ALLOY_CPU_MAX_GROUP_THREADS 1024u
-#define ALLOY_THREAD_LOOP                                                  \
-    for (unsigned alloy_lz = 0; alloy_lz < alloy_s2; ++alloy_lz)           \
-        for (unsigned alloy_ly = 0; alloy_ly < alloy_s1; ++alloy_ly)       \
-            for (unsigned alloy_lx = 0; alloy_lx < alloy_s0; ++alloy_lx)
+#define ALLOY_THREAD_LOOP                                                        \
+    for (int alloy_lz = 0; alloy_lz < (int)alloy_s2; ++alloy_lz)                 \
+        for (int alloy_ly = 0; alloy_ly < (int)alloy_s1; ++alloy_ly)             \
+            _Pragma("omp simd") for (unsigned alloy_gx = alloy_bx; alloy_gx < alloy_ex; ++alloy_gx)
 
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
