@@ -57,7 +57,7 @@ typedef struct rg {
 
 enum { S_SIMPLE, S_BLOCK, S_FOR, S_WHILE, S_DO, S_IF, S_OPAQUE, S_EMPTY, S_PRAGMA };
 /* classes of split-level simple statements */
-enum { C_THREAD, C_HOIST, C_DECL, C_BARRIER, C_UASSIGN };
+enum { C_THREAD, C_HOIST, C_DECL, C_BARRIER, C_UASSIGN, C_LANES };
 
 typedef struct stmt {
     int kind;
@@ -70,6 +70,8 @@ typedef struct stmt {
     int split;      /* a statement of a split-level list */
     int cls;        /* split-level simple statements: C_* */
     int decl_v0, decl_nv; /* variables declared by it */
+    int op0, op1;   /* C_LANES: the SIMD-group call's tokens */
+    int buf;        /* C_LANES: which of the two exchange buffers */
 } stmt;
 
 enum { V_UNIFORM, V_REMAT, V_LIFT, V_LOCAL, V_GROUP };
@@ -321,8 +323,18 @@ static int is_barrier_name(const rg *r, int i) {
     return tis(r, i, "threadgroup_barrier") || tis(r, i, "simdgroup_barrier");
 }
 
-/* Marks statements that hold barriers; any other synchronising operation
- * (SIMD-group functions, simdgroup matrices) disqualifies the body. */
+/* A call of a SIMD-group or quad-group function at token i (`simd_sum(`,
+ * `quad_shuffle(`, ...; not simdgroup matrices). */
+static int lane_op(const rg *r, int i) {
+    const char *p = r->src + r->t[i].start;
+    int len = r->t[i].len;
+    if (!tis(r, i + 1, "(") || tis(r, i, "simd_vote")) return 0;
+    if (len > 10 && !memcmp(p, "simdgroup_", 10)) return 0;
+    return (len > 5 && !memcmp(p, "simd_", 5)) || (len > 5 && !memcmp(p, "quad_", 5));
+}
+
+/* Marks statements that hold barriers or SIMD-group functions; simdgroup
+ * matrices disqualify the body. */
 static int mark_barriers(rg *r, int k) {
     if (k < 0) return 0;
     stmt *s = &r->s[k];
@@ -333,8 +345,8 @@ static int mark_barriers(rg *r, int k) {
         const char *np = i + 1 < r->n ? r->src + r->t[i + 1].start : NULL;
         if (tis(r, i - 1, ".") || tis(r, i - 1, "->")) continue;
         int kind = alloy_sync_kind(r->src + r->t[i].start, r->t[i].len, np, nl);
-        if (kind == 1) b = 1;
-        else if (kind == 2) r->bad = 1;
+        if (kind == 1 || (kind == 2 && lane_op(r, i))) b = 1;
+        else if (kind == 2 && !tis(r, i, "simd_vote")) r->bad = 1; /* simdgroup matrices */
     }
     s->barrier = b;
     if (!b) return 0;
@@ -530,6 +542,47 @@ static int is_barrier_stmt(const rg *r, const stmt *s) {
     return e == s->t1 - 1 && tis(r, e, ";");
 }
 
+/* Names a lane operation's arguments may call: they are evaluated twice
+ * (once to deposit the value, once for the result), so they must have no
+ * side effects. */
+static const char *const pure_calls[] = {"fma", "min", "max", "abs", "fabs", "sqrt", "rsqrt", "exp",
+                                         "exp2", "log", "log2", "select", "clamp", "float", "half",
+                                         "int", "uint", "bool", "as_type", "static_cast", NULL};
+
+static int word_in(const rg *r, int i, const char *const *list);
+extern const char *const alloy_regions_type_words[];
+#define type_words alloy_regions_type_words
+
+/* A split-level statement with exactly one SIMD-group call whose
+ * arguments have no side effects and which the statement evaluates
+ * unconditionally: `float t = simd_sum(p);`, `x = simd_shuffle(v, l);`. */
+static int lane_stmt(rg *r, int k) {
+    stmt *s = &r->s[k];
+    int op = -1;
+    for (int i = s->t0; i < s->t1; i++) {
+        if (is_ident(r, i) && lane_op(r, i) && !tis(r, i - 1, ".") && !tis(r, i - 1, "->")) {
+            if (op >= 0) return 0;
+            op = i;
+        }
+    }
+    if (op < 0) return 0;
+    int e = skip_group(r, op + 1);
+    if (e < 0 || e > s->t1) return 0;
+    for (int i = s->t0; i < s->t1; i++) {
+        if (i >= op && i < e) continue;
+        if (tis(r, i, "?") || tis(r, i, "&&") || tis(r, i, "||") || tis(r, i, "return")) return 0;
+    }
+    for (int i = op + 2; i < e - 1; i++) {
+        if (is_assign(r, i) || tis(r, i, "++") || tis(r, i, "--") || tkind(r, i) == ALLOY_TOK_STRING) return 0;
+        if (is_ident(r, i) && tis(r, i + 1, "(") && !tis(r, i - 1, ".") && !word_in(r, i, pure_calls) &&
+            !word_in(r, i, type_words))
+            return 0;
+    }
+    s->op0 = op >= 2 && tis(r, op - 1, "::") && tis(r, op - 2, "metal") ? op - 2 : op;
+    s->op1 = e;
+    return 1;
+}
+
 /* Classifies the statements of a split-level list (and recurses into the
  * bodies of barrier-holding control flow). */
 static void collect_list(rg *r, int first);
@@ -546,7 +599,14 @@ static void collect_stmt(rg *r, int k) {
         }
         if (s->barrier) {
             if (is_barrier_stmt(r, s)) s->cls = C_BARRIER;
-            else r->bad = 1;
+            else if (lane_stmt(r, k)) {
+                s = &r->s[k];
+                s->cls = C_LANES;
+                int d = parse_decl(r, k, s->t0, s->t1 - 1, 0); /* `T x = simd_sum(v);` */
+                if (d < 0 || (d > 0 && r->v[r->s[k].decl_v0].hoist)) r->bad = 1;
+            } else {
+                r->bad = 1;
+            }
             break;
         }
         {
@@ -592,7 +652,7 @@ static void collect_list(rg *r, int first) {
 
 /* ---- uniformity ---------------------------------------------------------------- */
 
-static const char *const type_words[] = {
+const char *const alloy_regions_type_words[] = {
     "bool", "char", "uchar", "short", "ushort", "int", "uint", "long", "ulong", "half", "float",
     "double", "bfloat", "size_t", "ptrdiff_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t",
     "uint32_t", "int64_t", "uint64_t", "unsigned", "signed", "uint2", "uint3", "uint4", "int2",
@@ -852,7 +912,7 @@ static void check_control(rg *r, int k) {
  * goes with the statement after it). */
 static int group_level(const rg *r, int k) {
     const stmt *s = &r->s[k];
-    if (s->kind == S_SIMPLE) return s->cls != C_THREAD && s->cls != C_DECL;
+    if (s->kind == S_SIMPLE) return s->cls == C_HOIST || s->cls == C_BARRIER || s->cls == C_UASSIGN;
     if (s->kind == S_PRAGMA) return s->next >= 0 && group_level(r, s->next);
     if (s->kind == S_EMPTY) return 0;
     return s->barrier;
@@ -864,13 +924,21 @@ static void mark_region(rg *r, int k, int id) {
 
 static void plan_stmt(rg *r, int k);
 
+/* A SIMD-group statement ends the open region (whose threads deposit the
+ * operation's value as their last step) and starts the next one (whose
+ * threads compute the result from every lane's value). */
 static void plan_list(rg *r, int first) {
-    int open = -1;
+    int open = -1, lanes = 0;
     for (int k = first; k >= 0; k = r->s[k].next) {
         if (group_level(r, k)) {
             open = -1;
             plan_stmt(r, k);
             continue;
+        }
+        if (r->s[k].kind == S_SIMPLE && r->s[k].cls == C_LANES) {
+            if (open < 0) open = r->n_regions++;
+            r->s[k].buf = lanes++ & 1;
+            open = -1;
         }
         if (open < 0) open = r->n_regions++;
         mark_region(r, k, open);
@@ -933,6 +1001,10 @@ static void classify_thread_vars(rg *r) {
         var *x = &r->v[v];
         if (x->cls != V_LOCAL) continue;
         x->region = r->regof[x->name];
+        if (x->region < 0) { /* a per-thread variable outside the regions */
+            r->bad = 1;
+            return;
+        }
         int crosses = 0;
         for (int i = 0; i < r->n && !crosses; i++)
             if (same_tok(r, i, x->name) && !tis(r, i - 1, ".") && !tis(r, i - 1, "->") && !tis(r, i - 1, "::") &&
@@ -950,7 +1022,11 @@ static void classify_thread_vars(rg *r) {
         changed = 0;
         for (int v = 0; v < r->nv; v++) {
             var *x = &r->v[v];
-            if (x->cls != V_LIFT || x->written || x->initk != '=' || x->dims1 > x->dims0 || x->ptr1 > x->ptr0) continue;
+            /* a region-local one too: a later region may recompute a
+             * variable whose initialiser reads it */
+            if ((x->cls != V_LIFT && x->cls != V_LOCAL) || x->region < 0 || x->written || x->initk != '=' ||
+                x->dims1 > x->dims0 || x->ptr1 > x->ptr0)
+                continue;
             if (expr_ok(r, x->init0, x->init1, E_PURE, 1)) {
                 x->cls = V_REMAT;
                 changed = 1;
@@ -1069,10 +1145,14 @@ static int uses_in(const rg *r, int v, int a, int b) {
 
 static void emit_list(rg *r, int first);
 
-static void emit_region(rg *r, int first, int last_excl) {
-    int id = r->regof[r->s[first].t0];
-    int a = r->s[first].t0, b = a;
+/* One region: the statements from `first` up to `last_excl` (none when
+ * first < 0) as a loop over the group's threads, then, when `deposit` names
+ * a SIMD-group statement, every thread's deposit of its value. */
+static void emit_region(rg *r, int first, int last_excl, int deposit) {
+    int id = first >= 0 ? r->regof[r->s[first].t0] : -2;
+    int a = first >= 0 ? r->s[first].t0 : 0, b = a;
     for (int k = first; k >= 0 && k != last_excl; k = r->s[k].next) b = r->s[k].t1;
+    if (deposit >= 0) putf(r, "  alloy_lanes_reset(%d);\n", r->s[deposit].buf);
     /* storage of the variables this region declares and later ones use */
     for (int v = 0; v < r->nv; v++) {
         var *x = &r->v[v];
@@ -1097,7 +1177,8 @@ static void emit_region(rg *r, int first, int last_excl) {
         return;
     }
     for (int v = 0; v < r->nv; v++)
-        if ((r->v[v].cls == V_REMAT || r->v[v].cls == V_LIFT) && r->v[v].region != id && uses_in(r, v, a, b))
+        if ((r->v[v].cls == V_REMAT || r->v[v].cls == V_LIFT) && r->v[v].region != id &&
+            (uses_in(r, v, a, b) || (deposit >= 0 && uses_in(r, v, r->s[deposit].op0, r->s[deposit].op1))))
             need[v] = 1;
     for (int changed = 1; changed;) {
         changed = 0;
@@ -1126,15 +1207,28 @@ static void emit_region(rg *r, int first, int last_excl) {
     put(r, "\n    {");
     for (int k = first; k >= 0 && k != last_excl; k = r->s[k].next) {
         const stmt *s = &r->s[k];
+        int lanes = s->kind == S_SIMPLE && s->cls == C_LANES;
+        if (lanes) putf(r, "\n    alloy_lanes_enter(2, alloy_L, %d);", s->buf); /* the result */
         int lifted = 0;
-        if (s->kind == S_SIMPLE && s->cls == C_DECL)
+        if (s->kind == S_SIMPLE && (s->cls == C_DECL || lanes) && s->decl_v0 >= 0)
             for (int v = s->decl_v0; v < s->decl_v0 + s->decl_nv; v++) lifted |= r->v[v].cls == V_LIFT;
         if (lifted) {
             lifted_decl(r, s, done);
-            continue;
+        } else {
+            body_line(r, s->t0);
+            region_text(r, s->t0, s->t1, done);
         }
-        body_line(r, s->t0);
-        region_text(r, s->t0, s->t1, done);
+        if (lanes) put(r, "\n    alloy_lanes_leave();");
+    }
+    if (deposit >= 0) {
+        const stmt *d = &r->s[deposit];
+        putf(r, "\n    alloy_lanes_enter(1, alloy_L, %d);", d->buf);
+        body_line(r, d->op0);
+        put(r, "(void)(");
+        text(r, d->op0, d->op1);
+        put(r, ");");
+        gen_lines(r);
+        put(r, "    alloy_lanes_leave();");
     }
     gen_lines(r);
     putf(r, "    }\n    alloy_done_%d:;\n  }\n", done);
@@ -1192,14 +1286,19 @@ static void emit_list(rg *r, int first) {
     int run = -1;
     for (int k = first; k >= 0; k = r->s[k].next) {
         if (group_level(r, k)) {
-            if (run >= 0) emit_region(r, run, k);
+            if (run >= 0) emit_region(r, run, k, -1);
             run = -1;
             emit_group_stmt(r, k);
             continue;
         }
+        if (r->s[k].kind == S_SIMPLE && r->s[k].cls == C_LANES) { /* plan_list's boundary */
+            emit_region(r, run, k, k);
+            run = k;
+            continue;
+        }
         if (run < 0) run = k;
     }
-    if (run >= 0) emit_region(r, run, -1);
+    if (run >= 0) emit_region(r, run, -1, -1);
 }
 
 /* ---- entry ---------------------------------------------------------------------- */

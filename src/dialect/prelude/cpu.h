@@ -120,10 +120,47 @@ struct alloy_simd_view {
     uint lane;
 };
 
+/* Loop mode's exchange (src/dialect/regions.c): a statement with a SIMD-group
+ * function runs in two loops over the threads. In the first (phase 1) every
+ * live thread calls the function to deposit its value in its lane's slot
+ * (the result is discarded); in the second (phase 2) every thread calls it
+ * again and gets the result from the slots and the mask of the lanes that
+ * deposited. Two buffers, so a statement's results can be read while the
+ * next SIMD-group statement deposits. */
+struct alloy_lane_exchange {
+    int phase;    /* 0: none (a lone lane); 1: deposit; 2: result */
+    unsigned lid; /* the calling thread's linear index in the group */
+    unsigned buf;
+    uint mask[2][ALLOY_CPU_MAX_GROUP_THREADS / 32u];
+    unsigned char slots[2][ALLOY_CPU_MAX_GROUP_THREADS * ALLOY_CPU_SIMD_SLOT];
+};
+static thread_local alloy_lane_exchange alloy_lanes;
+ALLOY_FN void alloy_lanes_reset(unsigned buf) {
+    for (uint i = 0; i < ALLOY_CPU_MAX_GROUP_THREADS / 32u; i++) alloy_lanes.mask[buf][i] = 0;
+}
+ALLOY_FN void alloy_lanes_enter(int phase, unsigned lid, unsigned buf) {
+    alloy_lanes.phase = phase;
+    alloy_lanes.lid = lid;
+    alloy_lanes.buf = buf;
+}
+ALLOY_FN void alloy_lanes_leave() { alloy_lanes.phase = 0; }
+
 template <class T> ALLOY_FN alloy_simd_view alloy_simd_xchg(const T &v) {
     static_assert(sizeof(T) <= ALLOY_CPU_SIMD_SLOT, "SIMD operand larger than a lane slot");
     alloy_simd_view s;
     const alloy_cpu_group *g = alloy_cur_group;
+    if ((!g || !g->sched) && alloy_lanes.phase) { /* loop mode */
+        const uint sg = alloy_lanes.lid / 32u, lane = alloy_lanes.lid % 32u, b = alloy_lanes.buf;
+        unsigned char *base = alloy_lanes.slots[b] + (size_t)sg * 32u * ALLOY_CPU_SIMD_SLOT;
+        if (alloy_lanes.phase == 1) {
+            ALLOY_MEMCPY(base + lane * ALLOY_CPU_SIMD_SLOT, &v, sizeof(T));
+            alloy_lanes.mask[b][sg] |= 1u << lane;
+        }
+        s.slots = base;
+        s.active = alloy_lanes.mask[b][sg];
+        s.lane = lane;
+        return s;
+    }
     if (!g || !g->sched) { /* lone lane 0 */
         ALLOY_MEMCPY(alloy_simd_alone, &v, sizeof(T));
         s.slots = alloy_simd_alone;
