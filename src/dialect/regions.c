@@ -43,6 +43,7 @@ typedef struct rg {
     int n_regions;
     int has_return;
     int live;       /* threads that return are marked dead for later regions */
+    int any_sync;   /* the body has barriers or SIMD-group functions */
     int bad;        /* the body does not qualify */
     int oom;
     /* header identifiers (functions that may write their arguments) */
@@ -568,9 +569,10 @@ static int lane_stmt(rg *r, int k) {
     if (op < 0) return 0;
     int e = skip_group(r, op + 1);
     if (e < 0 || e > s->t1) return 0;
+    /* evaluated unconditionally: nothing before it may skip it */
     for (int i = s->t0; i < s->t1; i++) {
-        if (i >= op && i < e) continue;
-        if (tis(r, i, "?") || tis(r, i, "&&") || tis(r, i, "||") || tis(r, i, "return")) return 0;
+        if (tis(r, i, "return")) return 0;
+        if (i < op && (tis(r, i, "?") || tis(r, i, "&&") || tis(r, i, "||"))) return 0;
     }
     for (int i = op + 2; i < e - 1; i++) {
         if (is_assign(r, i) || tis(r, i, "++") || tis(r, i, "--") || tkind(r, i) == ALLOY_TOK_STRING) return 0;
@@ -912,6 +914,7 @@ static void check_control(rg *r, int k) {
  * goes with the statement after it). */
 static int group_level(const rg *r, int k) {
     const stmt *s = &r->s[k];
+    if (!r->any_sync) return 0; /* without barriers the whole body is one region */
     if (s->kind == S_SIMPLE) return s->cls == C_HOIST || s->cls == C_BARRIER || s->cls == C_UASSIGN;
     if (s->kind == S_PRAGMA) return s->next >= 0 && group_level(r, s->next);
     if (s->kind == S_EMPTY) return 0;
@@ -1331,6 +1334,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     int any = 0;
     for (int k = first; k >= 0; k = r.s[k].next) any |= mark_barriers(&r, k);
     if (r.bad) goto done;
+    r.any_sync = any;
     collect_list(&r, first);
     if (r.bad) goto done;
     /* split-level names must be unique (they become group-level names,
@@ -1358,7 +1362,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     alloy_sb_init(&sb);
     r.out = &sb;
     r.out_line = ctx->first_line;
-    r.live = r.has_return && any; /* without barriers, a returning thread has no later region */
+    r.live = r.has_return && r.n_regions > 1; /* else a returning thread has no later region */
     if (r.live)
         put(&r, "  static thread_local unsigned char alloy_live_s[ALLOY_CPU_MAX_GROUP_THREADS];\n"
                 "  unsigned char *const alloy_live = alloy_live_s;\n"

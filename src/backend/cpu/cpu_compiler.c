@@ -2,7 +2,9 @@
  * from a pipe until EOF, then waitpid) and derives its identity.
  *
  * Flags: C++20 (Metal 4's matmul2d takes its descriptor as a class-type
- * template argument), -O2, position-independent shared object, no exceptions or
+ * template argument), -O3 (the threads' loops are vectorised and small inner
+ * loops unrolled), -fopenmp-simd (only the `omp simd` marks on those loops,
+ * no OpenMP runtime), position-independent shared object, no exceptions or
  * RTTI (kernels use neither), -fno-math-errno (lets sqrt etc. inline; errno is
  * meaningless in a kernel), -g0, and -march=native where the compiler takes
  * it (kernels are built for the machine that runs them, like a JIT: the
