@@ -26,6 +26,10 @@
 #include "dialect/regions.h"
 #include "dialect/rewrite.h"
 
+/* Bodies beyond these keep the fiber path (or, without barriers, the plain
+ * per-thread loop): the analysis is quadratic in places. */
+enum { MAX_DEPTH = 256, MAX_TOKENS = 40000, MAX_VARS = 512 };
+
 /* ---- tokens --------------------------------------------------------------- */
 
 typedef struct rg {
@@ -44,6 +48,7 @@ typedef struct rg {
     int has_return;
     int live;       /* threads that return are marked dead for later regions */
     int any_sync;   /* the body has barriers or SIMD-group functions */
+    int depth;      /* statement nesting while parsing */
     int bad;        /* the body does not qualify */
     int oom;
     /* header identifiers (functions that may write their arguments) */
@@ -154,6 +159,7 @@ static int new_stmt(rg *r, int kind, int t0) {
 }
 
 static int parse_stmt(rg *r, int i, int *end);
+static int parse_stmt_at(rg *r, int i, int *end);
 
 /* `( ... )` at i: sets the inside and returns the token after it. */
 static int parens(rg *r, int i, int *h0, int *h1) {
@@ -188,10 +194,16 @@ static int parse_list(rg *r, int i, int stop_at_brace, int *end) {
 }
 
 static int parse_stmt(rg *r, int i, int *end) {
-    if (i >= r->n) {
+    if (i >= r->n || ++r->depth > MAX_DEPTH) {
         r->bad = 1;
         return -1;
     }
+    int k = parse_stmt_at(r, i, end);
+    r->depth--;
+    return k;
+}
+
+static int parse_stmt_at(rg *r, int i, int *end) {
     int k;
     if (tkind(r, i) == ALLOY_TOK_PREPROC) {
         /* `#pragma` stays with the statement after it; other directives could
@@ -1208,13 +1220,29 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
     }
     free(need);
     put(r, "\n    {");
+    int plain = -1; /* first of a run of statements copied as they are, in one piece */
     for (int k = first; k >= 0 && k != last_excl; k = r->s[k].next) {
         const stmt *s = &r->s[k];
         int lanes = s->kind == S_SIMPLE && s->cls == C_LANES;
-        if (lanes) putf(r, "\n    alloy_lanes_enter(2, alloy_L, %d);", s->buf); /* the result */
         int lifted = 0;
         if (s->kind == S_SIMPLE && (s->cls == C_DECL || lanes) && s->decl_v0 >= 0)
             for (int v = s->decl_v0; v < s->decl_v0 + s->decl_nv; v++) lifted |= r->v[v].cls == V_LIFT;
+        if (!lanes && !lifted) {
+            if (plain < 0) plain = k;
+            int nx = s->next;
+            if (nx >= 0 && nx != last_excl) continue;
+        }
+        if (plain >= 0) {
+            const stmt *p0 = &r->s[plain];
+            int end = s->t1; /* k ends the run, or the run ends before k */
+            if (lanes || lifted)
+                for (int q = plain; q != k; q = r->s[q].next) end = r->s[q].t1;
+            body_line(r, p0->t0);
+            region_text(r, p0->t0, end, done);
+            plain = -1;
+            if (!lanes && !lifted) continue;
+        }
+        if (lanes) putf(r, "\n    alloy_lanes_enter(2, alloy_L, %d);", s->buf); /* the result */
         if (lifted) {
             lifted_decl(r, s, done);
         } else {
@@ -1329,6 +1357,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     }
     int result = 0;
     int end = 0;
+    if (r.n > MAX_TOKENS) goto done;
     int first = parse_list(&r, 0, 0, &end);
     if (r.bad || end != r.n) goto done;
     int any = 0;
@@ -1337,6 +1366,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     r.any_sync = any;
     collect_list(&r, first);
     if (r.bad) goto done;
+    if (r.nv > MAX_VARS) goto done;
     /* split-level names must be unique (they become group-level names,
      * storage slots and recomputed declarations) */
     for (int a = 0; a < r.nv; a++)
