@@ -95,6 +95,7 @@ typedef struct var {
     int constant;      /* constexpr or static const: a value fixed for the launch */
     int cls;
     int written;       /* written somewhere besides its declaration */
+    int addr;          /* its address is taken */
     int region;        /* region of its declaration */
     int id;
 } var;
@@ -833,6 +834,9 @@ static void find_uniform(rg *r) {
         int v = var_named(r, i);
         if (v < 0 || r->v[v].name == i) continue;
         if (write_site(r, i)) r->v[v].written = 1;
+        if (tis(r, i - 1, "&") && !(is_ident(r, i - 2) || tkind(r, i - 2) == ALLOY_TOK_NUMBER ||
+                                    tis(r, i - 2, ")") || tis(r, i - 2, "]")))
+            r->v[v].addr = 1;
     }
     for (int changed = 1; changed;) {
         changed = 0;
@@ -1108,6 +1112,23 @@ static void region_text(rg *r, int a, int b, int done_label) {
     text(r, c, b);
 }
 
+/* A kept variable the regions reach through a reference to its slot (an
+ * array, or one whose address is taken); the others are copied into a local
+ * at a region's start and back at its end, so the compiler keeps them in
+ * registers inside the region's loops. */
+static int by_ref(const var *x) { return x->dims1 > x->dims0 || x->addr; }
+
+/* `if (c) return;` or `if (c) { return; }` at a region's level. */
+static int early_return(const rg *r, const stmt *s) {
+    if (s->kind != S_IF || s->els >= 0 || tis(r, s->t0 + 1, "constexpr")) return 0;
+    const stmt *b = &r->s[s->body];
+    if (b->kind == S_BLOCK) {
+        if (b->first < 0 || r->s[b->first].next >= 0) return 0;
+        b = &r->s[b->first];
+    }
+    return b->kind == S_SIMPLE && tis(r, b->t0, "return") && tis(r, b->t0 + 1, ";");
+}
+
 /* A lifted declaration inside its region: the storage slot, then the
  * initialiser as an assignment. */
 static void lifted_decl(rg *r, const stmt *s, int done_label) {
@@ -1180,7 +1201,11 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
         putf(r, ";\n  auto *const alloy_p%d = alloy_st%d;\n", x->id, x->id);
     }
     int done = r->label++;
-    put(r, "  ALLOY_THREAD_LOOP {\n"
+    int lanes = deposit >= 0;
+    for (int k = first; k >= 0 && k != last_excl; k = r->s[k].next)
+        lanes |= r->s[k].kind == S_SIMPLE && r->s[k].cls == C_LANES;
+    put(r, lanes ? "  ALLOY_THREAD_LOOP_SCALAR {\n" : "  ALLOY_THREAD_LOOP {\n");
+    put(r, ""
            "    const unsigned alloy_lx = alloy_gx - alloy_bx;\n"
            "    const int alloy_t = (int)alloy_lx + (int)alloy_s0 * (alloy_ly + (int)alloy_s1 * alloy_lz);\n");
     if (r->live) put(r, "    if (!alloy_live[alloy_t]) continue;\n");
@@ -1213,20 +1238,22 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
             text(r, x->name, x->init1);
             put(r, ";");
         } else {
-            putf(r, "\n    [[maybe_unused]] auto &");
+            putf(r, "\n    [[maybe_unused]] auto %s", by_ref(x) ? "&" : "");
             text(r, x->name, x->name + 1);
             putf(r, " = alloy_p%d[alloy_t];", x->id);
         }
     }
-    free(need);
     put(r, "\n    {");
     int plain = -1; /* first of a run of statements copied as they are, in one piece */
+    int guards = 0; /* `if (c) return;` became `if (!(c)) {` around the rest */
     for (int k = first; k >= 0 && k != last_excl; k = r->s[k].next) {
         const stmt *s = &r->s[k];
         int lanes = s->kind == S_SIMPLE && s->cls == C_LANES;
-        int lifted = 0;
+        int lifted = 0, exit = early_return(r, s);
         if (s->kind == S_SIMPLE && (s->cls == C_DECL || lanes) && s->decl_v0 >= 0)
-            for (int v = s->decl_v0; v < s->decl_v0 + s->decl_nv; v++) lifted |= r->v[v].cls == V_LIFT;
+            for (int v = s->decl_v0; v < s->decl_v0 + s->decl_nv; v++)
+                lifted |= r->v[v].cls == V_LIFT && by_ref(&r->v[v]);
+        lifted |= exit; /* not copied as it is */
         if (!lanes && !lifted) {
             if (plain < 0) plain = k;
             int nx = s->next;
@@ -1241,6 +1268,14 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
             region_text(r, p0->t0, end, done);
             plain = -1;
             if (!lanes && !lifted) continue;
+        }
+        if (exit) { /* the rest of the region in a block: loops with an early exit vectorise */
+            body_line(r, s->t0);
+            put(r, r->live ? "if (" : "if (!(");
+            text(r, s->h0, s->h1);
+            put(r, r->live ? ") alloy_live[alloy_t] = 0; else {" : ")) {");
+            guards++;
+            continue;
         }
         if (lanes) putf(r, "\n    alloy_lanes_enter(2, alloy_L, %d);", s->buf); /* the result */
         if (lifted) {
@@ -1261,7 +1296,18 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
         gen_lines(r);
         put(r, "    alloy_lanes_leave();");
     }
+    /* kept variables back to their slots (a thread that returned skips this:
+     * no later region runs it) */
+    for (int v = 0; v < r->nv; v++) {
+        const var *x = &r->v[v];
+        if (x->cls != V_LIFT || by_ref(x) || !(need[v] || x->region == id)) continue;
+        putf(r, "\n    alloy_p%d[alloy_t] = ", x->id);
+        text(r, x->name, x->name + 1);
+        put(r, ";");
+    }
+    free(need);
     gen_lines(r);
+    while (guards-- > 0) put(r, "    }\n");
     putf(r, "    }\n    alloy_done_%d:;\n  }\n", done);
 }
 

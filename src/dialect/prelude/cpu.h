@@ -36,6 +36,12 @@
     for (int alloy_lz = 0; alloy_lz < (int)alloy_s2; ++alloy_lz)                 \
         for (int alloy_ly = 0; alloy_ly < (int)alloy_s1; ++alloy_ly)             \
             _Pragma("omp simd") for (unsigned alloy_gx = alloy_bx; alloy_gx < alloy_ex; ++alloy_gx)
+/* the same without `omp simd`, for regions that exchange SIMD-group values
+ * (calls into the exchange: no vector lanes, and the mark only costs) */
+#define ALLOY_THREAD_LOOP_SCALAR                                                       \
+    for (int alloy_lz = 0; alloy_lz < (int)alloy_s2; ++alloy_lz)                 \
+        for (int alloy_ly = 0; alloy_ly < (int)alloy_s1; ++alloy_ly)             \
+            for (unsigned alloy_gx = alloy_bx; alloy_gx < alloy_ex; ++alloy_gx)
 
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
@@ -133,10 +139,15 @@ struct alloy_lane_exchange {
     unsigned buf;
     uint mask[2][ALLOY_CPU_MAX_GROUP_THREADS / 32u];
     unsigned char slots[2][ALLOY_CPU_MAX_GROUP_THREADS * ALLOY_CPU_SIMD_SLOT];
+    /* a simdgroup reduction's result, computed by the first lane that asks
+     * (every lane gets the same value) */
+    uint reduced[2];
+    unsigned char result[2][ALLOY_CPU_MAX_GROUP_THREADS / 32u][ALLOY_CPU_SIMD_SLOT];
 };
 static thread_local alloy_lane_exchange alloy_lanes;
 ALLOY_FN void alloy_lanes_reset(unsigned buf) {
     for (uint i = 0; i < ALLOY_CPU_MAX_GROUP_THREADS / 32u; i++) alloy_lanes.mask[buf][i] = 0;
+    alloy_lanes.reduced[buf] = 0;
 }
 ALLOY_FN void alloy_lanes_enter(int phase, unsigned lid, unsigned buf) {
     alloy_lanes.phase = phase;
@@ -188,11 +199,23 @@ template <uint W> ALLOY_FN uint alloy_grp_mask(const alloy_simd_view &s) {
 
 template <uint W, class T, class Op> ALLOY_FN T alloy_grp_reduce(const T &x, Op op) {
     alloy_simd_view s = alloy_simd_xchg(x);
+    /* loop mode's results: once per simdgroup (the same sums in the same order) */
+    const bool once = W == 32u && alloy_lanes.phase == 2 && !(alloy_cur_group && alloy_cur_group->sched);
+    const uint sg = alloy_lanes.lid / 32u, b = alloy_lanes.buf;
+    if (once && ((alloy_lanes.reduced[b] >> sg) & 1u)) {
+        T r;
+        ALLOY_MEMCPY(&r, alloy_lanes.result[b][sg], sizeof(T));
+        return r;
+    }
     uint m = alloy_grp_mask<W>(s);
     uint i0 = (uint)ALLOY_CTZ32(m);
     T acc = alloy_simd_get<T>(s, i0);
     for (uint i = i0 + 1; i < 32u; i++)
         if ((m >> i) & 1u) acc = op(acc, alloy_simd_get<T>(s, i));
+    if (once) {
+        ALLOY_MEMCPY(alloy_lanes.result[b][sg], &acc, sizeof(T));
+        alloy_lanes.reduced[b] |= 1u << sg;
+    }
     return acc;
 }
 /* Prefix over the active lanes before the caller (and the caller itself if

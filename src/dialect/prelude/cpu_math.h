@@ -20,7 +20,7 @@
  * parts so k*ln2_hi is exact), e^r by its Taylor series to r^12, 2^k built
  * in the exponent field with 64-bit integer arithmetic (vectorisable
  * without AVX-512). */
-static inline double alloy_cpu_exp_d(double y) {
+static inline __attribute__((always_inline)) double alloy_cpu_exp_d(double y) {
     const double shift = 0x1.8p52, inv_ln2 = 0x1.71547652b82fep0;
     const double ln2_hi = 0x1.62e42fee00000p-1, ln2_lo = 0x1.a39ef35793c76p-33;
     double kd = y * inv_ln2 + shift;
@@ -46,7 +46,7 @@ static inline double alloy_cpu_exp_d(double y) {
 
 /* e^y - 1 for |y| <= 1.25 by its Taylor series to y^17 (relative error
  * below 2e-13; finite, and unused, for larger y). */
-static inline double alloy_cpu_expm1_small_d(double y) {
+static inline __attribute__((always_inline)) double alloy_cpu_expm1_small_d(double y) {
     double p = 1.0 / 355687428096000.0; /* 1/17! */
     p = p * y + 1.0 / 20922789888000.0;
     p = p * y + 1.0 / 1307674368000.0;
@@ -67,7 +67,7 @@ static inline double alloy_cpu_expm1_small_d(double y) {
     return p * y;
 }
 
-static inline float alloy_cpu_expf(float xf) {
+static inline __attribute__((always_inline)) float alloy_cpu_expf(float xf) {
     double x = xf;
     x = x > 89.0 ? 89.0 : x; /* beyond: inf (and 0 below -104) once rounded to float */
     x = x < -104.0 ? -104.0 : x;
@@ -76,7 +76,7 @@ static inline float alloy_cpu_expf(float xf) {
 
 /* tanh|x| = e / (e + 2) with e = e^(2|x|) - 1, the sign put back after;
  * |x| >= 20 gives 1 (as float it is 1 from |x| ~ 9 on). */
-static inline float alloy_cpu_tanhf(float xf) {
+static inline __attribute__((always_inline)) float alloy_cpu_tanhf(float xf) {
     double x = xf;
     double a = __builtin_fabs(x);
     a = a > 20.0 ? 20.0 : a;
