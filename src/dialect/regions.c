@@ -1173,6 +1173,15 @@ static void storage_type(rg *r, const var *x) {
         if (q < last_star || !tis(r, q, "const")) text_sp(r, q, q + 1);
 }
 
+/* Whether tokens [a, b) may write variable v. */
+static int writes_in(const rg *r, int v, int a, int b) {
+    for (int i = a; i < b; i++)
+        if (same_tok(r, i, r->v[v].name) && !tis(r, i - 1, ".") && !tis(r, i - 1, "->") && !tis(r, i - 1, "::") &&
+            write_site(r, i))
+            return 1;
+    return 0;
+}
+
 static int uses_in(const rg *r, int v, int a, int b) {
     for (int i = a; i < b; i++)
         if (same_tok(r, i, r->v[v].name) && !tis(r, i - 1, ".") && !tis(r, i - 1, "->") && !tis(r, i - 1, "::")) return 1;
@@ -1301,6 +1310,7 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
     for (int v = 0; v < r->nv; v++) {
         const var *x = &r->v[v];
         if (x->cls != V_LIFT || by_ref(x) || !(need[v] || x->region == id)) continue;
+        if (x->region != id && !writes_in(r, v, a, b)) continue; /* unchanged here */
         putf(r, "\n    alloy_p%d[alloy_t] = ", x->id);
         text(r, x->name, x->name + 1);
         put(r, ";");
