@@ -187,6 +187,38 @@ static void test_live_values(void) {
     ku_free_inputs(&s);
 }
 
+/* ---- returns inside a uniform loop --------------------------------------------- */
+
+/* Threads leave in different rounds of a loop with a barrier: a thread that
+ * returned must not run the loop's regions again. */
+static const char *leave_body = /* the loop's body is the only region */
+    "for (int r = 0; r < 4; r++) {\n"
+    "    if (int(thread_index_in_threadgroup % 4) == r) return;\n"
+    "    out[thread_position_in_grid.x] += 1;\n"
+    "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "}\n";
+
+static void test_returns_in_loop(void) {
+    enum { N = 128, TG = 64 };
+    int32_t out[N];
+    ku_spec s = {0};
+    s.name = "regions_leave";
+    s.body = leave_body;
+    s.has_init = 1;
+    s.init = 0;
+    s.n_out = 1;
+    s.out_names[0] = "out";
+    s.out_dtype[0] = ALLOY_INT32;
+    s.out_n[0] = N;
+    s.out_host[0] = out;
+    s.grid[0] = N;
+    s.tg[0] = TG;
+    check_path(&s, 1);
+    CHECK_OK(ku_run(&s));
+    /* thread t runs rounds 0 .. t % 4 - 1, then leaves for good */
+    for (int i = 0; i < N; i++) CHECK_MSG(out[i] == i % TG % 4, "out[%d] = %d, want %d", i, out[i], i % TG % 4);
+}
+
 /* ---- 2-D groups, partial at both edges --------------------------------------- */
 
 static const char *rotate_body =
@@ -354,6 +386,7 @@ static void test_fiber_fallback(void) {
 int main(void) {
     RUN(test_tree_reduction);
     RUN(test_live_values);
+    RUN(test_returns_in_loop);
     RUN(test_partial_2d);
     RUN(test_simd_functions);
     RUN(test_fiber_fallback);

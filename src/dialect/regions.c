@@ -1448,7 +1448,9 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
     alloy_sb_init(&sb);
     r.out = &sb;
     r.out_line = ctx->first_line;
-    r.live = r.has_return && r.n_regions > 1; /* else a returning thread has no later region */
+    /* with barriers, a region may run again (in a loop) or be followed by
+     * others: returned threads are marked; without, the one region runs once */
+    r.live = r.has_return && r.any_sync;
     if (r.live)
         put(&r, "  static thread_local unsigned char alloy_live_s[ALLOY_CPU_MAX_GROUP_THREADS];\n"
                 "  unsigned char *const alloy_live = alloy_live_s;\n"
