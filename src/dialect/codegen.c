@@ -727,7 +727,7 @@ static alloy_status emit_cpu_regions(alloy_strbuf *sb, const alloy_codegen_reque
                              pro.data ? pro.data : "", req->header, body_file, gen_file,
                              next_line(sb)};
     int r = (uni.failed || thr.failed || pro.failed || sb->failed) ? -1
-                                                                   : alloy_regions_emit(body.data, &ctx, sb);
+                                                                   : alloy_regions_emit(body.data ? body.data : "", &ctx, sb);
     names_free(&uni);
     names_free(&thr);
     alloy_sb_free(&pro);

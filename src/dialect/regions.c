@@ -967,7 +967,7 @@ static void plan_list(rg *r, int first) {
 static void plan_stmt(rg *r, int k) {
     const stmt *s = &r->s[k];
     if (s->kind == S_BLOCK) plan_list(r, s->first);
-    else if (s->kind != S_SIMPLE) {
+    else if (s->kind == S_FOR || s->kind == S_WHILE || s->kind == S_DO || s->kind == S_IF) {
         int b = s->body, e = s->els;
         if (r->s[b].kind == S_BLOCK) plan_list(r, r->s[b].first);
         else plan_list(r, b);
@@ -1461,7 +1461,7 @@ int alloy_regions_emit(const char *src, const alloy_regions_ctx *ctx, alloy_strb
         alloy_sb_free(&sb);
         goto done;
     }
-    alloy_sb_append_n(out, sb.data, sb.len);
+    if (sb.len) alloy_sb_append_n(out, sb.data, sb.len);
     alloy_sb_free(&sb);
     result = 1;
 done:
