@@ -15,7 +15,7 @@
  * Usage: bench_cpu_pocl [reps, default 9]
  * Threads: alloy and the C loops use ALLOY_NUM_THREADS or all cores; PoCL its
  * own default (all cores). The C loops are built with the benchmark's flags
- * (no -march), as alloy's kernels are today. */
+ * (no -march; alloy's kernels get -march=native, docs/dialect.md "CPU"). */
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>

@@ -262,6 +262,26 @@ static unsigned launch_geometry(const alloy_launch *l, const uint32_t tg[3]) {
 
 /* ---- specialisation ----------------------------------------------------- */
 
+/* What of the launch's shape a specialisation is built for: the geometry
+ * class, and for a synchronising kernel on the CPU the threadgroup size
+ * (its barrier regions become loops with constant trip counts, like a
+ * work-group function compiled for one local size); zeros where unknown. */
+typedef struct launch_class {
+    unsigned geometry;
+    uint32_t tg[3];
+} launch_class;
+
+static launch_class make_class(unsigned geometry, const uint32_t *tg) {
+    launch_class c = {geometry, {0, 0, 0}};
+    if (tg) memcpy(c.tg, tg, sizeof c.tg);
+    return c;
+}
+
+/* The threadgroup size the code of kernel k for target t is specialised on. */
+static const uint32_t *class_tg(const alloy_kernel *k, alloy_codegen_target t, const launch_class *c) {
+    return t == ALLOY_TARGET_CPU && k->uses_sync && c->tg[0] ? c->tg : NULL;
+}
+
 /* The specialisation key: raw bytes (device, input dtypes and ranks,
  * output dtypes, template arguments, the launch's geometry class), built without formatting or
  * allocation when it fits the caller's buffer — this runs on every launch. */
@@ -292,13 +312,15 @@ static int debug_build(const alloy_device *dev) {
 }
 
 static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                    const alloy_launch *l, unsigned geometry, spec_keybuf *b) {
+                    const alloy_launch *l, const launch_class *lc, spec_keybuf *b) {
     b->data = b->local;
     b->len = 0;
     b->cap = sizeof b->local;
     int ok = key_put(b, &dev, sizeof dev);
-    unsigned char g[2] = {(unsigned char)geometry, (unsigned char)debug_build(dev)};
+    unsigned char g[2] = {(unsigned char)lc->geometry, (unsigned char)debug_build(dev)};
     ok &= key_put(b, g, 2);
+    const uint32_t *tg = class_tg(k, dev->backend->target, lc);
+    if (tg) ok &= key_put(b, tg, 3 * sizeof *tg);
     for (int i = 0; i < k->n_inputs; i++) {
         unsigned char c[2] = {(unsigned char)inputs[i]->dtype, (unsigned char)inputs[i]->ndim};
         ok &= key_put(b, c, 2);
@@ -333,8 +355,9 @@ static int key_equal(const specialization *s, const spec_keybuf *b) {
 }
 
 static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
-                             alloy_array *const *inputs, const alloy_launch *l, unsigned geometry,
+                             alloy_array *const *inputs, const alloy_launch *l, const launch_class *lc,
                              int debug, alloy_codegen_result *res) {
+    const uint32_t *tg = class_tg(k, target, lc);
     alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
     alloy_codegen_output out[k->n_outputs];
     for (int i = 0; i < k->n_inputs; i++) {
@@ -361,7 +384,8 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .templates = l->templates,
         .n_constants = l->n_constants,
         .constants = l->constants,
-        .geometry = geometry,
+        .geometry = lc->geometry,
+        .threadgroup = {tg ? tg[0] : 0, tg ? tg[1] : 0, tg ? tg[2] : 0},
         .cpu_debug = debug && target == ALLOY_TARGET_CPU,
     };
     memset(res, 0, sizeof *res);
@@ -391,7 +415,7 @@ static void make_job(const alloy_kernel *k, alloy_device *dev, const char *sourc
  * fails the launch. CI uses it to compile every test kernel with NVRTC on a
  * machine without a GPU. */
 static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inputs,
-                                  const alloy_launch *l, unsigned geometry) {
+                                  const alloy_launch *l, const launch_class *lc) {
     const char *name = getenv("ALLOY_COMPILE_CHECK");
     if (!name || !*name) return ALLOY_OK;
     const alloy_backend *b = alloy_backend_named(name);
@@ -400,7 +424,7 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
                            "ALLOY_COMPILE_CHECK=%s: no backend of that name can compile without a "
                            "device", name);
     alloy_codegen_result res;
-    alloy_status st = generate(k, b->target, inputs, l, geometry, 0, &res);
+    alloy_status st = generate(k, b->target, inputs, l, lc, 0, &res);
     if (st != ALLOY_OK) return st;
     char hash[65];
     alloy_sha256_hex(res.source, strlen(res.source), hash);
@@ -418,10 +442,10 @@ static alloy_status compile_check(const alloy_kernel *k, alloy_array *const *inp
 /* Finds or builds the specialisation for these inputs and launch.
  * *origin: 1 memory, 2 disk, 0 compiled now (for alloy_kernel_compile). */
 static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *const *inputs,
-                             const alloy_launch *l, unsigned geometry, specialization **out,
+                             const alloy_launch *l, const launch_class *lc, specialization **out,
                              int *origin, char **log) {
     spec_keybuf key;
-    if (!spec_key(k, dev, inputs, l, geometry, &key)) {
+    if (!spec_key(k, dev, inputs, l, lc, &key)) {
         key_release(&key);
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
@@ -438,7 +462,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     pthread_mutex_unlock(&k->lock);
 
     alloy_codegen_result res;
-    alloy_status st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res);
+    alloy_status st = generate(k, dev->backend->target, inputs, l, lc, debug_build(dev), &res);
     if (st != ALLOY_OK) {
         key_release(&key);
         return st;
@@ -448,7 +472,7 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     make_job(k, dev, res.source, res.uses_sync, hash, &job);
     void *program = NULL;
     st = alloy_program_cache_get(dev, &job, &program, origin, log);
-    if (st == ALLOY_OK) st = compile_check(k, inputs, l, geometry);
+    if (st == ALLOY_OK) st = compile_check(k, inputs, l, lc);
     if (st != ALLOY_OK) {
         key_release(&key);
         alloy_codegen_result_clear(&res);
@@ -567,7 +591,8 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
     }
 
     specialization *spec = NULL;
-    if ((st = get_spec(k, dev, inputs, l, launch_geometry(l, tg), &spec, NULL, NULL)) != ALLOY_OK)
+    const launch_class lc = make_class(launch_geometry(l, tg), tg);
+    if ((st = get_spec(k, dev, inputs, l, &lc, &spec, NULL, NULL)) != ALLOY_OK)
         return st;
     if (l->verbose) {
         printf("Generated source code for `%s`:\n```\n%s\n```\n", k->name,
@@ -659,7 +684,7 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
 /* Checks what inspection needs and gives the launch's geometry class (the
  * general one, every check, when the launch has no grid yet). */
 static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
-                                    const alloy_launch *l, alloy_device **dev, unsigned *geometry) {
+                                    const alloy_launch *l, alloy_device **dev, launch_class *lc) {
     alloy_status st;
     if (!k) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel is NULL");
     if (!*dev && (st = resolve_device(k, n_inputs, inputs, NULL, dev)) != ALLOY_OK) return st;
@@ -669,11 +694,11 @@ static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "kernel '%s' has %d outputs but the launch describes %d", k->name,
                            k->n_outputs, l->n_outputs);
-    *geometry = ALLOY_GEOMETRY_ALL;
+    *lc = make_class(ALLOY_GEOMETRY_ALL, NULL);
     if (l->grid[0] && l->grid[1] && l->grid[2]) {
         uint32_t tg[3];
         if ((st = clamp_threadgroup(k, l, tg)) != ALLOY_OK) return st;
-        *geometry = launch_geometry(l, tg);
+        *lc = make_class(launch_geometry(l, tg), tg);
     }
     return ALLOY_OK;
 }
@@ -681,11 +706,11 @@ static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *
 alloy_status alloy_kernel_generated_source(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
                                            const alloy_launch *l, alloy_device *dev, char **source) {
     if (!source) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "source is NULL");
-    unsigned geometry = ALLOY_GEOMETRY_ALL;
-    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
+    launch_class lc;
+    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &lc);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res)) !=
+    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), &res)) !=
         ALLOY_OK)
         return st;
     *source = res.source;
@@ -698,11 +723,11 @@ alloy_status alloy_kernel_compile(alloy_kernel *k, int n_inputs, alloy_array *co
                                   const alloy_launch *l, alloy_device *dev, alloy_compile_result *r) {
     if (!r) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "result is NULL");
     memset(r, 0, sizeof *r);
-    unsigned geometry = ALLOY_GEOMETRY_ALL;
-    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &geometry);
+    launch_class lc;
+    alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &lc);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, geometry, debug_build(dev), &res)) !=
+    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), &res)) !=
         ALLOY_OK)
         return st;
     char hash[65];

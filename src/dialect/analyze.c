@@ -61,6 +61,13 @@ static void sync_cb(const char *id, int len, const char *next, int next_len, voi
     }
 }
 
+int alloy_sync_kind(const char *id, int len, const char *next, int next_len) {
+    if (ident_is(id, len, "threadgroup_barrier") || ident_is(id, len, "simdgroup_barrier")) return 1;
+    int found = 0;
+    sync_cb(id, len, next, next_len, &found);
+    return found ? 2 : 0;
+}
+
 int alloy_source_uses_sync(const char *src) {
     if (!src) return 0;
     size_t len = strlen(src);

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "dialect/regions.h"
 #include "dialect/rewrite.h"
 
 #define GENERATED_FILE "alloy-generated.cpp"
@@ -67,15 +68,15 @@ static void cpu_open_function(alloy_strbuf *sb, const alloy_codegen_request *req
 
 /* `alloy_a[k]` is the address of slot k's value (a buffer's data, a shape
  * array, ...). */
-static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
-                          const unsigned *slots) {
+static void cpu_arguments_as(alloy_strbuf *sb, const alloy_codegen_request *req,
+                             const unsigned *slots, int scalars_by_value) {
     int k = 0;
     for (int i = 0; i < req->n_inputs; i++) {
         const alloy_codegen_input *in = &req->inputs[i];
         const char *t = type_name(in->dtype);
         if (in->is_scalar) {
-            alloy_sb_printf(sb, "  [[maybe_unused]] const %s& %s = *(const %s*)alloy_a[%d];\n", t,
-                            in->name, t, k++);
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s%s %s = *(const %s*)alloy_a[%d];\n", t,
+                            scalars_by_value ? "" : "&", in->name, t, k++);
             continue;
         }
         if (req->cpu_debug) /* a checked pointer (cpu_debug.h) */
@@ -116,6 +117,11 @@ static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     }
 }
 
+static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
+                          const unsigned *slots) {
+    cpu_arguments_as(sb, req, slots, 0);
+}
+
 static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *req) {
     (void)req;
     alloy_sb_append(
@@ -128,6 +134,22 @@ static void cpu_attribute_locals(alloy_strbuf *sb, const alloy_codegen_request *
 }
 
 static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req, int uses_sync) {
+    const int tensor_ops =
+        alloy_source_uses_tensor_ops(req->body) || alloy_source_uses_tensor_ops(req->header);
+    if (uses_sync < 0) { /* barrier regions as loops: the group function is the entry */
+        alloy_sb_printf(sb,
+                        "#define ALLOY_EXPORT_ extern \"C\" __attribute__((visibility(\"default\")))\n"
+                        "ALLOY_EXPORT_ const unsigned alloy_cpu_abi = ALLOY_CPU_ABI_VERSION;\n"
+                        "ALLOY_EXPORT_ const int alloy_cpu_uses_sync = 0;\n"
+                        "ALLOY_EXPORT_ const int alloy_cpu_checked = %d;\n"
+                        "ALLOY_EXPORT_ void alloy_cpu_group_loop(const alloy_cpu_group *g) {\n"
+                        "  ALLOY_SET_GROUP(g);\n"
+                        "  alloy_kernel_group(g);\n"
+                        "}\n"
+                        "#undef ALLOY_EXPORT_\n",
+                        req->cpu_debug ? 1 : 0);
+        return;
+    }
     alloy_sb_printf(
         sb,
         "#define ALLOY_EXPORT_ extern \"C\" __attribute__((visibility(\"default\")))\n"
@@ -136,12 +158,12 @@ static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req,
         "ALLOY_EXPORT_ const int alloy_cpu_checked = %d;\n"
         "ALLOY_EXPORT_ void alloy_cpu_group_loop(const alloy_cpu_group *g) {\n"
         "  ALLOY_SET_GROUP(g);\n"
-        "  const unsigned sx = g->size[0], sy = g->size[1], sz = g->size[2];\n"
-        "  for (unsigned lz = 0; lz < sz; ++lz)\n"
-        "    for (unsigned ly = 0; ly < sy; ++ly)\n"
-        "      for (unsigned lx = 0; lx < sx; ++lx) {\n"
-        "        ALLOY_SET_LID(g, lx, ly, lz);\n"
-        "        alloy_kernel_body(g, lx, ly, lz);\n"
+        "  const int sx = (int)g->size[0], sy = (int)g->size[1], sz = (int)g->size[2];\n"
+        "  for (int lz = 0; lz < sz; ++lz)\n"
+        "    for (int ly = 0; ly < sy; ++ly)\n"
+        "      _Pragma(\"omp simd\") for (int lx = 0; lx < sx; ++lx) {\n"
+        "%s"
+        "        alloy_kernel_body(g, (unsigned)lx, (unsigned)ly, (unsigned)lz);\n"
         "      }\n"
         "}\n"
         "ALLOY_EXPORT_ void alloy_cpu_thread(const alloy_cpu_group *g, unsigned lx, unsigned ly,\n"
@@ -151,7 +173,10 @@ static void cpu_entry_points(alloy_strbuf *sb, const alloy_codegen_request *req,
         "  alloy_kernel_body(g, lx, ly, lz);\n"
         "}\n"
         "#undef ALLOY_EXPORT_\n",
-        uses_sync ? 1 : 0, req->cpu_debug ? 1 : 0);
+        uses_sync ? 1 : 0, req->cpu_debug ? 1 : 0,
+        /* only the tensor operations read the thread's index from the
+         * worker (a store per thread would keep the loop scalar) */
+        tensor_ops ? "        ALLOY_SET_LID(g, lx, ly, lz);\n" : "");
 }
 
 static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
@@ -544,6 +569,181 @@ static void emit_templates(alloy_strbuf *sb, const alloy_codegen_request *req) {
     }
 }
 
+/* ---- CPU: barrier regions as loops ---------------------------------------- */
+
+/* Attributes that differ between the threads of a group; the others are
+ * the same for the whole group. */
+static int attribute_per_thread(const char *name) {
+    static const char *const names[] = {
+        "thread_position_in_grid", "thread_position_in_threadgroup", "thread_index_in_threadgroup",
+        "thread_index_in_simdgroup", "simdgroup_index_in_threadgroup", "thread_index_in_quadgroup",
+        "quadgroup_index_in_threadgroup", NULL};
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(names[i], name)) return 1;
+    return 0;
+}
+
+/* A name list that owns its strings. */
+typedef struct name_list {
+    char **v;
+    int n, cap, failed;
+} name_list;
+
+static void names_add(name_list *l, const char *a, const char *b) {
+    if (l->failed) return;
+    if (l->n == l->cap) {
+        int cap = l->cap ? l->cap * 2 : 32;
+        char **v = realloc(l->v, sizeof *v * (size_t)cap);
+        if (!v) {
+            l->failed = 1;
+            return;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    size_t la = strlen(a), lb = b ? strlen(b) : 0;
+    char *p = malloc(la + lb + 1);
+    if (!p) {
+        l->failed = 1;
+        return;
+    }
+    memcpy(p, a, la);
+    if (lb) memcpy(p + la, b, lb);
+    p[la + lb] = 0;
+    l->v[l->n++] = p;
+}
+
+static void names_free(name_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+}
+
+/* The group function of a body whose barriers sit in group-uniform control
+ * flow (regions.c): arguments and group-wide attributes once, then the
+ * regions as loops over the threads. *done = 0 (and sb unchanged) when the
+ * body keeps the fiber path. */
+static alloy_status emit_cpu_regions(alloy_strbuf *sb, const alloy_codegen_request *req,
+                                     const mentions *m, const unsigned *slots, const char *kname,
+                                     unsigned rewrite_flags, int *done) {
+    *done = 0;
+    char what[320];
+    snprintf(what, sizeof what, "the body of kernel '%.256s'", kname);
+    alloy_strbuf body;
+    alloy_sb_init(&body);
+    alloy_status st = alloy_rewrite_msl(req->body, what, rewrite_flags, &body);
+    if (st != ALLOY_OK) { /* the normal path reports it */
+        alloy_sb_free(&body);
+        return ALLOY_OK;
+    }
+    name_list uni = {0}, thr = {0};
+    for (int i = 0; i < req->n_inputs; i++) {
+        const alloy_codegen_input *in = &req->inputs[i];
+        if (in->is_scalar) {
+            names_add(&uni, in->name, NULL);
+            continue;
+        }
+        names_add(&uni, in->name, "_shape");
+        names_add(&uni, in->name, "_strides");
+        names_add(&uni, in->name, "_ndim");
+    }
+    for (int c = 0; c < req->n_constants; c++) names_add(&uni, req->constants[c].name, NULL);
+    for (int t = 0; t < req->n_templates; t++) names_add(&uni, req->templates[t].name, NULL);
+    alloy_strbuf pro;
+    alloy_sb_init(&pro);
+    alloy_sb_append(&pro, "    [[maybe_unused]] const unsigned alloy_L = alloy_lx + alloy_ly * alloy_tg[0] + "
+                          "alloy_lz * alloy_tg[0] * alloy_tg[1];\n");
+    for (int a = 0; a < alloy_attribute_count(); a++) {
+        const char *name = alloy_attribute_name(a);
+        if (!attribute_per_thread(name)) {
+            names_add(&uni, name, NULL);
+            continue;
+        }
+        names_add(&thr, name, NULL);
+        if (mentioned(m, name))
+            alloy_sb_printf(&pro, "    [[maybe_unused]] const %s %s = %s;\n",
+                            alloy_attribute_is_vector(a) ? "uint3" : "uint", name, attribute_expr(name));
+    }
+    const size_t mark = sb->len;
+    alloy_sb_append(sb, "static inline __attribute__((always_inline)) void alloy_kernel_group("
+                        "const alloy_cpu_group *alloy_g) {\n"
+                        "  [[maybe_unused]] void *const *alloy_a = alloy_g->launch->args;\n");
+    /* a 0-d input by value: read once per group, and no store to an output
+     * can change it (the threads' loops vectorise) */
+    cpu_arguments_as(sb, req, slots, 1);
+    emit_ranks(sb, req, m);
+    /* the group's geometry in locals (stores to the outputs cannot change them) */
+    if (req->threadgroup[0] && req->threadgroup[1] && req->threadgroup[2]) {
+        /* specialised on the threadgroup size: a dimension without a
+         * partial group has every group full */
+        alloy_sb_printf(sb, "  [[maybe_unused]] constexpr unsigned alloy_tg[3] = {%uu, %uu, %uu};\n",
+                        req->threadgroup[0], req->threadgroup[1], req->threadgroup[2]);
+        alloy_sb_append(sb, "  [[maybe_unused]] const unsigned alloy_sz[3] = {");
+        for (int d = 0; d < 3; d++) {
+            if (req->geometry & ALLOY_GEOMETRY_PARTIAL(d)) alloy_sb_printf(sb, "alloy_g->size[%d]", d);
+            else alloy_sb_printf(sb, "%uu", req->threadgroup[d]);
+            alloy_sb_append(sb, d < 2 ? ", " : "};\n");
+        }
+    } else {
+        alloy_sb_append(sb,
+                        "  [[maybe_unused]] const unsigned alloy_tg[3] = {alloy_g->launch->tg[0], "
+                        "alloy_g->launch->tg[1], alloy_g->launch->tg[2]};\n"
+                        "  [[maybe_unused]] const unsigned alloy_sz[3] = {alloy_g->size[0], alloy_g->size[1], "
+                        "alloy_g->size[2]};\n");
+    }
+    alloy_sb_append(
+        sb,
+        "  [[maybe_unused]] const unsigned alloy_gid[3] = {alloy_g->group_id[0], alloy_g->group_id[1], "
+        "alloy_g->group_id[2]};\n"
+        "  [[maybe_unused]] const unsigned alloy_grid[3] = {alloy_g->launch->grid[0], alloy_g->launch->grid[1], "
+        "alloy_g->launch->grid[2]};\n"
+        "  [[maybe_unused]] const unsigned alloy_groups[3] = {alloy_g->launch->groups[0], "
+        "alloy_g->launch->groups[1], alloy_g->launch->groups[2]};\n"
+        "  const unsigned alloy_s0 = alloy_sz[0], alloy_s1 = alloy_sz[1], alloy_s2 = alloy_sz[2];\n"
+        "  const unsigned alloy_bx = alloy_gid[0] * alloy_tg[0], alloy_ex = alloy_bx + alloy_s0;\n"
+        "  [[maybe_unused]] const unsigned alloy_n = alloy_s0 * alloy_s1 * alloy_s2;\n"
+        "  [[maybe_unused]] const unsigned alloy_Llast = (alloy_sz[2] - 1u) * alloy_tg[0] * alloy_tg[1] + "
+        "(alloy_sz[1] - 1u) * alloy_tg[0] + alloy_sz[0];\n"
+        "  [[maybe_unused]] const unsigned alloy_T = alloy_tg[0] * alloy_tg[1] * alloy_tg[2];\n");
+    for (int a = 0; a < alloy_attribute_count(); a++) {
+        const char *name = alloy_attribute_name(a);
+        if (!attribute_per_thread(name) && mentioned(m, name))
+            alloy_sb_printf(sb, "  [[maybe_unused]] const %s %s = %s;\n",
+                            alloy_attribute_is_vector(a) ? "uint3" : "uint", name, attribute_expr(name));
+    }
+    if (mentioned(m, "alloy_threadgroup_memory"))
+        alloy_sb_append(sb, "  [[maybe_unused]] unsigned char* alloy_threadgroup_memory = "
+                            "(unsigned char*)alloy_g->tg_memory;\n");
+    emit_templates(sb, req);
+    char body_file[300], gen_file[] = GENERATED_FILE;
+    {
+        alloy_strbuf f;
+        alloy_sb_init(&f);
+        append_file_name(&f, kname);
+        alloy_sb_append(&f, ".body");
+        snprintf(body_file, sizeof body_file, "%s", f.data ? f.data : "kernel.body");
+        alloy_sb_free(&f);
+    }
+    alloy_regions_ctx ctx = {(const char *const *)uni.v, uni.n, (const char *const *)thr.v, thr.n,
+                             pro.data ? pro.data : "", req->header, body_file, gen_file,
+                             next_line(sb)};
+    int r = (uni.failed || thr.failed || pro.failed || sb->failed) ? -1
+                                                                   : alloy_regions_emit(body.data ? body.data : "", &ctx, sb);
+    names_free(&uni);
+    names_free(&thr);
+    alloy_sb_free(&pro);
+    alloy_sb_free(&body);
+    if (r < 0) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
+    if (r == 0) {
+        sb->len = mark;
+        if (sb->data) sb->data[mark] = 0;
+        return ALLOY_OK;
+    }
+    ensure_newline(sb);
+    alloy_sb_append(sb, "}\n");
+    *done = 1;
+    return ALLOY_OK;
+}
+
 alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_result *out) {
     if (!out) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_codegen: out is NULL");
     memset(out, 0, sizeof *out);
@@ -627,6 +827,14 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     /* plumbing */
     int n_slots = 0;
     compute_slots(req, &m, slots, &n_slots);
+    int uses_sync = alloy_source_uses_sync(req->body) || alloy_source_uses_sync(req->header);
+    int region_loops = 0;
+    if (req->target == ALLOY_TARGET_CPU && !debug && !tensor_ops &&
+        !alloy_source_uses_sync(req->header)) {
+        st = emit_cpu_regions(&sb, req, &m, slots, kname, rewrite_flags, &region_loops);
+        if (st != ALLOY_OK) goto fail;
+    }
+    if (region_loops) goto entries;
     em->open_function(&sb, req, slots);
     em->arguments(&sb, req, slots);
     emit_ranks(&sb, req, &m);
@@ -643,9 +851,8 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     line_back(&sb);
     alloy_sb_append(&sb, "}\n");
 
-    /* entry points */
-    int uses_sync = alloy_source_uses_sync(req->body) || alloy_source_uses_sync(req->header);
-    em->entry_points(&sb, req, uses_sync);
+entries:
+    em->entry_points(&sb, req, region_loops ? -1 : uses_sync);
 
     if (sb.failed) {
         st = alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory generating code");
@@ -657,6 +864,7 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
         goto fail;
     }
     out->uses_sync = uses_sync;
+    out->region_loops = region_loops;
     out->input_slots = slots;
     out->n_slots = n_slots;
     free(m.v);

@@ -141,6 +141,9 @@ typedef struct alloy_codegen_request {
      * passes 2^32 threads. A target may use it to drop the out-of-grid check
      * and the partial-size arithmetic where they cannot matter. */
     unsigned geometry;
+    /* The dispatch threadgroup size when the code may be specialised on it
+     * (the CPU's barrier regions: constant trip counts), else zeros. */
+    unsigned threadgroup[3];
     /* CPU only: build for ALLOY_CPU_DEBUG (checked buffers, threadgroup
      * arrays and barrier sites; src/dialect/prelude/cpu_debug.h). */
     int cpu_debug;
@@ -154,6 +157,10 @@ typedef struct alloy_codegen_request {
 typedef struct alloy_codegen_result {
     char *source;   /* malloc'd full translation unit */
     int uses_sync;
+    /* CPU: the body synchronises, but its barriers run as regions between
+     * loops over the group's threads (no fibers; the kernel reports no
+     * synchronisation to the runtime) */
+    int region_loops;
     /* Which optional slots each input gets (the core builds arguments from
      * these): bit 0 shape, bit 1 strides. n_inputs entries, malloc'd. */
     unsigned *input_slots;

@@ -1,7 +1,8 @@
 /* prelude.c — the text pasted before every generated kernel of a target.
  *
  * The CPU prelude is the CPU ABI header (both sides of the dlopen boundary
- * must agree on it), the MSL definitions shared by all targets, the CPU
+ * must agree on it), the CPU's vectorisable exp and tanh, the MSL
+ * definitions shared by all targets, the CPU
  * specific part and its debug mode's checked memory, in that order. The CUDA prelude is the CUDA values of the
  * shared part's hooks, the shared part, and the CUDA specific part. The files
  * are embedded into the library at build time; each concatenation is built
@@ -15,6 +16,7 @@
 
 static const char *const cpu_files[] = {
     "src/backend/cpu/cpu_abi.h",
+    "src/dialect/prelude/cpu_math.h",
     "src/dialect/prelude/common.h",
     "src/dialect/prelude/cpu.h",
     "src/dialect/prelude/cpu_debug.h",

@@ -37,6 +37,11 @@ alloy_status alloy_rewrite_msl(const char *src, const char *what, unsigned flags
  * matrices (the rule of alloy_analyze_source). NULL is 0. */
 int alloy_source_uses_sync(const char *src);
 
+/* For one identifier (and the token after it): 1 for a barrier
+ * (threadgroup_barrier, simdgroup_barrier), 2 for another synchronising
+ * operation of the rule above, 0 otherwise. */
+int alloy_sync_kind(const char *ident, int len, const char *next, int next_len);
+
 /* 1 when attribute `index` is a uint3, 0 when a uint. */
 int alloy_attribute_is_vector(int index);
 

@@ -13,6 +13,9 @@
  *                       CUDA: `__device__ __forceinline__`)
  *   ALLOY_LIBM(f)       the libm function `f` (`__builtin_##f`; CUDA `::f`)
  *   ALLOY_LIBM_FAST(f)  the same for metal::fast:: (ALLOY_LIBM(f))
+ *   ALLOY_EXPF(HOOK) ALLOY_TANHF(HOOK)  float exp and tanh of a namespace whose
+ *                       libm hook is HOOK (HOOK(expf), HOOK(tanhf); the CPU's
+ *                       are in cpu_math.h)
  *   ALLOY_MEMCPY        bit copies (__builtin_memcpy; CUDA memcpy)
  *   ALLOY_POPC32/64 ALLOY_CLZ32/64 ALLOY_CTZ32/64  bit counting (nonzero
  *                       arguments only for clz/ctz; __builtin_*; CUDA __popc..)
@@ -51,6 +54,12 @@
 #endif
 #ifndef ALLOY_LIBM_FAST
 #define ALLOY_LIBM_FAST(f) ALLOY_LIBM(f)
+#endif
+#ifndef ALLOY_EXPF
+#define ALLOY_EXPF(HOOK) HOOK(expf)
+#endif
+#ifndef ALLOY_TANHF
+#define ALLOY_TANHF(HOOK) HOOK(tanhf)
 #endif
 #ifndef ALLOY_MEMCPY
 #ifdef ALLOY_PRELUDE_CUDA
@@ -900,13 +909,15 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
 
 /* One-argument libm function for float, double, half, bfloat, integers
  * (computed in float) and vectors; HOOK is ALLOY_LIBM or ALLOY_LIBM_FAST. */
-#define ALLOY_MATH1(name, cf, HOOK)                                                            \
-    template <class F, ALLOY_IS(F, float)> ALLOY_FN float name(F x) { return HOOK(cf##f)(x); } \
-    template <class F, ALLOY_IS(F, double)> ALLOY_FN double name(F x) { return HOOK(cf)(x); }  \
-    ALLOY_FN half name(half x) { return half(HOOK(cf##f)(float(x))); }                         \
-    ALLOY_FN bfloat name(bfloat x) { return bfloat(HOOK(cf##f)(float(x))); }                   \
+#define ALLOY_MATH1(name, cf, HOOK) ALLOY_MATH1_WITH(name, HOOK(cf##f), HOOK(cf))
+/* The same with the float and double functions given (FF, DF). */
+#define ALLOY_MATH1_WITH(name, FF, DF)                                                         \
+    template <class F, ALLOY_IS(F, float)> ALLOY_FN float name(F x) { return FF(x); }          \
+    template <class F, ALLOY_IS(F, double)> ALLOY_FN double name(F x) { return DF(x); }        \
+    ALLOY_FN half name(half x) { return half(FF(float(x))); }                                  \
+    ALLOY_FN bfloat name(bfloat x) { return bfloat(FF(float(x))); }                            \
     template <class I, alloy_if<alloy_is_int<I>::value> = 0> ALLOY_FN float name(I x) {        \
-        return HOOK(cf##f)(float(x));                                                          \
+        return FF(float(x));                                                                   \
     }                                                                                          \
     ALLOY_MAP1(name)
 #define ALLOY_MATH2(name, cf, HOOK)                                                            \
@@ -936,11 +947,11 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
     ALLOY_MATH1(atan, atan, HOOK)                                                              \
     ALLOY_MATH1(sinh, sinh, HOOK)                                                              \
     ALLOY_MATH1(cosh, cosh, HOOK)                                                              \
-    ALLOY_MATH1(tanh, tanh, HOOK)                                                              \
+    ALLOY_MATH1_WITH(tanh, ALLOY_TANHF(HOOK), HOOK(tanh))                                      \
     ALLOY_MATH1(asinh, asinh, HOOK)                                                            \
     ALLOY_MATH1(acosh, acosh, HOOK)                                                            \
     ALLOY_MATH1(atanh, atanh, HOOK)                                                            \
-    ALLOY_MATH1(exp, exp, HOOK)                                                                \
+    ALLOY_MATH1_WITH(exp, ALLOY_EXPF(HOOK), HOOK(exp))                                         \
     ALLOY_MATH1(exp2, exp2, HOOK)                                                              \
     ALLOY_MATH1(log, log, HOOK)                                                                \
     ALLOY_MATH1(log2, log2, HOOK)                                                              \

@@ -22,6 +22,27 @@
 #define ALLOY_CONSTANT static const
 #define ALLOY_SET_GROUP(g) (alloy_cur_group = (g))
 
+/* Barrier regions as loops (src/dialect/regions.c): every region runs as
+ * this loop over the group's threads; values kept per thread live in arrays
+ * of this many slots (the largest threadgroup). The threads of a region do
+ * not synchronise, so the innermost loop is marked `omp simd` (kernels are
+ * built with -fopenmp-simd): the compiler may run threads in vector lanes,
+ * as a GPU does. That loop counts the x position in the grid (from alloy_bx
+ * to alloy_ex, which cannot wrap), so the compiler sees `x[i]` with `uint i
+ * = thread_position_in_grid.x` as a contiguous access; the outer counters
+ * are signed for the same reason. */
+#define ALLOY_CPU_MAX_GROUP_THREADS 1024u
+#define ALLOY_THREAD_LOOP                                                        \
+    for (int alloy_lz = 0; alloy_lz < (int)alloy_s2; ++alloy_lz)                 \
+        for (int alloy_ly = 0; alloy_ly < (int)alloy_s1; ++alloy_ly)             \
+            _Pragma("omp simd") for (unsigned alloy_gx = alloy_bx; alloy_gx < alloy_ex; ++alloy_gx)
+/* the same without `omp simd`, for regions that exchange SIMD-group values
+ * (calls into the exchange: no vector lanes, and the mark only costs) */
+#define ALLOY_THREAD_LOOP_SCALAR                                                       \
+    for (int alloy_lz = 0; alloy_lz < (int)alloy_s2; ++alloy_lz)                 \
+        for (int alloy_ly = 0; alloy_ly < (int)alloy_s1; ++alloy_ly)             \
+            for (unsigned alloy_gx = alloy_bx; alloy_gx < alloy_ex; ++alloy_gx)
+
 static thread_local const alloy_cpu_group *alloy_cur_group;
 static thread_local unsigned char alloy_simd_alone[ALLOY_CPU_SIMD_SLOT]; /* lone-lane slot */
 /* The running thread's linear index in its threadgroup (the tensor
@@ -105,10 +126,52 @@ struct alloy_simd_view {
     uint lane;
 };
 
+/* Loop mode's exchange (src/dialect/regions.c): a statement with a SIMD-group
+ * function runs in two loops over the threads. In the first (phase 1) every
+ * live thread calls the function to deposit its value in its lane's slot
+ * (the result is discarded); in the second (phase 2) every thread calls it
+ * again and gets the result from the slots and the mask of the lanes that
+ * deposited. Two buffers, so a statement's results can be read while the
+ * next SIMD-group statement deposits. */
+struct alloy_lane_exchange {
+    int phase;    /* 0: none (a lone lane); 1: deposit; 2: result */
+    unsigned lid; /* the calling thread's linear index in the group */
+    unsigned buf;
+    uint mask[2][ALLOY_CPU_MAX_GROUP_THREADS / 32u];
+    unsigned char slots[2][ALLOY_CPU_MAX_GROUP_THREADS * ALLOY_CPU_SIMD_SLOT];
+    /* a simdgroup reduction's result, computed by the first lane that asks
+     * (every lane gets the same value) */
+    uint reduced[2];
+    unsigned char result[2][ALLOY_CPU_MAX_GROUP_THREADS / 32u][ALLOY_CPU_SIMD_SLOT];
+};
+static thread_local alloy_lane_exchange alloy_lanes;
+ALLOY_FN void alloy_lanes_reset(unsigned buf) {
+    for (uint i = 0; i < ALLOY_CPU_MAX_GROUP_THREADS / 32u; i++) alloy_lanes.mask[buf][i] = 0;
+    alloy_lanes.reduced[buf] = 0;
+}
+ALLOY_FN void alloy_lanes_enter(int phase, unsigned lid, unsigned buf) {
+    alloy_lanes.phase = phase;
+    alloy_lanes.lid = lid;
+    alloy_lanes.buf = buf;
+}
+ALLOY_FN void alloy_lanes_leave() { alloy_lanes.phase = 0; }
+
 template <class T> ALLOY_FN alloy_simd_view alloy_simd_xchg(const T &v) {
     static_assert(sizeof(T) <= ALLOY_CPU_SIMD_SLOT, "SIMD operand larger than a lane slot");
     alloy_simd_view s;
     const alloy_cpu_group *g = alloy_cur_group;
+    if ((!g || !g->sched) && alloy_lanes.phase) { /* loop mode */
+        const uint sg = alloy_lanes.lid / 32u, lane = alloy_lanes.lid % 32u, b = alloy_lanes.buf;
+        unsigned char *base = alloy_lanes.slots[b] + (size_t)sg * 32u * ALLOY_CPU_SIMD_SLOT;
+        if (alloy_lanes.phase == 1) {
+            ALLOY_MEMCPY(base + lane * ALLOY_CPU_SIMD_SLOT, &v, sizeof(T));
+            alloy_lanes.mask[b][sg] |= 1u << lane;
+        }
+        s.slots = base;
+        s.active = alloy_lanes.mask[b][sg];
+        s.lane = lane;
+        return s;
+    }
     if (!g || !g->sched) { /* lone lane 0 */
         ALLOY_MEMCPY(alloy_simd_alone, &v, sizeof(T));
         s.slots = alloy_simd_alone;
@@ -136,11 +199,23 @@ template <uint W> ALLOY_FN uint alloy_grp_mask(const alloy_simd_view &s) {
 
 template <uint W, class T, class Op> ALLOY_FN T alloy_grp_reduce(const T &x, Op op) {
     alloy_simd_view s = alloy_simd_xchg(x);
+    /* loop mode's results: once per simdgroup (the same sums in the same order) */
+    const bool once = W == 32u && alloy_lanes.phase == 2 && !(alloy_cur_group && alloy_cur_group->sched);
+    const uint sg = alloy_lanes.lid / 32u, b = alloy_lanes.buf;
+    if (once && ((alloy_lanes.reduced[b] >> sg) & 1u)) {
+        T r;
+        ALLOY_MEMCPY(&r, alloy_lanes.result[b][sg], sizeof(T));
+        return r;
+    }
     uint m = alloy_grp_mask<W>(s);
     uint i0 = (uint)ALLOY_CTZ32(m);
     T acc = alloy_simd_get<T>(s, i0);
     for (uint i = i0 + 1; i < 32u; i++)
         if ((m >> i) & 1u) acc = op(acc, alloy_simd_get<T>(s, i));
+    if (once) {
+        ALLOY_MEMCPY(alloy_lanes.result[b][sg], &acc, sizeof(T));
+        alloy_lanes.reduced[b] |= 1u << sg;
+    }
     return acc;
 }
 /* Prefix over the active lanes before the caller (and the caller itself if
