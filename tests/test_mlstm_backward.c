@@ -1,4 +1,4 @@
-/* test_mlstm_backward.c — alloy_mlstm_chunkwise_backward against central
+/* test_mlstm_backward.c — alloy_mlstm_chunkwise_backward against (fourth-order) central
  * finite differences of a float64 run of the recurrence (the function the
  * chunkwise forward computes), written here as a plain double loop: the loss
  * is <dh, h> + <dC, C_S> + <dn, n_S> + dm m_S, so its gradient is what the
