@@ -1,0 +1,169 @@
+/* chunkwise_backward.c — alloy_mlstm_chunkwise_backward (alloy/mlstm.h): the
+ * exact gradient of the chunkwise forward for dense batches.
+ *
+ * One launch of mlstm_chunkwise_backward: one threadgroup of 256 threads per
+ * (sequence, head) that recomputes the chunk-start states in a forward sweep,
+ * then walks the chunks backwards, recomputing each chunk's per-token states
+ * (the kernel file and docs/mlstm.md give the math). This file checks the
+ * arguments, allocates the device workspace the kernel keeps its states in
+ * (chunk-start states, one chunk's token states, the carried gradient) and
+ * frees it after the launch is queued (the runtime keeps a launch's arrays
+ * alive until it has run). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "ops/catalog.h"
+#include "ops/mlstm/mlstm_internal.h"
+
+static const char BWD_FILE[] = "src/ops/mlstm/kernels/mlstm_chunkwise_backward.metal";
+
+static const char FN[] = "alloy_mlstm_chunkwise_backward";
+
+static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+/* All three of a state triple or none; each checked (dtype sdt). */
+static alloy_status check_triple(const char *c_name, const char *n_name, const char *m_name, alloy_array *c,
+                                 alloy_array *n, alloy_array *m, alloy_device *dev, alloy_dtype sdt,
+                                 const int64_t *s_c, const int64_t *s_n, const int64_t *s_m, int *given) {
+    const int count = (c != NULL) + (n != NULL) + (m != NULL);
+    *given = count == 3;
+    if (count == 0) return ALLOY_OK;
+    if (count != 3)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: %s, %s and %s must be given together (or none)", FN,
+                           c_name, n_name, m_name);
+    alloy_status st = alloy_mlstm_check(FN, c_name, c, dev, sdt, 4, s_c);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(FN, n_name, n, dev, sdt, 3, s_n);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(FN, m_name, m, dev, sdt, 3, s_m);
+    return st;
+}
+
+alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                            alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                            alloy_array *m_initial, alloy_array *dh, alloy_array *dc_final,
+                                            alloy_array *dn_final, alloy_array *dm_final, int chunk_size,
+                                            double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+                                            alloy_array **dv, alloy_array **di, alloy_array **df,
+                                            alloy_array **dc_initial, alloy_array **dn_initial,
+                                            alloy_array **dm_initial) {
+    if (!q) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: q is NULL", FN);
+    const alloy_dtype dt = alloy_array_dtype(q);
+    alloy_status st;
+    if (dt == ALLOY_FLOAT64) {
+        /* the shared check knows the forward's dtypes; float64 is the backward's addition */
+        if (alloy_array_ndim(q) != 4 || alloy_array_shape(q)[3] < 1 || alloy_array_shape(q)[3] > INT32_MAX / 2)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: q must be (B, NH, S, DHQK) with DHQK >= 1", FN);
+        if (stream && alloy_stream_device(stream) != alloy_array_device(q))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the stream belongs to %s but q lives on %s", FN,
+                               alloy_device_name(alloy_stream_device(stream)),
+                               alloy_device_name(alloy_array_device(q)));
+    } else if ((st = alloy_mlstm_check_q(FN, q, 4, stream)) != ALLOY_OK) {
+        return st;
+    }
+    const alloy_dtype sdt = dt == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
+    if (!(eps >= 0) || !isfinite(eps))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
+    const int64_t L = chunk_size == 0 ? ALLOY_MLSTM_DEFAULT_CHUNK : chunk_size;
+    if (!is_pow2(L) || L < 16 || L > 1024)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: chunk_size is %d; it must be a power of two from 16 to 1024 (0: the default, %d)", FN,
+                           chunk_size, ALLOY_MLSTM_DEFAULT_CHUNK);
+    alloy_device *dev = alloy_array_device(q);
+    const int64_t *qs = alloy_array_shape(q);
+    const int64_t B = qs[0], NH = qs[1], S = qs[2], DHQK = qs[3];
+    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", FN);
+    if (alloy_array_ndim(v) != 4 || alloy_array_shape(v)[3] < 1 || alloy_array_shape(v)[3] > INT32_MAX / 2)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, S, DHHV) with 1 <= DHHV", FN);
+    if (S > INT32_MAX / 2)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: S = %lld is too long", FN, (long long)S);
+    const int64_t DHHV = alloy_array_shape(v)[3];
+    const int64_t s_qk[4] = {B, NH, S, DHQK}, s_v[4] = {B, NH, S, DHHV}, s_g[3] = {B, NH, S};
+    if ((st = alloy_mlstm_check(FN, "k", k, dev, dt, 4, s_qk)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "v", v, dev, dt, 4, s_v)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "i", i, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "f", f, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    if ((st = alloy_mlstm_check(FN, "dh", dh, dev, dt, 4, s_v)) != ALLOY_OK) return st;
+    const int64_t s_c[4] = {B, NH, DHQK, DHHV}, s_n[3] = {B, NH, DHQK}, s_m[3] = {B, NH, 1};
+    int has_init = 0, has_dfinal = 0;
+    if ((st = check_triple("c_initial", "n_initial", "m_initial", c_initial, n_initial, m_initial, dev, sdt, s_c, s_n,
+                           s_m, &has_init)) != ALLOY_OK)
+        return st;
+    if ((st = check_triple("dc_final", "dn_final", "dm_final", dc_final, dn_final, dm_final, dev, sdt, s_c, s_n, s_m,
+                           &has_dfinal)) != ALLOY_OK)
+        return st;
+    if (has_init && (!dc_initial || !dn_initial || !dm_initial))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: the initial states are given, so dc_initial, dn_initial and dm_initial must be slots "
+                           "(non-NULL)",
+                           FN);
+
+    const int64_t NCH = (S + L - 1) / L, nsh = B * NH, E = DHQK * (DHHV + 1);
+    if (nsh > (int64_t)(UINT32_MAX / 256))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: B * NH is too large for one launch", FN);
+    const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 3 * (DHHV + 1) + 4);
+    if (tmem > 227 * 1024)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: DHQK %lld and DHHV %lld need too much threadgroup memory",
+                           FN, (long long)DHQK, (long long)DHHV);
+
+    alloy_array *o[8] = {NULL};
+    int made[8] = {0};
+    alloy_array *ws[4] = {NULL};   /* CK, CT, DX, MK */
+    st = alloy_mlstm_prepare_out(FN, "dq", dq, dev, dt, 4, s_qk, &o[0], &made[0]);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dk", dk, dev, dt, 4, s_qk, &o[1], &made[1]);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dv", dv, dev, dt, 4, s_v, &o[2], &made[2]);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "di", di, dev, dt, 3, s_g, &o[3], &made[3]);
+    if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "df", df, dev, dt, 3, s_g, &o[4], &made[4]);
+    if (st == ALLOY_OK && has_init) {
+        st = alloy_mlstm_prepare_out(FN, "dc_initial", dc_initial, dev, sdt, 4, s_c, &o[5], &made[5]);
+        if (st == ALLOY_OK)
+            st = alloy_mlstm_prepare_out(FN, "dn_initial", dn_initial, dev, sdt, 3, s_n, &o[6], &made[6]);
+        if (st == ALLOY_OK)
+            st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
+    }
+    const int64_t ws_shape[4][2] = {{nsh, (NCH > 0 ? NCH : 1) * E}, {nsh, (L + 1) * E}, {nsh, E}, {nsh, NCH > 0 ? NCH : 1}};
+    for (int w = 0; w < 4 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
+    alloy_kernel *kern = NULL;
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(BWD_FILE, &kern);
+    if (st == ALLOY_OK && nsh > 0) {
+        alloy_launch *l = NULL;
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "A", sdt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", has_init);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", has_dfinal);
+        /* absent state gradients are bound to dq (never written) */
+        alloy_array *outs[12] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
+                                 has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3]};
+        for (int e = 0; e < 12 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(nsh * 256), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, tmem);
+        const struct {
+            const char *name;
+            int64_t v;
+        } ints[] = {{"S", S}, {"DHQK", DHQK}, {"DHHV", DHHV}, {"L", L}, {"NCH", NCH}};
+        for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
+            st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", sdt, 1.0 / sqrt((double)DHQK));
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", sdt, eps);
+        /* absent inputs are bound to q (never read) */
+        alloy_array *ins[12] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                                has_init ? m_initial : q, dh, has_dfinal ? dc_final : q, has_dfinal ? dn_final : q,
+                                has_dfinal ? dm_final : q};
+        alloy_array *res[12] = {NULL};
+        if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 12, ins, l, stream, res);
+        for (int e = 0; e < 12; e++) alloy_array_free(res[e]);
+        alloy_launch_free(l);
+    }
+    for (int w = 0; w < 4; w++) alloy_array_free(ws[w]);
+    if (st != ALLOY_OK) {
+        for (int e = 0; e < 8; e++)
+            if (made[e]) alloy_array_free(o[e]);
+        return st;
+    }
+    alloy_array **slots[8] = {dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial};
+    for (int e = 0; e < 8; e++)
+        if (made[e]) *slots[e] = o[e];
+    return ALLOY_OK;
+}

@@ -1,0 +1,208 @@
+// mlstm_chunkwise_backward: the exact gradient of the chunkwise forward
+// (mlstm_chunkwise.metal, which equals the recurrence for every chunk size):
+// reverse mode of the stabilised recurrence, the max/abs branches and the m
+// path included (docs/mlstm.md, "Backward", derives every line).
+//   The state is X = [C | n] (DHQK x DVX, DVX = DHHV + 1: n is one more
+//   column, so v gets a trailing 1 and every C formula covers n too).
+//   Forward sweep: X at every chunk start into CK, m at every chunk start
+//   into MK (each thread advances its own elements of X; no barrier).
+//   Backward, chunk by chunk from the last: the chunk's per-token states are
+//   recomputed from CK into CT (slot r + 1 holds X after token r, slot 0 the
+//   chunk start), then the tokens are walked in reverse carrying dX (in DX,
+//   device memory) and dm (a register, the same in every thread):
+//     den  = max(|s|, exp(-m_r)) + eps,  s = q^ . n_r,  h = q^ C_r / den
+//     dX  += q^ [dh / den | ds]          ds = -(dh . h / den) sign(s) where |s| wins
+//     dm_r += -(dh . h / den) (-exp(-m_r))                          where the floor wins
+//     dq   = scale (X_r [dh / den | ds]),  dk = Ib (dX v~),  dv = Ib (k^T dX)
+//     dlogIb = Ib (k^T dX v~),  dlogFb = Fb <dX, X_{r-1}>
+//     m_r = max(a_r, i_r), a_r = lf_r + m_{r-1}: dm_r (carried + floor - dlogFb
+//     - dlogIb) goes to a_r or i_r, whichever the max took;
+//     da_r = dlogFb + (that share) = dlf_r = dm_{r-1}; df = dlf sigmoid(-f)
+//     dX *= Fb
+//   after the first chunk dX and dm are the initial states' gradients.
+// One threadgroup of 256 threads per (sequence, head); thread t owns the
+// elements t, t + 256, ... of X and dX (row-major DHQK x DVX); row sums (dq,
+// dk) and column sums (q^ X, dv) are one thread per row or column reading the
+// device scratch after a barrier. Correctness first: O(S DHQK DHHV) work per
+// pass like the recurrence, no matrix units.
+// Template: T (input dtype), A (accumulation: float, double for double
+// inputs), HAS_INIT (C0, n0, m0 given: their gradients are written),
+// HAS_DFINAL (dCf, dnf, dmf: gradients of the final states).
+// Launch constants: int S, int DHQK, int DHHV, int L (chunk), int NCH
+// (chunks per sequence), A scale (DHQK^-1/2), A eps.
+// Scratch outputs (A): CK (NSEQ*NH, NCH, DHQK*DVX), CT (NSEQ*NH, L + 1,
+// DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH, NCH).
+// Launch: grid = (NSEQ * NH * 256, 1, 1), threadgroup = (256, 1, 1),
+// threadgroup memory = sizeof(A) * (5 L + 4 DHQK + 3 DVX + 4).
+//! name: alloy_mlstm_chunkwise_backward
+//! inputs: q k v i f C0 n0 m0 dh dCf dnf dmf
+//! outputs: dq dk dv di df dC0 dn0 dm0 CK CT DX MK
+//! template: T=float32
+//! template: A=float32
+//! template: HAS_INIT=false
+//! template: HAS_DFINAL=false
+//! header:
+// log(sigmoid(x)) without overflow (the forward's formula)
+template <typename A> inline A mb_logsigmoid(A x) {
+    return x >= A(0) ? -log1p(exp(-x)) : x - log1p(exp(x));
+}
+//! body:
+constexpr int NT = 256;
+const int tid = int(thread_index_in_threadgroup);
+const long sh = long(threadgroup_position_in_grid.x);   // sequence * NH + head
+const int DVX = DHHV + 1;
+const long E = long(DHQK) * DVX;
+const long tok0 = sh * S;
+threadgroup A *tg = (threadgroup A *)alloy_threadgroup_memory;
+threadgroup A *MR = tg;            // m_r of the chunk's tokens
+threadgroup A *FB = MR + L;        // exp(a_r - m_r)
+threadgroup A *IB = FB + L;        // exp(i_r - m_r)
+threadgroup A *AW = IB + L;        // 1 where the max took a_r, else 0
+threadgroup A *SG = AW + L;        // sigmoid(-f_r) = d lf / d f
+threadgroup A *QH = SG + L;        // q^ of the token (DHQK)
+threadgroup A *KV = QH + DHQK;     // k (DHQK)
+threadgroup A *RP = KV + DHQK;     // per-row partial sums (DHQK)
+threadgroup A *RF = RP + DHQK;     // per-row partial sums (DHQK)
+threadgroup A *VV = RF + DHQK;     // [v | 1] (DVX)
+threadgroup A *DN = VV + DVX;      // [dh / den | ds] (DVX)
+threadgroup A *NUM = DN + DVX;     // q^ X_r = [numerator | s] (DVX)
+threadgroup A *SC = NUM + DVX;     // scalars of the token
+device A *ck = CK + sh * NCH * E;
+device A *ct = CT + sh * (L + 1) * E;
+device A *dx = DX + sh * E;
+
+// ---- forward sweep: X and m at every chunk start ----
+const A m_init = HAS_INIT ? A(m0[sh]) : A(0);
+for (long e = tid; e < E; e += NT) {
+    const int d = int(e / DVX), c = int(e % DVX);
+    A x = A(0);
+    if (HAS_INIT) x = c < DHHV ? A(C0[(sh * DHQK + d) * DHHV + c]) : A(n0[sh * DHQK + d]);
+    A mp = m_init;
+    for (int ch = 0; ch < NCH; ch++) {
+        ck[ch * E + e] = x;
+        if (e == 0) MK[sh * NCH + ch] = mp;
+        const int Lc = min(L, S - ch * L);
+        for (int r = 0; r < Lc; r++) {
+            const long t = tok0 + long(ch) * L + r;
+            const A a = mb_logsigmoid(A(f[t])) + mp, ig = A(i[t]), mr = max(a, ig);
+            const A vx = c < DHHV ? A(v[t * DHHV + c]) : A(1);
+            x = exp(a - mr) * x + exp(ig - mr) * A(k[t * DHQK + d]) * vx;
+            mp = mr;
+        }
+    }
+}
+// ---- backward ----
+for (long e = tid; e < E; e += NT) {
+    const int d = int(e / DVX), c = int(e % DVX);
+    A g = A(0);
+    if (HAS_DFINAL) g = c < DHHV ? A(dCf[(sh * DHQK + d) * DHHV + c]) : A(dnf[sh * DHQK + d]);
+    dx[e] = g;
+}
+A dm = HAS_DFINAL ? A(dmf[sh]) : A(0);   // d loss / d m of the state after the current token
+threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+for (int ch = NCH - 1; ch >= 0; ch--) {
+    const int Lc = min(L, S - ch * L);
+    const long tb = tok0 + long(ch) * L;
+    if (tid == 0) {
+        A mp = MK[sh * NCH + ch];
+        for (int r = 0; r < Lc; r++) {
+            const A fp = A(f[tb + r]), a = mb_logsigmoid(fp) + mp, ig = A(i[tb + r]), mr = max(a, ig);
+            MR[r] = mr;
+            FB[r] = exp(a - mr);
+            IB[r] = exp(ig - mr);
+            AW[r] = a >= ig ? A(1) : A(0);
+            SG[r] = A(1) / (A(1) + exp(fp));
+            mp = mr;
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    // the chunk's per-token states, recomputed from its start
+    for (long e = tid; e < E; e += NT) {
+        const int d = int(e / DVX), c = int(e % DVX);
+        A x = ck[ch * E + e];
+        ct[e] = x;
+        for (int r = 0; r < Lc; r++) {
+            const A vx = c < DHHV ? A(v[(tb + r) * DHHV + c]) : A(1);
+            x = FB[r] * x + IB[r] * A(k[(tb + r) * DHQK + d]) * vx;
+            ct[(r + 1) * E + e] = x;
+        }
+    }
+    for (int r = Lc - 1; r >= 0; r--) {
+        const long t = tb + r;
+        device const A *xr = ct + (r + 1) * E;   // X after token r
+        device const A *xp = ct + r * E;         // X before it
+        for (int d = tid; d < DHQK; d += NT) {
+            QH[d] = A(q[t * DHQK + d]) * scale;
+            KV[d] = A(k[t * DHQK + d]);
+        }
+        for (int c = tid; c < DVX; c += NT) VV[c] = c < DHHV ? A(v[t * DHHV + c]) : A(1);
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        for (int c = tid; c < DVX; c += NT) {
+            A s = A(0);
+            for (int d = 0; d < DHQK; d++) s += QH[d] * xr[long(d) * DVX + c];
+            NUM[c] = s;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid == 0) {
+            const A s = NUM[DHHV], fl = exp(-MR[r]);
+            const A den = max(fabs(s), fl) + eps;
+            A dhh = A(0);   // dh . numerator
+            for (int c = 0; c < DHHV; c++) dhh += A(dh[t * DHHV + c]) * NUM[c];
+            const A dden = -dhh / (den * den);
+            const bool abs_wins = fabs(s) >= fl;
+            SC[0] = A(1) / den;
+            SC[1] = abs_wins ? (s >= A(0) ? dden : -dden) : A(0);   // ds
+            SC[2] = abs_wins ? A(0) : -dden * fl;                    // d m_r through the floor
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int c = tid; c < DVX; c += NT) DN[c] = c < DHHV ? A(dh[t * DHHV + c]) * SC[0] : SC[1];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (long e = tid; e < E; e += NT) dx[e] += QH[e / DVX] * DN[e % DVX];
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        // rows: dq, dk and the input gate's partials; columns: dv
+        for (int d = tid; d < DHQK; d += NT) {
+            A sq = A(0), sk = A(0), sf = A(0);
+            for (int c = 0; c < DVX; c++) {
+                const long e = long(d) * DVX + c;
+                sq += xr[e] * DN[c];
+                sk += dx[e] * VV[c];
+                sf += dx[e] * xp[e];
+            }
+            dq[t * DHQK + d] = T(sq * scale);
+            dk[t * DHQK + d] = T(IB[r] * sk);
+            RP[d] = KV[d] * sk;   // row d of k^T dX v~
+            RF[d] = sf;           // row d of <dX, X_{r-1}>
+        }
+        for (int c = tid; c < DHHV; c += NT) {
+            A s = A(0);
+            for (int d = 0; d < DHQK; d++) s += dx[long(d) * DVX + c] * KV[d];
+            dv[t * DHHV + c] = T(IB[r] * s);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        // the gates (every thread, so dm stays uniform)
+        A dIb = A(0), dFb = A(0);
+        for (int d = 0; d < DHQK; d++) {
+            dIb += RP[d];
+            dFb += RF[d];
+        }
+        const A dlogF = dFb * FB[r], dlogI = dIb * IB[r];
+        const A dmr = dm + SC[2] - dlogF - dlogI;   // d loss / d m_r, all paths
+        const A da = dlogF + AW[r] * dmr;
+        const A dig = dlogI + (A(1) - AW[r]) * dmr;
+        if (tid == 0) {
+            di[t] = T(dig);
+            df[t] = T(da * SG[r]);
+        }
+        dm = da;   // a_r = lf_r + m_{r-1}
+        for (long e = tid; e < E; e += NT) dx[e] *= FB[r];
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    }
+}
+if (HAS_INIT) {
+    for (long e = tid; e < E; e += NT) {
+        const int d = int(e / DVX), c = int(e % DVX);
+        if (c < DHHV) dC0[(sh * DHQK + d) * DHHV + c] = dx[e];
+        else dn0[sh * DHQK + d] = dx[e];
+    }
+    if (tid == 0) dm0[sh] = dm;
+}
