@@ -17,9 +17,9 @@ written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). Nothing
 waits for the device. Wrong shapes, dtypes or devices raise
 :class:`alloy.InvalidArgumentError` naming the argument.
 """
-from ._alloy import _mlstm_chunkwise, _mlstm_parallel, _mlstm_step
+from ._alloy import _mlstm_chunkwise, _mlstm_chunkwise_backward, _mlstm_parallel, _mlstm_step
 
-__all__ = ["step", "parallel", "chunkwise"]
+__all__ = ["step", "parallel", "chunkwise", "chunkwise_backward"]
 
 
 def step(q, k, v, i, f, c, n, m, eps=1e-6, *, out=None, stream=None):
@@ -80,3 +80,18 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
                          0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream)
     return (r[0], tuple(r[1:])) if return_last_states else r
+
+
+def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_initial=None, dc_final=None,
+                       dn_final=None, dm_final=None, eps=1e-6, chunk_size=None, *, stream=None):
+    """The exact gradient of ``chunkwise`` (dense batches): given the forward's
+    inputs and dh (B, NH, S, DHHV), and optionally the gradients of the final
+    states (dc_final, dn_final, dm_final: all three or none), returns
+    ``(dq, dk, dv, di, df, (dc_initial, dn_initial, dm_initial))`` — the last
+    tuple None when no initial states are given. Nothing is saved by the
+    forward: the states are recomputed (docs/mlstm.md, "Backward"). float64
+    inputs give float64 gradients (on the CPU), for gradient checks."""
+    r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final,
+                                  0 if chunk_size is None else int(chunk_size), float(eps), stream)
+    states = None if r[5] is None else tuple(r[5:])
+    return r[0], r[1], r[2], r[3], r[4], states

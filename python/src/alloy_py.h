@@ -165,6 +165,7 @@ PyObject *alloypy_svd(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_mlstm_step(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_mlstm_parallel(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs);
 /* the fused nn ops (nn.c) */
 PyObject *alloypy_nn_softcap(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *alloypy_nn_norm(PyObject *self, PyObject *args, PyObject *kwargs);

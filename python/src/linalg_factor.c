@@ -24,6 +24,10 @@ int alloypy_ctx_open(alloypy_op_ctx *c, const char *name, int n, PyObject *const
              PyObject *stream_obj) {
     memset(c, 0, sizeof *c);
     c->name = name;
+    if (n > MAX_OPERANDS) {
+        PyErr_Format(PyExc_SystemError, "%s: %d operands, more than MAX_OPERANDS (%d)", name, n, MAX_OPERANDS);
+        return -1;
+    }
     c->n = n;
     c->out_obj = out_obj;
     char what[MAX_OPERANDS + 1][64];

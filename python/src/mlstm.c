@@ -1,5 +1,5 @@
 /* mlstm.c — the C side of alloy.mlstm (python/alloy/mlstm.py): step,
- * parallel and chunkwise, each a thin call of the C op of include/alloy/mlstm.h with the
+ * parallel, chunkwise and chunkwise's backward, each a thin call of the C op of include/alloy/mlstm.h with the
  * conventions of alloy.linalg's ops (linalg_ops.h): operands read on one
  * device, given outputs written in place and returned as given, new
  * results alloy.Array on the stream the op ran on. The shapes, dtypes and
@@ -155,6 +155,75 @@ PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwar
         for (int j = 0; j < 3; j++) alloy_array_free(made[j]);
     }
     alloy_array_free(h);
+done:
+    alloypy_ctx_close(&c);
+    return result;
+}
+
+/* _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, dh,
+ * dc_final, dn_final, dm_final, chunk_size, eps, stream)
+ * -> (dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial); the last three
+ * None without initial states. */
+PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
+    (void)self;
+    static char *kw[] = {"q",        "k",        "v",        "i",          "f",   "c_initial", "n_initial", "m_initial",
+                         "dh",       "dc_final", "dn_final", "dm_final",   "chunk_size", "eps", "stream", NULL};
+    PyObject *given[12] = {NULL}, *stream_obj = Py_None;
+    int chunk_size = 0;
+    double eps = 1e-6;
+    for (int j = 5; j < 12; j++) given[j] = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|OOOidO:_mlstm_chunkwise_backward", kw, &given[0],
+                                     &given[1], &given[2], &given[3], &given[4], &given[5], &given[6], &given[7],
+                                     &given[8], &given[9], &given[10], &given[11], &chunk_size, &eps, &stream_obj))
+        return NULL;
+    if (given[8] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
+    static const char *const all_names[] = {"q",  "k",        "v",        "i",       "f",       "c_initial",
+                                            "n_initial", "m_initial", "dh", "dc_final", "dn_final", "dm_final"};
+    PyObject *objs[12];
+    const char *names[12];
+    int slot[12], n = 0;
+    for (int j = 0; j < 12; j++) {
+        slot[j] = -1;
+        if (given[j] == Py_None) continue;
+        slot[j] = n;
+        objs[n] = given[j];
+        names[n++] = all_names[j];
+    }
+    alloypy_op_ctx c;
+    PyObject *result = NULL;
+    if (alloypy_ctx_open(&c, "mlstm.chunkwise_backward", n, objs, names, Py_None, stream_obj) < 0) goto done;
+    alloy_array *ops[12];
+    for (int j = 0; j < 12; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
+    const int states = ops[5] || ops[6] || ops[7];
+    alloy_array *g[8] = {NULL};
+    alloy_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = alloy_mlstm_chunkwise_backward(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
+                                        ops[9], ops[10], ops[11], chunk_size, eps, c.stream, &g[0], &g[1], &g[2],
+                                        &g[3], &g[4], states ? &g[5] : NULL, states ? &g[6] : NULL,
+                                        states ? &g[7] : NULL);
+    Py_END_ALLOW_THREADS
+    if (st != ALLOY_OK) {
+        alloypy_ctx_fail(&c, st);
+        for (int j = 0; j < 8; j++) alloy_array_free(g[j]);
+        goto done;
+    }
+    PyObject *r[8] = {NULL};
+    int ok = 1;
+    for (int j = 0; j < 8; j++) {
+        if (!g[j]) {
+            Py_INCREF(Py_None);
+            r[j] = Py_None;
+            continue;
+        }
+        r[j] = alloypy_ctx_wrap(&c, &g[j]);
+        if (!r[j]) ok = 0;
+    }
+    if (ok) result = PyTuple_Pack(8, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+    for (int j = 0; j < 8; j++) {
+        Py_XDECREF(r[j]);
+        alloy_array_free(g[j]);
+    }
 done:
     alloypy_ctx_close(&c);
     return result;

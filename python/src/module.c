@@ -157,6 +157,10 @@ static PyMethodDef module_methods[] = {
     LINALG_FN(mlstm_chunkwise, "_mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, "
                                "chunk_size, eps, return_last_states, out, stream) -> h or (h, c, n, m): "
                                "alloy.mlstm.chunkwise."),
+    LINALG_FN(mlstm_chunkwise_backward, "_mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, "
+                                        "dh, dc_final, dn_final, dm_final, chunk_size, eps, stream) -> (dq, dk, dv, "
+                                        "di, df, dc_initial, dn_initial, dm_initial): "
+                                        "alloy.mlstm.chunkwise_backward."),
     LINALG_FN(nn_softcap, "_nn_softcap(x, cap, dy, out, stream) -> y, or dx when dy is given: alloy.nn.softcap."),
     LINALG_FN(nn_norm, "_nn_norm(x, weight, bias, head_dim, eps, rms, out, stream) -> y: alloy.nn.rms_norm, layer_norm."),
     LINALG_FN(nn_norm_backward, "_nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream) -> (dx, dweight, dbias "
