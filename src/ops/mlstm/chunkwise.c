@@ -39,7 +39,6 @@ static size_t chunkwise_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, i
     return t_bytes + 4 * (size_t)(5 * L + NB + BLK * BLK + BLK + 4);
 }
 
-static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 /* Checks one optional state operand: all of c, n, m given or none. */
 static alloy_status check_states(const char *what, alloy_array *c, alloy_array *n, alloy_array *m, alloy_device *dev,
@@ -91,13 +90,9 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                                    alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
     alloy_status st = alloy_mlstm_check_q(FN, q, 4, stream);
     if (st != ALLOY_OK) return st;
-    if (!(eps >= 0) || !isfinite(eps))
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
-    const int64_t L = chunk_size == 0 ? ALLOY_MLSTM_DEFAULT_CHUNK : chunk_size;
-    if (!is_pow2(L) || L < 16 || L > 1024)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "%s: chunk_size is %d; it must be a power of two from 16 to 1024 (0: the default, %d)", FN,
-                           chunk_size, ALLOY_MLSTM_DEFAULT_CHUNK);
+    if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
+    int64_t L;
+    if ((st = alloy_mlstm_chunk_length(FN, chunk_size, &L)) != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(q);
     const alloy_dtype dt = alloy_array_dtype(q);
     const int64_t *qs = alloy_array_shape(q);
@@ -105,17 +100,10 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     if (DHQK > 512)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: DHQK is %lld; the chunkwise kernel takes at most 512", FN,
                            (long long)DHQK);
-    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", FN);
-    if (alloy_array_ndim(v) != 4 || alloy_array_shape(v)[3] < 1 || alloy_array_shape(v)[3] > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, S, DHHV) with 1 <= DHHV", FN);
-    if (S > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: S = %lld is too long", FN, (long long)S);
-    const int64_t DHHV = alloy_array_shape(v)[3];
-    const int64_t s_qk[4] = {B, NH, S, DHQK}, s_v[4] = {B, NH, S, DHHV}, s_g[3] = {B, NH, S};
-    if ((st = alloy_mlstm_check(FN, "k", k, dev, dt, 4, s_qk)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "v", v, dev, dt, 4, s_v)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "i", i, dev, dt, 3, s_g)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "f", f, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    alloy_mlstm_dims dims;
+    if ((st = alloy_mlstm_check_sequences(FN, q, k, v, i, f, &dims)) != ALLOY_OK) return st;
+    const int64_t DHHV = dims.DHHV;
+    const int64_t *s_v = dims.v;
 
     /* the sequences: B dense rows, or the packed ones of cu_seqlens */
     int64_t nseq = B;

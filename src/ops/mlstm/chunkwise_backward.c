@@ -21,7 +21,6 @@ static const char BWD_FILE[] = "src/ops/mlstm/kernels/mlstm_chunkwise_backward.m
 
 static const char FN[] = "alloy_mlstm_chunkwise_backward";
 
-static int is_pow2(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
 /* All three of a state triple or none; each checked (dtype sdt). */
 static alloy_status check_triple(const char *c_name, const char *n_name, const char *m_name, alloy_array *c,
@@ -62,27 +61,16 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         return st;
     }
     const alloy_dtype sdt = dt == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
-    if (!(eps >= 0) || !isfinite(eps))
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
-    const int64_t L = chunk_size == 0 ? ALLOY_MLSTM_DEFAULT_CHUNK : chunk_size;
-    if (!is_pow2(L) || L < 16 || L > 1024)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "%s: chunk_size is %d; it must be a power of two from 16 to 1024 (0: the default, %d)", FN,
-                           chunk_size, ALLOY_MLSTM_DEFAULT_CHUNK);
+    if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
+    int64_t L;
+    if ((st = alloy_mlstm_chunk_length(FN, chunk_size, &L)) != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(q);
     const int64_t *qs = alloy_array_shape(q);
     const int64_t B = qs[0], NH = qs[1], S = qs[2], DHQK = qs[3];
-    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", FN);
-    if (alloy_array_ndim(v) != 4 || alloy_array_shape(v)[3] < 1 || alloy_array_shape(v)[3] > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, S, DHHV) with 1 <= DHHV", FN);
-    if (S > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: S = %lld is too long", FN, (long long)S);
-    const int64_t DHHV = alloy_array_shape(v)[3];
-    const int64_t s_qk[4] = {B, NH, S, DHQK}, s_v[4] = {B, NH, S, DHHV}, s_g[3] = {B, NH, S};
-    if ((st = alloy_mlstm_check(FN, "k", k, dev, dt, 4, s_qk)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "v", v, dev, dt, 4, s_v)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "i", i, dev, dt, 3, s_g)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "f", f, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    alloy_mlstm_dims dims;
+    if ((st = alloy_mlstm_check_sequences(FN, q, k, v, i, f, &dims)) != ALLOY_OK) return st;
+    const int64_t DHHV = dims.DHHV;
+    const int64_t *s_qk = dims.qk, *s_v = dims.v, *s_g = dims.g;
     if ((st = alloy_mlstm_check(FN, "dh", dh, dev, dt, 4, s_v)) != ALLOY_OK) return st;
     const int64_t s_c[4] = {B, NH, DHQK, DHHV}, s_n[3] = {B, NH, DHQK}, s_m[3] = {B, NH, 1};
     int has_init = 0, has_dfinal = 0;

@@ -1,5 +1,7 @@
 /* common.c — argument checks shared by the mLSTM operations
  * (mlstm_internal.h). */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,4 +88,44 @@ alloy_status alloy_mlstm_prepare_out(const char *fn, const char *name, alloy_arr
                            fn, name);
     *res = x;
     return ALLOY_OK;
+}
+
+alloy_status alloy_mlstm_check_eps(const char *fn, double eps) {
+    if (!(eps >= 0) || !isfinite(eps))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", fn, eps);
+    return ALLOY_OK;
+}
+
+alloy_status alloy_mlstm_chunk_length(const char *fn, int chunk_size, int64_t *len) {
+    const int64_t L = chunk_size == 0 ? ALLOY_MLSTM_DEFAULT_CHUNK : chunk_size;
+    if (L < 16 || L > 1024 || (L & (L - 1)) != 0)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: chunk_size is %d; it must be a power of two from 16 to 1024 (0: the default, %d)", fn,
+                           chunk_size, ALLOY_MLSTM_DEFAULT_CHUNK);
+    *len = L;
+    return ALLOY_OK;
+}
+
+alloy_status alloy_mlstm_check_sequences(const char *fn, alloy_array *q, alloy_array *k, alloy_array *v,
+                                         alloy_array *i, alloy_array *f, alloy_mlstm_dims *d) {
+    alloy_device *dev = alloy_array_device(q);
+    const alloy_dtype dt = alloy_array_dtype(q);
+    const int64_t *qs = alloy_array_shape(q);
+    d->B = qs[0], d->NH = qs[1], d->S = qs[2], d->DHQK = qs[3];
+    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", fn);
+    if (alloy_array_ndim(v) != 4 || alloy_array_shape(v)[3] < 1 || alloy_array_shape(v)[3] > INT32_MAX / 2)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, S, DHHV) with 1 <= DHHV", fn);
+    if (d->S > INT32_MAX / 2)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: S = %lld is too long", fn, (long long)d->S);
+    d->DHHV = alloy_array_shape(v)[3];
+    const int64_t qk[4] = {d->B, d->NH, d->S, d->DHQK}, vv[4] = {d->B, d->NH, d->S, d->DHHV};
+    const int64_t g[3] = {d->B, d->NH, d->S};
+    memcpy(d->qk, qk, sizeof qk);
+    memcpy(d->v, vv, sizeof vv);
+    memcpy(d->g, g, sizeof g);
+    alloy_status st = alloy_mlstm_check(fn, "k", k, dev, dt, 4, d->qk);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(fn, "v", v, dev, dt, 4, d->v);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(fn, "i", i, dev, dt, 3, d->g);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(fn, "f", f, dev, dt, 3, d->g);
+    return st;
 }

@@ -21,23 +21,15 @@ alloy_status alloy_mlstm_parallel(alloy_array *q, alloy_array *k, alloy_array *v
                                   alloy_array *f, double eps, alloy_stream *stream, alloy_array **h) {
     alloy_status st = alloy_mlstm_check_q(FN, q, 4, stream);
     if (st != ALLOY_OK) return st;
-    if (!(eps >= 0) || !isfinite(eps))
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
+    if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(q);
     const alloy_dtype dt = alloy_array_dtype(q);
     const int64_t *qs = alloy_array_shape(q);
     const int64_t B = qs[0], NH = qs[1], S = qs[2], DHQK = qs[3];
-    if (!v) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v is NULL", FN);
-    if (alloy_array_ndim(v) != 4 || alloy_array_shape(v)[3] < 1 || alloy_array_shape(v)[3] > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: v must be (B, NH, S, DHHV) with 1 <= DHHV", FN);
-    if (S > INT32_MAX / 2)
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: S = %lld is too long", FN, (long long)S);
-    const int64_t DHHV = alloy_array_shape(v)[3];
-    const int64_t s_qk[4] = {B, NH, S, DHQK}, s_v[4] = {B, NH, S, DHHV}, s_g[3] = {B, NH, S};
-    if ((st = alloy_mlstm_check(FN, "k", k, dev, dt, 4, s_qk)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "v", v, dev, dt, 4, s_v)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "i", i, dev, dt, 3, s_g)) != ALLOY_OK) return st;
-    if ((st = alloy_mlstm_check(FN, "f", f, dev, dt, 3, s_g)) != ALLOY_OK) return st;
+    alloy_mlstm_dims dims;
+    if ((st = alloy_mlstm_check_sequences(FN, q, k, v, i, f, &dims)) != ALLOY_OK) return st;
+    const int64_t DHHV = dims.DHHV;
+    const int64_t *s_v = dims.v;
     const int64_t BH = B * NH, qtiles = (S + 31) / 32, vtiles = (DHHV + 31) / 32;
     const int64_t groups = BH * qtiles * vtiles;
     if (groups > 0 && groups > (int64_t)(UINT32_MAX / 256))

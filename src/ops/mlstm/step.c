@@ -26,8 +26,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
                               alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
     alloy_status st = alloy_mlstm_check_q(FN, q, 3, stream);
     if (st != ALLOY_OK) return st;
-    if (!(eps >= 0) || !isfinite(eps))
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: eps is %g; it must be finite and >= 0", FN, eps);
+    if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(q);
     const alloy_dtype dt = alloy_array_dtype(q);
     const int64_t *qs = alloy_array_shape(q);
