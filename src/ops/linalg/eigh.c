@@ -79,10 +79,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     const int64_t smem_bytes = (o.compute_vectors ? 2 : 1) * n * ld_smem * es;
     if (path == ALLOY_EIGH_AUTO) {
         if (!cuda) path = ALLOY_EIGH_CPU;
-        /* float64 keeps eigh_tg: on the H100 the register path's float64
-         * residuals reached the tests' bound before G was refreshed from V,
-         * and the refreshed version has not run on a GPU yet */
-        else if (n <= 32 && sq.dt == ALLOY_FLOAT32) path = ALLOY_EIGH_REG;
+        else if (n <= 32) path = ALLOY_EIGH_REG;
         else if ((size_t)smem_bytes <= smem_budget(sq.dev)) path = ALLOY_EIGH_TG_SMEM;
         else path = ALLOY_EIGH_TG_DEVICE;
     }

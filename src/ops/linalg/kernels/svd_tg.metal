@@ -269,27 +269,30 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
     int info = alloy_svd_warp_sweeps<T>(G, V, n, n, true, max_sweeps, tol, tol_stop, tiny, lane, used);
     simdgroup_barrier(mem_flags::mem_threadgroup);
     if (info == 0 && used < max_sweeps) {
-        // G = A' V + sigma V, column j by lane j
-        for (int j = lane; j < n; j += 32)
-            for (int i = 0; i < n; i++) {
+        // G = A' V + sigma V, row i by lane i (lanes read consecutive
+        // elements of A' and one broadcast element of V: no bank conflicts)
+        if (lane < n)
+            for (int j = 0; j < n; j++) {
                 T w = T(0);
-                for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + i]), T(V[long(j) * n + k]), w);
-                G[long(j) * n + i] = fma(sigma, T(V[long(j) * n + i]), w);
+                for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + lane]), T(V[long(j) * n + k]), w);
+                G[long(j) * n + lane] = fma(sigma, T(V[long(j) * n + lane]), w);
             }
         simdgroup_barrier(mem_flags::mem_threadgroup);
         int more = 0;
         info = alloy_svd_warp_sweeps<T>(G, V, n, n, true, max_sweeps - used, tol, tol_stop, tiny, lane, more);
         simdgroup_barrier(mem_flags::mem_threadgroup);
     }
-    // Rayleigh quotients v_j^T A' v_j
-    for (int j = lane; j < n; j += 32) {
+    // Rayleigh quotients v_j^T A' v_j: lane i forms (A' v_j)_i v_ij, the
+    // SIMD group sums over i
+    for (int j = 0; j < n; j++) {
         T q = T(0);
-        for (int i = 0; i < n; i++) {
+        if (lane < n) {
             T w = T(0);
-            for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + i]), T(V[long(j) * n + k]), w);
-            q = fma(T(V[long(j) * n + i]), w, q);
+            for (int k = 0; k < n; k++) w = fma(T(Ac[long(k) * n + lane]), T(V[long(j) * n + k]), w);
+            q = T(V[long(j) * n + lane]) * w;
         }
-        lam[j] = q;
+        q = simd_sum(q);
+        if (lane == 0) lam[j] = q;
     }
     simdgroup_barrier(mem_flags::mem_threadgroup);
     for (int j = lane; j < n; j += 32) {
