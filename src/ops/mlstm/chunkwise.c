@@ -33,12 +33,24 @@ static const size_t SMEM_BUDGET = 227 * 1024;
  * of mlstm_chunkwise.metal). */
 static size_t chunkwise_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {
     const int64_t BLK = L < 64 ? L : 64, NB = L / BLK, TVX = TV + 8;
-    const int64_t LDQ = DS + 8, LDP = BLK + 8, LDV = TVX + 8;
+    const int64_t LDQ = DS + 8, LDP = BLK + 8, LDV = ((TVX + 8) / 8 | 1) * 8;
     const int64_t t_elems = 2 * BLK * LDQ + BLK * LDP + BLK * LDV + DKP * LDV;
     const size_t t_bytes = ((size_t)t_elems * tsize + 15) / 16 * 16;
     return t_bytes + 4 * (size_t)(5 * L + NB + BLK * BLK + BLK + 4);
 }
 
+
+/* Whether the kernel may copy q, k and v in 16-byte pieces (cp.async on
+ * CUDA): rows a whole number of pieces and first elements 16-byte aligned
+ * (a non-contiguous operand reaches the kernel as a fresh, aligned copy). */
+static int vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK, int64_t DHHV, size_t tsize) {
+    const int64_t per = (int64_t)(16 / tsize);
+    if (DHQK % per != 0 || DHHV % per != 0) return 0;
+    alloy_array *ops[3] = {q, k, v};
+    for (int e = 0; e < 3; e++)
+        if (alloy_array_is_row_contiguous(ops[e]) && (uintptr_t)alloy_array_data(ops[e]) % 16 != 0) return 0;
+    return 1;
+}
 
 /* Checks one optional state operand: all of c, n, m given or none. */
 static alloy_status check_states(const char *what, alloy_array *c, alloy_array *n, alloy_array *m, alloy_device *dev,
@@ -176,6 +188,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", has_init);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "STATES_OUT", states_out);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", vec_rows(q, k, v, DHQK, DHHV, tsize));
         /* absent state outputs are bound to h (the kernel never writes them) */
         alloy_array *outs[4] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh};
         for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);

@@ -57,10 +57,34 @@
 //! template: HAS_INIT=false
 //! template: VARLEN=false
 //! template: STATES_OUT=true
+//! template: VEC=false
 //! header:
 #if defined(ALLOY_BACKEND_CUDA)
-METAL_FUNC uint mc_pack(ushort lo, ushort hi) { return uint(lo) | (uint(hi) << 16); }
-template <class TT> METAL_FUNC ushort mc_bits(TT x) { return as_type<ushort>(x); }
+/* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
+METAL_FUNC uint mc_smem(const threadgroup void *p) {
+    uint r;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+    return r;
+}
+METAL_FUNC void mc_ldsm_x4(uint addr, thread uint &r0, thread uint &r1, thread uint &r2, thread uint &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+METAL_FUNC void mc_ldsm_x4_trans(uint addr, thread uint &r0, thread uint &r1, thread uint &r2, thread uint &r3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+METAL_FUNC void mc_ldsm_x2(uint addr, thread uint &r0, thread uint &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+METAL_FUNC void mc_ldsm_x2_trans(uint addr, thread uint &r0, thread uint &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+/* 16 bytes global -> shared, bytes past `valid` zero-filled; then wait for all */
+METAL_FUNC void mc_cp16(uint dst, const device void *src, uint valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid) : "memory");
+}
+METAL_FUNC void mc_cp_wait() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
 /* d (16 x 8, float) += a (16 x 16) b (16 x 8), the m16n8k16 fragments */
 template <class TT>
 METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
@@ -85,27 +109,25 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
     const int g = int(lane >> 2), q = int(lane & 3u);
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+        /* ldmatrix: A as four 8 x 8 matrices, B as two; .trans where the
+         * operand is stored with its other index contiguous. Every row the
+         * lanes name is 16-byte aligned (pitches and offsets are multiples
+         * of 8 elements). */
         for (int k0 = 0; k0 < kk; k0 += 16) {
-            const threadgroup TT *ar = a + k0 * ak, *br = b + k0 * bk;
             uint a0, a1, a2, a3, b0, b1;
-            if (ak == 1) { /* pairs along k are adjacent: one 32-bit load each */
-                a0 = *(const threadgroup uint *)(ar + g * am + 2 * q);
-                a1 = *(const threadgroup uint *)(ar + (g + 8) * am + 2 * q);
-                a2 = *(const threadgroup uint *)(ar + g * am + 2 * q + 8);
-                a3 = *(const threadgroup uint *)(ar + (g + 8) * am + 2 * q + 8);
-            } else {
-                a0 = mc_pack(mc_bits(ar[g * am + 2 * q * ak]), mc_bits(ar[g * am + (2 * q + 1) * ak]));
-                a1 = mc_pack(mc_bits(ar[(g + 8) * am + 2 * q * ak]), mc_bits(ar[(g + 8) * am + (2 * q + 1) * ak]));
-                a2 = mc_pack(mc_bits(ar[g * am + (2 * q + 8) * ak]), mc_bits(ar[g * am + (2 * q + 9) * ak]));
-                a3 = mc_pack(mc_bits(ar[(g + 8) * am + (2 * q + 8) * ak]),
-                             mc_bits(ar[(g + 8) * am + (2 * q + 9) * ak]));
+            if (ak == 1) {
+                const int r = int(lane & 15u), c = k0 + int(lane >> 4) * 8;
+                mc_ldsm_x4(mc_smem(a + r * am + c), a0, a1, a2, a3);
+            } else { /* am == 1: rows of k, m contiguous */
+                const int kr = k0 + int(lane & 7u) + int(lane >> 4) * 8, m = int((lane >> 3) & 1u) * 8;
+                mc_ldsm_x4_trans(mc_smem(a + kr * ak + m), a0, a1, a2, a3);
             }
-            if (bk == 1) {
-                b0 = *(const threadgroup uint *)(br + g * bn + 2 * q);
-                b1 = *(const threadgroup uint *)(br + g * bn + 2 * q + 8);
-            } else {
-                b0 = mc_pack(mc_bits(br[2 * q * bk + g * bn]), mc_bits(br[(2 * q + 1) * bk + g * bn]));
-                b1 = mc_pack(mc_bits(br[(2 * q + 8) * bk + g * bn]), mc_bits(br[(2 * q + 9) * bk + g * bn]));
+            if (bk == 1) { /* rows of n, k contiguous */
+                const int n = int(lane & 7u), c = k0 + int((lane >> 3) & 1u) * 8;
+                mc_ldsm_x2(mc_smem(b + n * bn + c), b0, b1);
+            } else { /* bn == 1: rows of k, n contiguous */
+                const int kr = k0 + int(lane & 15u);
+                mc_ldsm_x2_trans(mc_smem(b + kr * bk), b0, b1);
             }
             mc_mma<TT>(acc, a0, a1, a2, a3, b0, b1);
         }
@@ -119,6 +141,31 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
         acc[e] = s;
     }
 }
+/* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
+ * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
+ * (CUDA only; rows 16-byte aligned, nc a multiple of 16 bytes' elements):
+ * 16-byte cp.async for the whole tile, all in flight at once, then one wait
+ * (the caller's barrier follows); otherwise element by element. */
+template <class TT, int ROWS, int COLS, int NTH, bool V>
+METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
+#if defined(ALLOY_BACKEND_CUDA)
+    if constexpr (V) {
+        constexpr int E = 16 / int(sizeof(TT)), CPR = COLS / E;
+        for (int e = tid; e < ROWS * CPR; e += NTH) {
+            const int r = e / CPR, c = (e % CPR) * E;
+            const bool live = r < nr && c < nc;
+            mc_cp16(mc_smem(dst + r * ld + c), live ? (const device void *)(src + r * sld + c) : (const device void *)src,
+                    live ? 16u : 0u);
+        }
+        mc_cp_wait();
+        return;
+    }
+#endif
+    for (int e = tid; e < ROWS * COLS; e += NTH) {
+        const int r = e / COLS, c = e % COLS;
+        dst[r * ld + c] = (r < nr && c < nc) ? src[r * sld + c] : TT(0);
+    }
+}
 //! body:
 constexpr int NW = 8;                      // simdgroups per threadgroup
 constexpr int NT = NW * 32;                // threads
@@ -127,7 +174,8 @@ constexpr int NB = L / BLK;                // blocks per chunk
 constexpr int TVX = TV + 8;                // columns + the normaliser's tile
 constexpr int XT = TVX / 8;                // column tiles
 constexpr int NSL = DKP / DS;              // slices of DHQK
-constexpr int LDQ = DS + 8, LDP = BLK + 8, LDV = TVX + 8;   // row pitches (T elements)
+constexpr int LDQ = DS + 8, LDP = BLK + 8;   // row pitches (T elements): odd multiples of 8
+constexpr int LDV = ((TVX + 8) / 8 | 1) * 8;
 constexpr int HT = (BLK / 16) * XT, HPW = (HT + NW - 1) / NW;        // h tiles of a query block
 constexpr int ST = (BLK / 16) * (BLK / 8), SPW = (ST + NW - 1) / NW; // score tiles of a block pair
 constexpr int CT = (DS / 16) * XT, CPW = (CT + NW - 1) / NW;         // state tiles of a slice
@@ -274,11 +322,8 @@ for (int c = 0; c < nchunks; c++) {
             for (int u = 0; u < SPW; u++)
                 for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
             for (int sl = 0; sl < NSL; sl++) {
-                for (int e = tid; e < BLK * DS; e += NT) {
-                    const int rr = e / DS, d = e % DS, dd = sl * DS + d;
-                    QS[rr * LDQ + d] = (r0 + rr < Lc && dd < DHQK) ? q[(tb + r0 + rr) * DHQK + dd] : T(0);
-                    KS[rr * LDQ + d] = (k0 + rr < Lc && dd < DHQK) ? k[(tb + k0 + rr) * DHQK + dd] : T(0);
-                }
+                mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
+                mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
                 threadgroup_barrier(mem_flags::mem_threadgroup);
                 for (int u = 0; u < SPW; u++) {
                     const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
@@ -300,14 +345,10 @@ for (int c = 0; c < nchunks; c++) {
                         PS[rl * LDP + jl] = T(sacc[u][e] * scale * w);
                     }
             }
-            for (int e = tid; e < BLK * TVX; e += NT) {
-                const int jj = e / TVX, cc = e % TVX;
-                const bool live = k0 + jj < Lc;
-                T x = T(0);
-                if (cc < TV) {
-                    if (live && v0 + cc < DHHV) x = v[(tb + k0 + jj) * DHHV + v0 + cc];
-                } else if (cc == TV && live) x = T(1);
-                VS[jj * LDV + cc] = x;
+            mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
+            for (int e = tid; e < BLK * 8; e += NT) { /* the normaliser's column of ones */
+                const int jj = e / 8, cc = e % 8;
+                VS[jj * LDV + TV + cc] = (cc == 0 && k0 + jj < Lc) ? T(1) : T(0);
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
             for (int u = 0; u < HPW; u++) {
@@ -318,11 +359,11 @@ for (int c = 0; c < nchunks; c++) {
         }
         // ---- inter-chunk: (q^ e_r) [C | n] ----
         for (int sl = 0; sl < NSL; sl++) {
-            for (int e = tid; e < BLK * DS; e += NT) {
-                const int rr = e / DS, d = e % DS, dd = sl * DS + d, r = r0 + rr;
-                float x = 0.0f;
-                if (r < Lc && dd < DHQK) x = float(q[(tb + r) * DHQK + dd]) * scale * exp(pre_r0 + PRE[r]);
-                QS[rr * LDQ + d] = T(x);
+            mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int e = tid; e < BLK * DS; e += NT) { /* q^ e_r (rows past the chunk are 0 already) */
+                const int rr = e / DS, d = e % DS;
+                QS[rr * LDQ + d] = T(float(QS[rr * LDQ + d]) * scale * exp(pre_r0 + PRE[r0 + rr]));
             }
             threadgroup_barrier(mem_flags::mem_threadgroup);
             for (int u = 0; u < HPW; u++) {
@@ -366,20 +407,16 @@ for (int c = 0; c < nchunks; c++) {
         const int k0 = kb * BLK;
         float after = 0.0f;   // U summed over the blocks after kb
         for (int b = kb + 1; b < NB; b++) after += TOT[b];
-        for (int e = tid; e < BLK * TVX; e += NT) {
+        mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int e = tid; e < BLK * TVX; e += NT) { /* [w v | w]: key j's weight in the chunk-end state */
             const int jj = e / TVX, cc = e % TVX, j = k0 + jj;
             const float w = j < Lc ? exp(IA[j] + SUF[j] + after) : 0.0f;
-            float x = 0.0f;
-            if (cc < TV) {
-                if (j < Lc && v0 + cc < DHHV) x = float(v[(tb + j) * DHHV + v0 + cc]) * w;
-            } else if (cc == TV) x = w;
-            VS[jj * LDV + cc] = T(x);
+            if (cc < TV) VS[jj * LDV + cc] = T(float(VS[jj * LDV + cc]) * w);
+            else VS[jj * LDV + cc] = T(cc == TV ? w : 0.0f);
         }
         for (int sl = 0; sl < NSL; sl++) {
-            for (int e = tid; e < BLK * DS; e += NT) {
-                const int rr = e / DS, d = e % DS, dd = sl * DS + d;
-                KS[rr * LDQ + d] = (k0 + rr < Lc && dd < DHQK) ? k[(tb + k0 + rr) * DHQK + dd] : T(0);
-            }
+            mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
             threadgroup_barrier(mem_flags::mem_threadgroup);
             for (int u = 0; u < CPW; u++) {
                 const int t = warp + NW * u, rt = t / XT, ct = t % XT;
