@@ -206,8 +206,8 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
             else
             {
                 const double r = flops / t;
-                printf("%-26s %-30s %9.3f ms %8.1f %s %10.2e\n", z->label, size, t * 1e3, r > 1e12 ? r / 1e12 : r / 1e9,
-                       r > 1e12 ? "TF/s" : "GF/s", err);
+                printf("%-26s %-30s %9.3f ms %8.1f %s %9.1f ns %10.2e\n", z->label, size, t * 1e3,
+                       r > 1e12 ? r / 1e12 : r / 1e9, r > 1e12 ? "TF/s" : "GF/s", t / (double)(rows * T) * 1e9, err);
             }
             fflush(stdout);
         }
@@ -296,9 +296,10 @@ int bench_mlstm(alloy_device *dev, int quick, const char *only, int json) {
     alloy_stream *s = NULL;
     if (alloy_stream_default(dev, &s) != ALLOY_OK) return cli_alloy_error(ALLOY_ERROR_INTERNAL);
     if (!json)
-        printf("%-26s %-30s %12s %13s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
-               "error f64");
+        printf("%-26s %-30s %12s %13s %12s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
+               "per token", "error f64");
     int failures = bench_chunkwise(dev, s, quick, only, json);
+    failures += bench_mlstm_backward(dev, s, quick, only, json);
     failures += bench_step(dev, s, quick, only, json);
     return failures ? CLI_ERROR : CLI_OK;
 }
