@@ -7,16 +7,19 @@
  * paper's shape (NH = 16, DHQK = 128, DHHV = 256), and a packed batch of 64
  * sequences of random lengths 1..2048 (cu_seqlens) next to one dense batch of
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
- * float32 state updated in place) at B = 1, 16, 256 and 1024. --quick: small
+ * float32 state updated in place) at B = 1, 16, 256 and 1024; the backward
+ * and forward+backward rows are cmd_bench_mlstm_bwd.c's. --quick: small
  * shapes only (the CPU's rows).
  *
  * Columns: time (bench_time_calls: median of timed batches of back-to-back
  * calls around one synchronisation, outputs given so nothing is allocated
  * per call), rate — TFLOP/s by mlstm_kernels' count for the chunkwise form
  * (per token and head 4 DHQK DHHV + L (DHQK + DHHV), mlstm_anchors §3.5), and
- * GB/s of the step's state traffic (C and n read and written, float32) — and
- * the error against a float64 run of the recurrence: max |h - h64| / max |h64|
- * over the first (sequence, head) and its first CHECK_TOKENS tokens (the
+ * GB/s of the step's state traffic (C and n read and written, float32) — the
+ * time per token (the batch's tokens, all heads: the packed, B = 1 and dense
+ * rows compare on it) and the error against a float64 run of the recurrence:
+ * max |h - h64| / max |h64| over the first (sequence, head) and its first
+ * CHECK_TOKENS tokens (the
  * reference is serial on the host; the kernel's arithmetic is the same for
  * every sequence). There is no peer in C: mlstm_kernels (TFLA) is Triton,
  * timed from Python. */
