@@ -341,7 +341,7 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
         return cli_error("out of host memory for %s", label);
     }
     bench_fill_random(dt, N, hx, rng);
-    bench_fill_random(dt, N, hdy, rng);
+    if (bwd) bench_fill_random(dt, N, hdy, rng);
     bench_fill_random(dt, nw, hw, rng);
     bench_fill_random(dt, D, hb, rng);
     nn_ctx c;
