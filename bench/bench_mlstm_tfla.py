@@ -66,7 +66,12 @@ def alloy_times(path):
     out = {}
     if not path:
         return out
-    for line in open(path):
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        print(f"no alloy rows ({e}); the peer alone", file=sys.stderr)
+        return out
+    for line in lines:
         cols = re.split(r"\s{2,}", line.strip())
         if len(cols) < 3:
             continue
