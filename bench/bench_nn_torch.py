@@ -245,6 +245,9 @@ def main():
                         comp_name = pname
                 if comp_name is None and "compile" in results:
                     comp_name = "compile"
+                del x, w, b, dy
+                if cuda:
+                    torch.cuda.empty_cache()
                 at, share = ours.get(label, (None, None))
                 if args.json:
                     row = {"op": "nn", "case": label, "size": size, "bytes": nbytes, "peer_copy_bytes_per_s": copies[half]}
@@ -277,9 +280,6 @@ def main():
                 mark = "*" if comp_name == "compile*" else " "
                 print(f"{label:22} {size:18} {nbytes / 1e6:7.1f}MB {cp} | {al} {sh} | {cell('eager')} |{mark}{comp}",
                       flush=True)
-                del x, w, b, dy
-                if cuda:
-                    torch.cuda.empty_cache()
     return 0
 
 
