@@ -51,7 +51,7 @@ for step in "${STEPS[@]}"; do
         fi
         ;;
     mlstm)
-        default="bwd;chunkwise f32 7B;chunkwise bf16 7B;varlen;dense 64k"
+        default="bwd f32 7B;bwd bf16 7B;chunkwise f32 7B;chunkwise bf16 7B;varlen;dense 64k"
         [ "$DEV" = cpu ] && default="small"
         IFS=';' read -r -a onlys <<< "${MLSTM_ONLY:-$default}"
         for o in "${onlys[@]}"; do
