@@ -166,9 +166,14 @@ def main():
     if cuda and not torch.cuda.is_available():
         print("bench_nn_torch: no CUDA device for PyTorch (--device cpu --quick checks the script)", file=sys.stderr)
         return 1
-    for name in ("cache_size_limit", "recompile_limit"):  # one compiled form per shape and dtype
-        if hasattr(torch._dynamo.config, name):
-            setattr(torch._dynamo.config, name, 256)
+    try:  # one compiled form per shape, dtype and grad mode: more than the default limit
+        import torch._dynamo
+
+        for name in ("cache_size_limit", "recompile_limit"):
+            if hasattr(torch._dynamo.config, name):
+                setattr(torch._dynamo.config, name, 256)
+    except Exception as e:  # noqa: BLE001 - the compiled peers then say what failed
+        print(f"bench_nn_torch: torch._dynamo unavailable: {e}", file=sys.stderr)
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     ours = read_alloy(args.alloy) if args.alloy else {}
