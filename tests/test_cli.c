@@ -538,6 +538,36 @@ static void test_bench_linalg(void) {
     CHECK_RC(RUN_CLI("bench", "nosuchop"), 2);
 }
 
+/* `alloy bench nn` and the mLSTM training rows on the CPU: the quick rows of
+ * one op as JSON with the copy's share and a small error; the backward and
+ * forward+backward rows of `alloy bench mlstm` with the gradients' error
+ * against the float64 backward. */
+static void test_bench_nn_and_mlstm_backward(void) {
+    if (!have_binary()) return;
+    CHECK_RC(RUN_CLI("bench", "nn", "--device", "cpu", "--quick", "--json", "--only", "softcap f32"), 0);
+    int rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"nn\"")) != NULL; p++) {
+        rows++;
+        CHECK(strstr(p, "\"copy_share\": ") != NULL);
+        const char *e = strstr(p, "\"error\": ");
+        CHECK(e != NULL);
+        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
+    }
+    CHECK_MSG(rows == 2, "%d softcap rows in: %s", rows, run_out);
+    CHECK(strstr(run_out, "rmsnorm") == NULL);
+    CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--json", "--only", "bwd f32"), 0);
+    rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
+        rows++;
+        const char *e = strstr(p, "\"error\": ");
+        CHECK(e != NULL);
+        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-4, "error %s", e + 9);
+    }
+    CHECK_MSG(rows == 2, "%d backward rows in: %s", rows, run_out);
+    CHECK(strstr(run_out, "\"case\": \"bwd f32 small\"") != NULL);
+    CHECK(strstr(run_out, "\"case\": \"fwd+bwd f32 small\"") != NULL);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/alloy-cli-XXXXXX", t && *t ? t : "/tmp");
@@ -555,6 +585,7 @@ int main(void) {
     RUN(test_compile);
     RUN(test_cache);
     RUN(test_bench_linalg);
+    RUN(test_bench_nn_and_mlstm_backward);
     free(run_out);
     free(run_err);
     if (!harness_failed) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -1,6 +1,7 @@
 /* bench.h — what the `alloy bench` tables share (tools/cmd_bench.c, the
  * driver and matmul; tools/cmd_bench_linalg.c, the factorizations;
- * tools/cmd_bench_mlstm.c, the mLSTM cell): the
+ * tools/cmd_bench_mlstm.c and cmd_bench_mlstm_bwd.c, the mLSTM cell;
+ * tools/cmd_bench_nn.c, the fused ops): the
  * clock, the timing method, the random fill. */
 #ifndef ALLOY_TOOLS_BENCH_H
 #define ALLOY_TOOLS_BENCH_H
@@ -25,5 +26,10 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json);
 
 /* `alloy bench mlstm`: the mLSTM cell's chunkwise form and step (cmd_bench_mlstm.c). */
 int bench_mlstm(alloy_device *dev, int quick, const char *only, int json);
+/* Its forward+backward rows (cmd_bench_mlstm_bwd.c); returns the number of failed rows. */
+int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const char *only, int json);
+
+/* `alloy bench nn`: the fused ops of alloy/nn.h against the copy bandwidth (cmd_bench_nn.c). */
+int bench_nn(alloy_device *dev, int quick, const char *only, int json);
 
 #endif

@@ -1,7 +1,8 @@
 /* cmd_bench.c — `alloy bench [OP...] [--device D] [--json] [--quick] [--only TEXT]`: the
  * catalog's benchmark table on one device. This file: the driver, the shared
  * timing (bench.h) and matmul; the factorizations are cmd_bench_linalg.c, the
- * mLSTM cell cmd_bench_mlstm.c.
+ * mLSTM cell cmd_bench_mlstm.c (its training rows cmd_bench_mlstm_bwd.c),
+ * the fused ops cmd_bench_nn.c.
  *
  * Per operation and size: the median time of several timed batches after a
  * warm-up (wall clock around back-to-back launches and one stream
@@ -26,7 +27,7 @@
 static const char *const USAGE =
     "usage: alloy bench [OP...] [options]\n"
     "\n"
-    "  OP               matmul, linalg, mlstm (default: every operation)\n"
+    "  OP               matmul, linalg, mlstm, nn (default: every operation)\n"
     "  --device D       cpu, cuda, cuda:N or auto (default auto; ALLOY_DEVICE)\n"
     "  --json           one JSON object per line instead of the table\n"
     "  --quick          the smallest sizes only\n"
@@ -43,10 +44,18 @@ static const char *const USAGE =
     "(ALLOY_LAPACK=path; on CUDA, torch.linalg: bench/bench_linalg_torch.py).\n"
     "mlstm: the chunkwise forward at xLSTM 7B's head shape (NH 8, DHQK 256, DHHV 512;\n"
     "B=8 S=8192, S=8000, B=1 S=65536, f32 and bf16), the paper's shape, a packed batch\n"
-    "of 64 sequences (cu_seqlens) and the step at B = 1, 16, 256, 1024: time, TFLOP/s\n"
-    "(GB/s of state for the step) and the error of h against float64 on one\n"
-    "(sequence, head); no peer in C (mlstm_kernels is Triton). On the CPU and with\n"
-    "--quick: small shapes.\n";
+    "of 64 sequences (cu_seqlens), the backward alone and forward+backward (\"bwd\",\n"
+    "\"fwd+bwd\": B=8 S=8192 bf16 and f32, B=1 S=65536 bf16) and the step at B = 1, 16,\n"
+    "256, 1024: time, TFLOP/s (the backward counted as twice the forward; GB/s of\n"
+    "state for the step), time per token and the error against float64 on one\n"
+    "(sequence, head); no peer in C (mlstm_kernels is Triton:\n"
+    "bench/bench_mlstm_tfla.py). On the CPU and with --quick: small shapes.\n"
+    "nn: soft-cap, RMSNorm, LayerNorm (per row and per head) and the causal conv1d\n"
+    "(K = 4), forward and backward, 64 M elements in f32 and bf16: time, GB/s of the\n"
+    "bytes the op must move, the device-to-device copy's GB/s for as many bytes\n"
+    "(measured in the same run), the share of it, and the error against float64 on\n"
+    "16 rows; PyTorch's peers: bench/bench_nn_torch.py. On the CPU and with --quick:\n"
+    "128 K elements.\n";
 
 double bench_now_s(void) {
     struct timespec t;
@@ -189,13 +198,31 @@ typedef struct mm_result {
     char peer_why[160];
 } mm_result;
 
+/* double -> bfloat16 bits, round to nearest even, for the fill's values: zero
+ * or normal in bfloat16 (|x| >= 2^-53), never NaN or infinite; the same bits
+ * as cli_convert gives them. */
+static uint16_t fill_bf16(double x) {
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    const uint16_t sign = (uint16_t)((b >> 48) & 0x8000u);
+    uint64_t v = b & 0x7fffffffffffffffull;
+    if (v == 0) return sign;
+    v += ((uint64_t)1 << 44) - 1 + ((v >> 45) & 1); /* carries into the exponent */
+    const uint64_t e = (v >> 52) - 1023 + 127;
+    return (uint16_t)(sign | (uint16_t)(e << 7) | (uint16_t)((v >> 45) & 0x7f));
+}
+
 void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state) {
     for (int64_t i = 0; i < n; i++) {
         *state ^= *state << 13;
         *state ^= *state >> 7;
         *state ^= *state << 17;
         double x = (double)(*state >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-        cli_convert(ALLOY_FLOAT64, &x, dt, (char *)raw + (size_t)i * alloy_dtype_size(dt), 1);
+        /* the common dtypes inline (the 7B shapes draw hundreds of millions) */
+        if (dt == ALLOY_FLOAT32) ((float *)raw)[i] = (float)x;
+        else if (dt == ALLOY_BFLOAT16) ((uint16_t *)raw)[i] = fill_bf16(x);
+        else if (dt == ALLOY_FLOAT64) ((double *)raw)[i] = x;
+        else cli_convert(ALLOY_FLOAT64, &x, dt, (char *)raw + (size_t)i * alloy_dtype_size(dt), 1);
     }
 }
 
@@ -428,7 +455,7 @@ int cmd_bench(int argc, char **argv) {
     cli_set_command("bench");
     const char *device = "auto";
     const char *only = NULL;
-    int json = 0, quick = 0, want_matmul = 0, want_linalg = 0, want_mlstm = 0, any_op = 0;
+    int json = 0, quick = 0, want_matmul = 0, want_linalg = 0, want_mlstm = 0, want_nn = 0, any_op = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -454,11 +481,14 @@ int cmd_bench(int argc, char **argv) {
             want_linalg = any_op = 1;
         } else if (!strcmp(argv[i], "mlstm")) {
             want_mlstm = any_op = 1;
+        } else if (!strcmp(argv[i], "nn")) {
+            want_nn = any_op = 1;
         } else {
-            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul, linalg, mlstm)", argv[i]);
+            return cli_usage("unknown operation '%s' (the catalog's benchmarks: matmul, linalg, mlstm, nn)",
+                             argv[i]);
         }
     }
-    if (!any_op) want_matmul = want_linalg = want_mlstm = 1;
+    if (!any_op) want_matmul = want_linalg = want_mlstm = want_nn = 1;
     alloy_device *dev = NULL;
     alloy_status st = alloy_device_get(device, &dev);
     if (st != ALLOY_OK) return cli_alloy_error(st);
@@ -474,6 +504,10 @@ int cmd_bench(int argc, char **argv) {
     }
     if (want_mlstm) {
         int r = bench_mlstm(dev, quick, only, json);
+        if (r != CLI_OK) rc = r;
+    }
+    if (want_nn) {
+        int r = bench_nn(dev, quick, only, json);
         if (r != CLI_OK) rc = r;
     }
     return rc;

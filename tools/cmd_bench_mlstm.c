@@ -7,16 +7,19 @@
  * paper's shape (NH = 16, DHQK = 128, DHHV = 256), and a packed batch of 64
  * sequences of random lengths 1..2048 (cu_seqlens) next to one dense batch of
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
- * float32 state updated in place) at B = 1, 16, 256 and 1024. --quick: small
+ * float32 state updated in place) at B = 1, 16, 256 and 1024; the backward
+ * and forward+backward rows are cmd_bench_mlstm_bwd.c's. --quick: small
  * shapes only (the CPU's rows).
  *
  * Columns: time (bench_time_calls: median of timed batches of back-to-back
  * calls around one synchronisation, outputs given so nothing is allocated
  * per call), rate — TFLOP/s by mlstm_kernels' count for the chunkwise form
  * (per token and head 4 DHQK DHHV + L (DHQK + DHHV), mlstm_anchors §3.5), and
- * GB/s of the step's state traffic (C and n read and written, float32) — and
- * the error against a float64 run of the recurrence: max |h - h64| / max |h64|
- * over the first (sequence, head) and its first CHECK_TOKENS tokens (the
+ * GB/s of the step's state traffic (C and n read and written, float32) — the
+ * time per token (the batch's tokens, all heads: the packed, B = 1 and dense
+ * rows compare on it) and the error against a float64 run of the recurrence:
+ * max |h - h64| / max |h64| over the first (sequence, head) and its first
+ * CHECK_TOKENS tokens (the
  * reference is serial on the host; the kernel's arithmetic is the same for
  * every sequence). There is no peer in C: mlstm_kernels (TFLA) is Triton,
  * timed from Python. */
@@ -206,8 +209,8 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
             else
             {
                 const double r = flops / t;
-                printf("%-26s %-30s %9.3f ms %8.1f %s %10.2e\n", z->label, size, t * 1e3, r > 1e12 ? r / 1e12 : r / 1e9,
-                       r > 1e12 ? "TF/s" : "GF/s", err);
+                printf("%-26s %-30s %9.3f ms %8.1f %s %9.1f ns %10.2e\n", z->label, size, t * 1e3,
+                       r > 1e12 ? r / 1e12 : r / 1e9, r > 1e12 ? "TF/s" : "GF/s", t / (double)(rows * T) * 1e9, err);
             }
             fflush(stdout);
         }
@@ -296,9 +299,10 @@ int bench_mlstm(alloy_device *dev, int quick, const char *only, int json) {
     alloy_stream *s = NULL;
     if (alloy_stream_default(dev, &s) != ALLOY_OK) return cli_alloy_error(ALLOY_ERROR_INTERNAL);
     if (!json)
-        printf("%-26s %-30s %12s %13s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
-               "error f64");
+        printf("%-26s %-30s %12s %13s %12s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
+               "per token", "error f64");
     int failures = bench_chunkwise(dev, s, quick, only, json);
+    failures += bench_mlstm_backward(dev, s, quick, only, json);
     failures += bench_step(dev, s, quick, only, json);
     return failures ? CLI_ERROR : CLI_OK;
 }
