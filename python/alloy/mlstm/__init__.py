@@ -16,6 +16,9 @@ DLPack, or alloy.Array); results are alloy.Array on the operands' device,
 written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). Nothing
 waits for the device. Wrong shapes, dtypes or devices raise
 :class:`alloy.InvalidArgumentError` naming the argument.
+
+alloy.mlstm.torch has chunkwise (differentiable) and step as PyTorch
+operators (torch.library custom ops, torch.compile-able).
 """
 from .._alloy import _mlstm_chunkwise, _mlstm_chunkwise_backward, _mlstm_parallel, _mlstm_step
 

@@ -90,7 +90,7 @@ def _chunkwise_setup(ctx, inputs, output):
 
 def _chunkwise_grad(ctx, dh, dc, dn, dm):
     q, k, v, i, f, c0, n0, m0 = ctx.saved_tensors
-    finals = (dc, dn, dm)
+    finals = (dc, dn, dm)  # PyTorch materialises unused ones as zeros; None is handled all the same
     if all(g is None for g in finals):
         finals = (None, None, None)
     else:  # alloy takes the three final cotangents together

@@ -13,7 +13,8 @@ float64 on the CPU); results have it, sums and statistics are float32
 order (deterministic). Operands are any arrays alloy takes; results are
 alloy.Array on the operands' device, written on ``stream=``. Wrong shapes,
 dtypes or devices raise :class:`alloy.InvalidArgumentError` naming the
-argument. docs/nn.md has the math.
+argument. docs/nn.md has the math. alloy.nn.torch has the four ops as
+differentiable PyTorch operators (torch.library custom ops).
 """
 from .._alloy import _nn_causal_conv1d, _nn_causal_conv1d_backward, _nn_norm, _nn_norm_backward, _nn_softcap
 
