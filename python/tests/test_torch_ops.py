@@ -194,7 +194,10 @@ def test_compile_fullgraph_matches_eager():
         z = nt.rms_norm(nt.causal_conv1d(x, cw, b), w)
         return (y.sum(-1) * z.sum(-1)).sum() + c1.square().sum()
 
-    compiled = torch.compile(layer, fullgraph=True)
+    # aot_eager: Dynamo and AOTAutograd trace through the fake implementations
+    # and the autograd formulas as inductor does, without its C++ compile
+    # (test_example_layer_compiles_to_the_eager_result runs inductor)
+    compiled = torch.compile(layer, fullgraph=True, backend="aot_eager")
     args = [q, k, v, i, f, c, n, m, x, w, b, cw]
     eager_in, comp_in = grad_inputs(args), grad_inputs(args)
     r_eager, r_comp = layer(*eager_in), compiled(*comp_in)
@@ -205,7 +208,7 @@ def test_compile_fullgraph_matches_eager():
         assert torch.allclose(a.grad, b_.grad, rtol=1e-5, atol=1e-6)
     # the step compiles too (inference)
     one = [t[:, :, 0] for t in (q, k, v)] + [i[:, :, :1], f[:, :, :1], c, n, m]
-    step = torch.compile(lambda *a: mt.step(*a)[0], fullgraph=True)
+    step = torch.compile(lambda *a: mt.step(*a)[0], fullgraph=True, backend="aot_eager")
     assert torch.equal(step(*one), mt.step(*one)[0])
 
 
@@ -248,3 +251,43 @@ def test_cuda_forward_and_backward():
     w = torch.ones(64, device="cuda", requires_grad=True)
     nt.rms_norm(nt.softcap(x, 15.0), w, head_dim=16).sum().backward()
     assert x.grad.device == x.device and np.isfinite(x.grad.cpu().numpy()).all()
+
+
+# the training example (python/examples/xlstm_train.py)
+
+def example():
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "xlstm_train.py"
+    spec = importlib.util.spec_from_file_location("xlstm_train", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_example_layer_compiles_to_the_eager_result():
+    X = example()
+    torch.manual_seed(0)
+    layer = X.XLSTMLayer(16, 2)
+    x = torch.randn(2, 13, 16, generator=gen(15))
+    compiled = torch.compile(layer, fullgraph=True)
+    y_eager = layer(x, X.AlloyOps)
+    y_eager.square().sum().backward()
+    eager_grads = [p.grad.clone() for p in layer.parameters()]
+    layer.zero_grad()
+    y_comp = compiled(x, X.AlloyOps)
+    y_comp.square().sum().backward()
+    assert torch.allclose(y_comp, y_eager, rtol=1e-5, atol=1e-5)
+    for p, g in zip(layer.parameters(), eager_grads):
+        assert torch.allclose(p.grad, g, rtol=1e-4, atol=1e-5)
+    # and the layer with alloy's ops is the layer with the PyTorch reference's
+    y_ref = layer(x, X.TorchOps)
+    assert torch.allclose(y_eager, y_ref, rtol=1e-4, atol=1e-4)
+
+
+def test_example_trains_a_few_steps(capsys):
+    X = example()
+    rc = X.main(["--steps", "6", "--batch", "2", "--seq", "17", "--d", "16", "--heads", "2", "--every", "5"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "agree" in out
