@@ -1,7 +1,7 @@
-"""Trains a small xLSTM-style language model twice from one seed — once with
-alloy's PyTorch operators (alloy.mlstm.torch, alloy.nn.torch), once with a
-plain-PyTorch reference of the same layer in float64 — and checks that the
-two loss curves agree. The layer: pre-RMSNorm, an up-projection into a cell
+"""Trains a small xLSTM-style language model from one seed with alloy's
+PyTorch operators (alloy.mlstm.torch, alloy.nn.torch) and with a
+plain-PyTorch reference of the same layer, and checks that the loss curves
+agree. The layer: pre-RMSNorm, an up-projection into a cell
 branch and an output gate, a causal depthwise convolution (+ SiLU) feeding
 q and k, v from the cell branch, input and forget gates soft-capped to
 15 tanh(x / 15), the mLSTM cell (chunkwise form), a multi-head LayerNorm,
