@@ -71,6 +71,10 @@ def test_step_forward_is_alloys():
     # one step equals the chunkwise form over one token from the same states
     hc, (cc, _, _) = mt.chunkwise(q, k, v, i, f, c, n, m, return_last_states=True)
     assert torch.allclose(hc[:, :, 0], h, rtol=1e-5, atol=1e-6) and torch.allclose(cc, c1, rtol=1e-5, atol=1e-6)
+    # generation only: a backward through the step says so
+    h, _ = mt.step(one[0].clone().requires_grad_(), *one[1:], c, n, m)
+    with pytest.raises(RuntimeError, match="no autograd formula"):
+        h.sum().backward()
 
 
 def test_fused_forward_is_alloys():
