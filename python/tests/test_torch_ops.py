@@ -227,6 +227,9 @@ def test_errors():
     with pytest.raises(alloy.InvalidArgumentError, match="alloy takes float32, float16, bfloat16$"):
         mt.step(*[a.double()[:, :, 0] for a in args[:3]], *[a.double()[:, :, :1] for a in args[3:5]],
                 *[a.double() for a in args[5:]])
+    a64 = [a.double() for a in args]
+    with pytest.raises(alloy.InvalidArgumentError, match="c_initial is torch.float32 but q is float64"):
+        mt.chunkwise(*a64[:5], args[5], *a64[6:])
     with pytest.raises(ValueError, match="all or none"):
         mt.chunkwise(*args[:6])
     with pytest.raises(alloy.InvalidArgumentError, match="m_initial"):  # alloy's own check, names the argument

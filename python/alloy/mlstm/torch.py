@@ -26,6 +26,7 @@ from torch import Tensor
 
 import alloy.mlstm as _mlstm
 from .. import _torch as _bridge
+from .._alloy import InvalidArgumentError
 from . import _float64
 
 __all__ = ["chunkwise", "step"]
@@ -42,6 +43,11 @@ def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initi
     ins = _bridge.operands("mlstm.chunkwise", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial, n_initial=n_initial,
                            m_initial=m_initial)
     if q.dtype == torch.float64:
+        names = ("k", "v", "i", "f", "c_initial", "n_initial", "m_initial")
+        for name, x in zip(names, ins[1:]):
+            if x is not None and x.dtype != torch.float64:  # alloy's backward checks the same
+                raise InvalidArgumentError(f"mlstm.chunkwise: {name} is {x.dtype} but q is float64; "
+                                           "float64 inputs take float64 operands and states")
         return _float64.chunkwise(*ins, eps)
     h, states = _mlstm.chunkwise(*ins, return_last_states=True, eps=eps, chunk_size=chunk_size or None,
                                  stream=_bridge.stream(q))
