@@ -98,6 +98,15 @@ if has python; then
              python3 python/examples/exp_elementwise.py 2>&1 | tail -1)
         echo "exp_elementwise.py on cuda: $ex" >> "$OUT/python.log"
         note "README example on cuda" "$ex"
+        # The xLSTM training check (alloy's PyTorch operators against PyTorch
+        # in float64), where PyTorch sees the GPU.
+        if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+            for dt in float32 bfloat16; do
+                PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} \
+                    python3 python/examples/xlstm_train.py --device cuda --dtype "$dt" > "$OUT/xlstm_train_$dt.txt" 2>&1
+                note "xlstm_train.py on cuda, $dt" "$(tail -1 "$OUT/xlstm_train_$dt.txt")"
+            done
+        fi
         PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} \
             python3 bench/bench_python_overhead.py > "$OUT/bench_python.txt" 2>&1
         note "bench_python_overhead" "see bench_python.txt"

@@ -13,9 +13,10 @@ float64 on the CPU); results have it, sums and statistics are float32
 order (deterministic). Operands are any arrays alloy takes; results are
 alloy.Array on the operands' device, written on ``stream=``. Wrong shapes,
 dtypes or devices raise :class:`alloy.InvalidArgumentError` naming the
-argument. docs/nn.md has the math.
+argument. docs/nn.md has the math. alloy.nn.torch has the four ops as
+differentiable PyTorch operators (torch.library custom ops).
 """
-from ._alloy import _nn_causal_conv1d, _nn_causal_conv1d_backward, _nn_norm, _nn_norm_backward, _nn_softcap
+from .._alloy import _nn_causal_conv1d, _nn_causal_conv1d_backward, _nn_norm, _nn_norm_backward, _nn_softcap
 
 __all__ = ["softcap", "softcap_backward", "rms_norm", "rms_norm_backward", "layer_norm", "layer_norm_backward",
            "causal_conv1d", "causal_conv1d_backward"]
@@ -67,3 +68,12 @@ def causal_conv1d(x, w, bias=None, state=None, return_state=False, *, stream=Non
 def causal_conv1d_backward(x, w, dy, state=None, *, stream=None):
     """(dx, dw, db, dstate) of causal_conv1d (dstate None without state)."""
     return _nn_causal_conv1d_backward(x, w, state, dy, stream)
+
+
+def __getattr__(name):
+    # alloy.nn.torch (the PyTorch operators) is imported on first use, so
+    # that `import alloy` never imports torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

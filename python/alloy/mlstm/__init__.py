@@ -16,8 +16,11 @@ DLPack, or alloy.Array); results are alloy.Array on the operands' device,
 written on ``stream=`` (an alloy.Stream, a torch or CuPy stream). Nothing
 waits for the device. Wrong shapes, dtypes or devices raise
 :class:`alloy.InvalidArgumentError` naming the argument.
+
+alloy.mlstm.torch has chunkwise (differentiable) and step as PyTorch
+operators (torch.library custom ops, torch.compile-able).
 """
-from ._alloy import _mlstm_chunkwise, _mlstm_chunkwise_backward, _mlstm_parallel, _mlstm_step
+from .._alloy import _mlstm_chunkwise, _mlstm_chunkwise_backward, _mlstm_parallel, _mlstm_step
 
 __all__ = ["step", "parallel", "chunkwise", "chunkwise_backward"]
 
@@ -95,3 +98,12 @@ def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_init
                                   0 if chunk_size is None else int(chunk_size), float(eps), stream)
     states = None if r[5] is None else tuple(r[5:])
     return r[0], r[1], r[2], r[3], r[4], states
+
+
+def __getattr__(name):
+    # alloy.mlstm.torch (the PyTorch operators) is imported on first use, so
+    # that `import alloy` never imports torch.
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

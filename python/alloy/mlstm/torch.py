@@ -1,0 +1,150 @@
+"""alloy.mlstm.torch — the mLSTM cell as PyTorch operators (``torch.library``
+custom ops in the ``alloy`` namespace) with autograd and fake (meta)
+implementations, so they run in eager mode, under ``torch.autograd.gradcheck``
+and inside ``torch.compile(fullgraph=True)`` without graph breaks::
+
+    import alloy.mlstm.torch as mt
+    h = mt.chunkwise(q, k, v, i, f)                                  # differentiable
+    h, (c, n, m) = mt.chunkwise(q, k, v, i, f, c0, n0, m0, return_last_states=True)
+    h, (c, n, m) = mt.step(q, k, v, i, f, c, n, m)                   # generation, no backward
+
+The arguments, shapes and dtypes are alloy.mlstm's (docs/mlstm.md); results
+are torch tensors on the inputs' device. The backward of chunkwise is alloy's
+chunkwise_backward: the forward saves only its inputs (the states are
+recomputed), and gradients reach the initial states when they are given.
+float64 (CPU tensors only) is for gradient checks: alloy has no float64
+forward kernel, so that forward is a float64 loop of the recurrence
+(_float64.py), and the backward is alloy's float64 kernel.
+
+Operators: ``torch.ops.alloy.mlstm_chunkwise``,
+``torch.ops.alloy.mlstm_chunkwise_backward``, ``torch.ops.alloy.mlstm_step``.
+"""
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+import alloy.mlstm as _mlstm
+from .. import _torch as _bridge
+from .._alloy import InvalidArgumentError
+from . import _float64
+
+__all__ = ["chunkwise", "step"]
+
+
+def _state_dtype(q):
+    return torch.float64 if q.dtype == torch.float64 else torch.float32
+
+
+@torch.library.custom_op("alloy::mlstm_chunkwise", mutates_args=())
+def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
+                  n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float,
+                  chunk_size: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    ins = _bridge.operands("mlstm.chunkwise", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial, n_initial=n_initial,
+                           m_initial=m_initial)
+    if q.dtype == torch.float64:
+        names = ("k", "v", "i", "f", "c_initial", "n_initial", "m_initial")
+        for name, x in zip(names, ins[1:]):
+            if x is not None and x.dtype != torch.float64:  # alloy's backward checks the same
+                raise InvalidArgumentError(f"mlstm.chunkwise: {name} is {x.dtype} but q is float64; "
+                                           "float64 inputs take float64 operands and states")
+        return _float64.chunkwise(*ins, eps)
+    h, states = _mlstm.chunkwise(*ins, return_last_states=True, eps=eps, chunk_size=chunk_size or None,
+                                 stream=_bridge.stream(q))
+    return tuple(_bridge.tensor(x) for x in (h, *states))
+
+
+@_chunkwise_op.register_fake
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size):
+    B, NH, S, DK = q.shape
+    DV = v.shape[-1]
+    sd = _state_dtype(q)
+    return (q.new_empty(B, NH, S, DV), q.new_empty(B, NH, DK, DV, dtype=sd), q.new_empty(B, NH, DK, dtype=sd),
+            q.new_empty(B, NH, 1, dtype=sd))
+
+
+@torch.library.custom_op("alloy::mlstm_chunkwise_backward", mutates_args=())
+def _chunkwise_backward_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
+                           n_initial: Optional[Tensor], m_initial: Optional[Tensor], dh: Tensor,
+                           dc_final: Optional[Tensor], dn_final: Optional[Tensor], dm_final: Optional[Tensor],
+                           eps: float, chunk_size: int) -> List[Tensor]:
+    """[dq, dk, dv, di, df] and, with initial states, [dc, dn, dm] of them."""
+    ins = _bridge.operands("mlstm.chunkwise_backward", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
+                           n_initial=n_initial, m_initial=m_initial, dh=dh, dc_final=dc_final, dn_final=dn_final,
+                           dm_final=dm_final)
+    names = ("q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial", "dh", "dc_final", "dn_final",
+             "dm_final")
+    dq, dk, dv, di, df, states = _mlstm.chunkwise_backward(**dict(zip(names, ins)), eps=eps,
+                                                           chunk_size=chunk_size or None, stream=_bridge.stream(q))
+    return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
+
+
+@_chunkwise_backward_op.register_fake
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size):
+    grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
+    if c_initial is not None:
+        grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
+                  for x in (c_initial, n_initial, m_initial)]
+    return grads
+
+
+def _chunkwise_setup(ctx, inputs, output):
+    q, k, v, i, f, c0, n0, m0, eps, chunk_size = inputs
+    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0)  # nothing of the output: the backward recomputes
+    ctx.eps, ctx.chunk_size = eps, chunk_size
+
+
+def _chunkwise_grad(ctx, dh, dc, dn, dm):
+    q, k, v, i, f, c0, n0, m0 = ctx.saved_tensors
+    finals = (dc, dn, dm)  # PyTorch materialises unused ones as zeros; None is handled all the same
+    if all(g is None for g in finals):
+        finals = (None, None, None)
+    else:  # alloy takes the three final cotangents together
+        shapes = ((*q.shape[:2], q.shape[3], v.shape[3]), (*q.shape[:2], q.shape[3]), (*q.shape[:2], 1))
+        finals = tuple(q.new_zeros(s, dtype=_state_dtype(q)) if g is None else g for g, s in zip(finals, shapes))
+    if dh is None:
+        dh = torch.zeros_like(v)
+    g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size)
+    states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
+    return g[0], g[1], g[2], g[3], g[4], *states, None, None
+
+
+_chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
+
+
+@torch.library.custom_op("alloy::mlstm_step", mutates_args=())
+def _step_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c: Tensor, n: Tensor, m: Tensor,
+             eps: float) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    ins = _bridge.operands("mlstm.step", float64=False, q=q, k=k, v=v, i=i, f=f, c=c, n=n, m=m)
+    h, states = _mlstm.step(*ins, eps=eps, stream=_bridge.stream(q))
+    return tuple(_bridge.tensor(x) for x in (h, *states))
+
+
+@_step_op.register_fake
+def _(q, k, v, i, f, c, n, m, eps):
+    return (q.new_empty(*q.shape[:2], v.shape[-1]), torch.empty_like(c, memory_format=torch.contiguous_format),
+            torch.empty_like(n, memory_format=torch.contiguous_format),
+            torch.empty_like(m, memory_format=torch.contiguous_format))
+
+
+def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
+              chunk_size=None):
+    """alloy.mlstm.chunkwise on torch tensors, differentiable in q, k, v, i, f
+    and the initial states: h, or ``(h, (c, n, m))`` with
+    ``return_last_states=True`` (the final states are differentiable too).
+    c_initial, n_initial, m_initial: all three or none (zeros); float32
+    (float64 with float64 inputs). chunk_size: a power of two from 16 to
+    1024 (None: 64). Dense batches (no cu_seqlens)."""
+    given = [x is not None for x in (c_initial, n_initial, m_initial)]
+    if any(given) and not all(given):
+        raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
+    h, c, n, m = _chunkwise_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
+                               0 if chunk_size is None else int(chunk_size))
+    return (h, (c, n, m)) if return_last_states else h
+
+
+def step(q, k, v, i, f, c, n, m, eps=1e-6):
+    """alloy.mlstm.step on torch tensors: ``(h, (c, n, m))``, new tensors
+    (the given states are not changed). No backward (generation)."""
+    h, c1, n1, m1 = _step_op(q, k, v, i, f, c, n, m, float(eps))
+    return h, (c1, n1, m1)
