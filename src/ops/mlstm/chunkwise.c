@@ -52,6 +52,15 @@ static int vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK
     return 1;
 }
 
+/* The RES branch's threadgroup memory (the whole chunk resident, L <= 64). */
+static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
+    const int64_t TVX = TV + 8;
+    const int64_t LDK = DKP + 8, LDP = L + 8, LDV = ((TVX + 8) / 8 | 1) * 8;
+    const int64_t t_elems = 2 * L * LDK + 2 * L * LDV + L * LDP + DKP * LDV;
+    const size_t t_bytes = ((size_t)t_elems * tsize + 15) / 16 * 16;
+    return t_bytes + 4 * (size_t)(6 * L + L * L + L + 4);
+}
+
 /* Checks one optional state operand: all of c, n, m given or none. */
 static alloy_status check_states(const char *what, alloy_array *c, alloy_array *n, alloy_array *m, alloy_device *dev,
                                  const int64_t *s_c, const int64_t *s_n, const int64_t *s_m, int *given) {
@@ -146,15 +155,29 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                            "%s: c_out, n_out and m_out must be asked for together (all three slots or none)", FN);
     const int states_out = nslots == 3;
 
-    /* the specialisation */
-    const int64_t DKP = DHQK <= 64 ? (DHQK + 15) / 16 * 16 : (DHQK + 63) / 64 * 64;
-    const int64_t DS = DKP < 64 ? DKP : 64;
-    int64_t TV = DKP <= 256 ? 64 : 32;
-    const int64_t dv8 = (DHHV + 7) / 8 * 8;
-    if (TV > dv8) TV = dv8;
+    /* the specialisation: the resident branch when the chunk is one block
+     * and its threadgroup memory fits with at least 32 columns per group,
+     * else the general one */
     const size_t tsize = alloy_dtype_size(dt);
-    while (chunkwise_smem(tsize, L, DKP, DS, TV) > SMEM_BUDGET && TV > 8) TV = TV / 2 < 8 ? 8 : (TV / 2 + 7) / 8 * 8;
-    const size_t smem = chunkwise_smem(tsize, L, DKP, DS, TV);
+    const int64_t dv8 = (DHHV + 7) / 8 * 8;
+    int res = 0;
+    int64_t DKP = (DHQK + 15) / 16 * 16, DS = DKP < 64 ? DKP : 64, TV = 0;
+    size_t smem = 0;
+    if (L <= 64) {
+        TV = dv8 < 64 ? dv8 : 64;
+        while (resident_smem(tsize, L, DKP, TV) > SMEM_BUDGET && TV > 8) TV = TV / 2 < 8 ? 8 : (TV / 2 + 7) / 8 * 8;
+        smem = resident_smem(tsize, L, DKP, TV);
+        res = smem <= SMEM_BUDGET && (TV >= 32 || TV == dv8);
+    }
+    if (!res) {
+        DKP = DHQK <= 64 ? (DHQK + 15) / 16 * 16 : (DHQK + 63) / 64 * 64;
+        DS = DKP < 64 ? DKP : 64;
+        TV = DKP <= 256 ? 64 : 32;
+        if (TV > dv8) TV = dv8;
+        while (chunkwise_smem(tsize, L, DKP, DS, TV) > SMEM_BUDGET && TV > 8)
+            TV = TV / 2 < 8 ? 8 : (TV / 2 + 7) / 8 * 8;
+        smem = chunkwise_smem(tsize, L, DKP, DS, TV);
+    }
     if (smem > SMEM_BUDGET)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: chunk_size %lld with DHQK %lld and %s inputs needs %zu bytes of threadgroup memory "
@@ -189,6 +212,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "STATES_OUT", states_out);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", vec_rows(q, k, v, DHQK, DHHV, tsize));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "RES", res);
         /* absent state outputs are bound to h (the kernel never writes them) */
         alloy_array *outs[4] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh};
         for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);

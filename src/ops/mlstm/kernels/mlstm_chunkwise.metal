@@ -35,10 +35,15 @@
 // dtype on the CPU, compute the same four elements with float FMAs in k order
 // (exact float32, no TF32). Every loop that contains a barrier has a trip
 // count uniform over the threadgroup; every thread reaches every barrier.
+// RES (L <= 64, when its threadgroup memory fits): the chunk's q and k
+// (all of DHQK) and v stay resident in threadgroup memory, so each is
+// copied in once per chunk, the copies overlapping the previous chunk's
+// work (see the RES branch); the general path streams DHQK in slices.
 // Template: T (input dtype), L (chunk, a power of two >= 16), DKP (DHQK
-// padded: to 16 up to 64, else to 64), DS (DHQK slice, min(DKP, 64)), TV
-// (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0 given),
-// VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out, m_out).
+// padded: to 16 up to 64 or with RES, else to 64), DS (DHQK slice, min(DKP,
+// 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
+// given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
+// m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES.
 // Launch constants: int S (tokens per (batch, head) row: S, or the packed
 // total), int NH, int DHQK, int DHHV, int VT (column tiles), float scale
 // (DHQK^-1/2), float eps. Inputs absent (no initial state, no cu, no state
@@ -58,6 +63,7 @@
 //! template: VARLEN=false
 //! template: STATES_OUT=true
 //! template: VEC=false
+//! template: RES=false
 //! header:
 #if defined(ALLOY_BACKEND_CUDA)
 /* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
@@ -84,7 +90,7 @@ METAL_FUNC void mc_ldsm_x2_trans(uint addr, thread uint &r0, thread uint &r1) {
 METAL_FUNC void mc_cp16(uint dst, const device void *src, uint valid) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid) : "memory");
 }
-METAL_FUNC void mc_cp_wait() { asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory"); }
+METAL_FUNC void mc_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /* d (16 x 8, float) += a (16 x 16) b (16 x 8), the m16n8k16 fragments */
 template <class TT>
 METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
@@ -144,10 +150,11 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
  * (CUDA only; rows 16-byte aligned, nc a multiple of 16 bytes' elements):
- * 16-byte cp.async for the whole tile, all in flight at once, then one wait
- * (the caller's barrier follows); otherwise element by element. */
+ * 16-byte cp.async for the whole tile, all in flight at once, committed as
+ * one group that mc_wait_copies waits for (the caller's barrier follows);
+ * otherwise element by element, done on return. */
 template <class TT, int ROWS, int COLS, int NTH, bool V>
-METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
+METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (V) {
         constexpr int E = 16 / int(sizeof(TT)), CPR = COLS / E;
@@ -157,7 +164,7 @@ METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long 
             mc_cp16(mc_smem(dst + r * ld + c), live ? (const device void *)(src + r * sld + c) : (const device void *)src,
                     live ? 16u : 0u);
         }
-        mc_cp_wait();
+        mc_cp_commit();
         return;
     }
 #endif
@@ -166,39 +173,20 @@ METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long 
         dst[r * ld + c] = (r < nr && c < nc) ? src[r * sld + c] : TT(0);
     }
 }
+/* this thread's copies issued by mc_load_async have landed */
+METAL_FUNC void mc_wait_copies() {
+#if defined(ALLOY_BACKEND_CUDA)
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+template <class TT, int ROWS, int COLS, int NTH, bool V>
+METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
+    mc_load_async<TT, ROWS, COLS, NTH, V>(dst, ld, src, sld, nr, nc, tid);
+    mc_wait_copies();
+}
 //! body:
 constexpr int NW = 8;                      // simdgroups per threadgroup
 constexpr int NT = NW * 32;                // threads
-constexpr int BLK = L < 64 ? L : 64;       // rows of a query or key block
-constexpr int NB = L / BLK;                // blocks per chunk
-constexpr int TVX = TV + 8;                // columns + the normaliser's tile
-constexpr int XT = TVX / 8;                // column tiles
-constexpr int NSL = DKP / DS;              // slices of DHQK
-constexpr int LDQ = DS + 8, LDP = BLK + 8;   // row pitches (T elements): odd multiples of 8
-constexpr int LDV = ((TVX + 8) / 8 | 1) * 8;
-constexpr int HT = (BLK / 16) * XT, HPW = (HT + NW - 1) / NW;        // h tiles of a query block
-constexpr int ST = (BLK / 16) * (BLK / 8), SPW = (ST + NW - 1) / NW; // score tiles of a block pair
-constexpr int CT = (DS / 16) * XT, CPW = (CT + NW - 1) / NW;         // state tiles of a slice
-// threadgroup memory: T: QS, KS (BLK x LDQ), PS (BLK x LDP), VS (BLK x LDV),
-// CS (DKP x LDV); then float: U, IA, MR, PRE, SUF (L each), TOT (NB), DG (BLK x BLK),
-// DEN (BLK), MST (4)
-constexpr int T_ELEMS = 2 * BLK * LDQ + BLK * LDP + BLK * LDV + DKP * LDV;
-constexpr int T_BYTES = (T_ELEMS * int(sizeof(T)) + 15) / 16 * 16;
-threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
-threadgroup T *KS = QS + BLK * LDQ;
-threadgroup T *PS = KS + BLK * LDQ;
-threadgroup T *VS = PS + BLK * LDP;
-threadgroup T *CS = VS + BLK * LDV;
-threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
-threadgroup float *IA = U + L;
-threadgroup float *MR = IA + L;
-threadgroup float *PRE = MR + L;
-threadgroup float *SUF = PRE + L;
-threadgroup float *TOT = SUF + L;
-threadgroup float *DG = TOT + NB;
-threadgroup float *DEN = DG + BLK * BLK;
-threadgroup float *MST = DEN + BLK;
-
 const int tid = int(thread_index_in_threadgroup);
 const int warp = tid / 32;
 const uint lane = uint(tid % 32);
@@ -221,157 +209,163 @@ if (VARLEN) {
     len = S;
 }
 const float NEG_INF = -INFINITY;
+if constexpr (RES) {
+    // ---- RES: the whole chunk resident (L <= 64, one block) -----------------
+    // q, k and v of the chunk are copied in once (cp.async on CUDA), the next
+    // chunk's q as soon as this chunk's products have read q, its k and v as
+    // soon as the state update has read them, so the copies overlap the gates,
+    // h and the state update. h = (q^ e_r) [C|n] + P [V|1] with q read raw:
+    // the inter-chunk product is scaled by FQ[r] = scale e_r in registers.
+    constexpr int TVX = TV + 8, XT = TVX / 8;
+    constexpr int LDK = DKP + 8, LDP = L + 8, LDV = ((TVX + 8) / 8 | 1) * 8;   // odd multiples of 8
+    constexpr int HT = (L / 16) * XT, HPW = (HT + NW - 1) / NW;       // h tiles
+    constexpr int ST = (L / 16) * (L / 8), SPW = (ST + NW - 1) / NW;  // score tiles
+    constexpr int CT = (DKP / 16) * XT, CPW = (CT + NW - 1) / NW;     // state tiles
+    // threadgroup memory: T: QB, KB (L x LDK), VS, WS (L x LDV), PS (L x LDP),
+    // CS (DKP x LDV); float: U, IA, MR, PRE, SUF, FQ (L each), DG (L x L), DEN (L), MST (4)
+    constexpr int T_ELEMS = 2 * L * LDK + 2 * L * LDV + L * LDP + DKP * LDV;
+    constexpr int T_BYTES = (T_ELEMS * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *QB = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *KB = QB + L * LDK;
+    threadgroup T *VS = KB + L * LDK;
+    threadgroup T *WS = VS + L * LDV;
+    threadgroup T *PS = WS + L * LDV;
+    threadgroup T *CS = PS + L * LDP;
+    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+    threadgroup float *IA = U + L;
+    threadgroup float *MR = IA + L;
+    threadgroup float *PRE = MR + L;
+    threadgroup float *SUF = PRE + L;
+    threadgroup float *FQ = SUF + L;
+    threadgroup float *DG = FQ + L;
+    threadgroup float *DEN = DG + L * L;
+    threadgroup float *MST = DEN + L;
 
-// the state slice: slice sl, tile warp + NW*u of it; column TV is n
-float cst[NSL][CPW][4];
-for (int sl = 0; sl < NSL; sl++)
+    // the state: tile warp + NW*u of [C | n] (DKP x TVX); column TV is n
+    float cst[CPW][4];
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
         for (int e = 0; e < 4; e++) {
-            const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+            const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
             float x = 0.0f;
             if (HAS_INIT && t < CT && row < DHQK) {
                 if (col < TV) {
                     if (v0 + col < DHHV) x = float(C0[(sidx * DHQK + row) * DHHV + v0 + col]);
                 } else if (col == TV) x = float(n0[sidx * DHQK + row]);
             }
-            cst[sl][u][e] = x;
+            cst[u][e] = x;
         }
     }
-if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
-// the state as T for the inter-chunk product (rows past DHQK stay 0)
-for (int sl = 0; sl < NSL; sl++)
+    if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
         if (t < CT)
             for (int e = 0; e < 4; e++)
-                CS[(sl * DS + rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[sl][u][e]);
+                CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
     }
-threadgroup_barrier(mem_flags::mem_threadgroup);
-
-const int nchunks = (len + L - 1) / L;
-for (int c = 0; c < nchunks; c++) {
-    const int Lc = min(L, len - c * L);
-    const long tb = tokbase + long(c) * L;   // row of the chunk's first token
-    // ---- gates: the recurrence's stabiliser, U and IA ----
-    for (int r = tid; r < L; r += NT) {
-        float lf = 0.0f, ig = NEG_INF;
-        if (r < Lc) {
-            const float fp = float(f[tb + r]);
-            lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
-            ig = float(i[tb + r]);
-        }
-        U[r] = lf;
-        IA[r] = ig;
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    if (tid == 0) {
-        float mp = MST[0];
-        for (int r = 0; r < Lc; r++) {
-            const float a = U[r] + mp, mr = max(a, IA[r]);
-            U[r] = a - mr;
-            IA[r] = IA[r] - mr;
-            MR[r] = mr;
-            mp = mr;
-        }
-        for (int r = Lc; r < L; r++) {
-            U[r] = 0.0f;
-            IA[r] = NEG_INF;
-            MR[r] = mp;
-        }
-    }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    // per block: inclusive prefix sums, exclusive suffix sums, totals of U
-    if (tid < NB) {
-        const int b0 = tid * BLK;
-        float s = 0.0f;
-        for (int r = 0; r < BLK; r++) {
-            s += U[b0 + r];
-            PRE[b0 + r] = s;
-        }
-        TOT[tid] = s;
-        s = 0.0f;
-        for (int r = BLK - 1; r >= 0; r--) {
-            SUF[b0 + r] = s;
-            s += U[b0 + r];
-        }
+    const int nchunks = (len + L - 1) / L;
+    if (nchunks > 0) {
+        const int l0 = min(L, len);
+        mc_load_async<T, L, DKP, NT, VEC>(QB, LDK, q + tokbase * DHQK, DHQK, l0, DHQK, tid);
+        mc_load_async<T, L, DKP, NT, VEC>(KB, LDK, k + tokbase * DHQK, DHQK, l0, DHQK, tid);
+        mc_load_async<T, L, TV, NT, VEC>(VS, LDV, v + (tokbase * DHHV + v0), DHHV, l0, DHHV - v0, tid);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    const int nqb = (Lc + BLK - 1) / BLK;
-    for (int qb = 0; qb < nqb; qb++) {
-        const int r0 = qb * BLK;
-        // diagonal block: DG[r][j] = sum_{s=j+1..r} U[r0 + s] for j <= r (a scan per row)
-        if (tid < BLK) {
-            float s = 0.0f;
-            DG[tid * BLK + tid] = 0.0f;
+    for (int c = 0; c < nchunks; c++) {
+        const int Lc = min(L, len - c * L);
+        const long tb = tokbase + long(c) * L;
+        // ---- gates: the recurrence's stabiliser, U and IA (as the general path) ----
+        for (int r = tid; r < L; r += NT) {
+            float lf = 0.0f, ig = NEG_INF;
+            if (r < Lc) {
+                const float fp = float(f[tb + r]);
+                lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+                ig = float(i[tb + r]);
+            }
+            U[r] = lf;
+            IA[r] = ig;
+        }
+        for (int e = tid; e < L * 8; e += NT) { /* the normaliser's column of ones */
+            const int jj = e / 8, cc = e % 8;
+            VS[jj * LDV + TV + cc] = (cc == 0 && jj < Lc) ? T(1) : T(0);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid == 0) {
+            float mp = MST[0];
+            for (int r = 0; r < Lc; r++) {
+                const float a = U[r] + mp, mr = max(a, IA[r]);
+                U[r] = a - mr;
+                IA[r] = IA[r] - mr;
+                MR[r] = mr;
+                mp = mr;
+            }
+            for (int r = Lc; r < L; r++) {
+                U[r] = 0.0f;
+                IA[r] = NEG_INF;
+                MR[r] = mp;
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        // inclusive prefix and exclusive suffix sums of U (two threads of other
+        // SIMD groups), the diagonal weights' scans (one per row)
+        if (tid == 128) {
+            float sum = 0.0f;
+            for (int r = 0; r < L; r++) {
+                sum += U[r];
+                PRE[r] = sum;
+            }
+        } else if (tid == 160) {
+            float sum = 0.0f;
+            for (int r = L - 1; r >= 0; r--) {
+                SUF[r] = sum;
+                sum += U[r];
+            }
+        } else if (tid < L) {
+            float sum = 0.0f;
+            DG[tid * L + tid] = 0.0f;
             for (int j = tid - 1; j >= 0; j--) {
-                s += U[r0 + j + 1];
-                DG[tid * BLK + j] = s;
+                sum += U[j + 1];
+                DG[tid * L + j] = sum;
             }
         }
-        float pre_r0 = 0.0f;   // sum of U over the chunk's blocks before this one
-        for (int b = 0; b < qb; b++) pre_r0 += TOT[b];
-        float hacc[HPW][4];
-        for (int u = 0; u < HPW; u++)
-            for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
-        // ---- intra-chunk: key blocks up to the diagonal ----
-        for (int kb = 0; kb <= qb; kb++) {
-            const int k0 = kb * BLK;
-            float sacc[SPW][4];
-            for (int u = 0; u < SPW; u++)
-                for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
-            for (int sl = 0; sl < NSL; sl++) {
-                mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
-                mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
-                threadgroup_barrier(mem_flags::mem_threadgroup);
-                for (int u = 0; u < SPW; u++) {
-                    const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
-                    if (t < ST) mc_tile(sacc[u], QS + rt * 16 * LDQ, LDQ, 1, KS + ct * 8 * LDQ, 1, LDQ, DS, lane);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int r = tid; r < L; r += NT) FQ[r] = r < Lc ? scale * exp(PRE[r]) : 0.0f;
+        mc_wait_copies();
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        // ---- P = (q k^T) scale w ----
+        for (int u = 0; u < SPW; u++) {
+            const int t = warp + NW * u, rt = t / (L / 8), ct = t % (L / 8);
+            if (t < ST) {
+                float sacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                mc_tile(sacc, QB + rt * 16 * LDK, LDK, 1, KB + ct * 8 * LDK, 1, LDK, DKP, lane);
+                for (int e = 0; e < 4; e++) {
+                    const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
+                    const float lw = jl <= rl ? IA[jl] + DG[rl * L + jl] : NEG_INF;
+                    const float w = lw == NEG_INF ? 0.0f : exp(lw);
+                    PS[rl * LDP + jl] = T(sacc[e] * scale * w);
                 }
-                threadgroup_barrier(mem_flags::mem_threadgroup);
             }
-            float between = 0.0f;   // U summed over the whole blocks strictly between kb and qb
-            for (int b = kb + 1; b < qb; b++) between += TOT[b];
-            for (int u = 0; u < SPW; u++) {
-                const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
-                if (t < ST)
-                    for (int e = 0; e < 4; e++) {
-                        const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
-                        float lw;
-                        if (kb < qb) lw = IA[k0 + jl] + SUF[k0 + jl] + between + PRE[r0 + rl];
-                        else lw = jl <= rl ? IA[k0 + jl] + DG[rl * BLK + jl] : NEG_INF;
-                        const float w = lw == NEG_INF ? 0.0f : exp(lw);
-                        PS[rl * LDP + jl] = T(sacc[u][e] * scale * w);
-                    }
-            }
-            mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
-            for (int e = tid; e < BLK * 8; e += NT) { /* the normaliser's column of ones */
-                const int jj = e / 8, cc = e % 8;
-                VS[jj * LDV + TV + cc] = (cc == 0 && k0 + jj < Lc) ? T(1) : T(0);
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            for (int u = 0; u < HPW; u++) {
-                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-                if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, BLK, lane);
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
         }
-        // ---- inter-chunk: (q^ e_r) [C | n] ----
-        for (int sl = 0; sl < NSL; sl++) {
-            mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            for (int e = tid; e < BLK * DS; e += NT) { /* q^ e_r (rows past the chunk are 0 already) */
-                const int rr = e / DS, d = e % DS;
-                QS[rr * LDQ + d] = T(float(QS[rr * LDQ + d]) * scale * exp(pre_r0 + PRE[r0 + rr]));
+        // ---- H = FQ q [C|n] + P [V|1] ----
+        float hacc[HPW][4];
+        for (int u = 0; u < HPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
+            if (t < HT) {
+                mc_tile(hacc[u], QB + rt * 16 * LDK, LDK, 1, CS + ct * 8, LDV, 1, DKP, lane);
+                for (int e = 0; e < 4; e++) hacc[u][e] *= FQ[rt * 16 + g + 8 * (e >> 1)];
             }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            for (int u = 0; u < HPW; u++) {
-                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-                if (t < HT) mc_tile(hacc[u], QS + rt * 16 * LDQ, LDQ, 1, CS + sl * DS * LDV + ct * 8, LDV, 1, DS, lane);
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
         }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int u = 0; u < HPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, L, lane);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (c + 1 < nchunks) /* q is read: the next chunk's comes in */
+            mc_load_async<T, L, DKP, NT, VEC>(QB, LDK, q + (tb + L) * DHQK, DHQK, min(L, Lc == L ? len - (c + 1) * L : 0),
+                                              DHQK, tid);
         // ---- h = numerator / (max(|den|, exp(-m)) + eps) ----
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
@@ -385,46 +379,107 @@ for (int c = 0; c < nchunks; c++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT && ct < XT - 1)
                 for (int e = 0; e < 4; e++) {
-                    const int rl = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
-                    const int r = r0 + rl;
+                    const int r = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
                     if (r < Lc && col < DHHV) {
-                        const float den = max(fabs(DEN[rl]), exp(-MR[r])) + eps;
+                        const float den = max(fabs(DEN[r]), exp(-MR[r])) + eps;
                         h[(tb + r) * DHHV + col] = T(hacc[u][e] / den);
                     }
                 }
         }
+        // ---- the state at the chunk's end: C' = e_last C + K^T [w v | w] ----
+        for (int e = tid; e < L * TVX; e += NT) {
+            const int jj = e / TVX, cc = e % TVX;
+            const float w = jj < Lc ? exp(IA[jj] + SUF[jj]) : 0.0f;
+            WS[jj * LDV + cc] = cc < TV ? T(float(VS[jj * LDV + cc]) * w) : T(cc == TV ? w : 0.0f);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float decay = exp(PRE[L - 1]);
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            for (int e = 0; e < 4; e++) cst[u][e] *= decay;
+            if (t < CT) mc_tile(cst[u], KB + rt * 16, 1, LDK, WS + ct * 8, LDV, 1, L, lane);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (c + 1 < nchunks) { /* k and v are read: the next chunk's come in */
+            const int ln = min(L, len - (c + 1) * L);
+            mc_load_async<T, L, DKP, NT, VEC>(KB, LDK, k + (tb + L) * DHQK, DHQK, ln, DHQK, tid);
+            mc_load_async<T, L, TV, NT, VEC>(VS, LDV, v + ((tb + L) * DHHV + v0), DHHV, ln, DHHV - v0, tid);
+        }
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < CT)
+                for (int e = 0; e < 4; e++)
+                    CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
+        }
+        if (tid == 0) MST[0] = MR[Lc - 1];
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 
-    // ---- the state at the chunk's end: C' = e_last C + K^T [w v | w] ----
-    float gl = 0.0f;   // sum of U over the chunk
-    for (int b = 0; b < NB; b++) gl += TOT[b];
-    const float decay = exp(gl);
-    for (int sl = 0; sl < NSL; sl++)
-        for (int u = 0; u < CPW; u++)
-            for (int e = 0; e < 4; e++) cst[sl][u][e] *= decay;
-    for (int kb = 0; kb < nqb; kb++) {
-        const int k0 = kb * BLK;
-        float after = 0.0f;   // U summed over the blocks after kb
-        for (int b = kb + 1; b < NB; b++) after += TOT[b];
-        mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (int e = tid; e < BLK * TVX; e += NT) { /* [w v | w]: key j's weight in the chunk-end state */
-            const int jj = e / TVX, cc = e % TVX, j = k0 + jj;
-            const float w = j < Lc ? exp(IA[j] + SUF[j] + after) : 0.0f;
-            if (cc < TV) VS[jj * LDV + cc] = T(float(VS[jj * LDV + cc]) * w);
-            else VS[jj * LDV + cc] = T(cc == TV ? w : 0.0f);
+    if (STATES_OUT) {
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            if (t < CT)
+                for (int e = 0; e < 4; e++) {
+                    const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                    if (row < DHQK) {
+                        if (col < TV) {
+                            if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
+                        } else if (col == TV && vt == 0) n_out[sidx * DHQK + row] = cst[u][e];
+                    }
+                }
         }
-        for (int sl = 0; sl < NSL; sl++) {
-            mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            for (int u = 0; u < CPW; u++) {
-                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-                if (t < CT) mc_tile(cst[sl][u], KS + rt * 16, 1, LDQ, VS + ct * 8, LDV, 1, BLK, lane);
-            }
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-        }
+        if (vt == 0 && tid == 0) m_out[sidx] = MST[0];
     }
+} else {
+    constexpr int BLK = L < 64 ? L : 64;       // rows of a query or key block
+    constexpr int NB = L / BLK;                // blocks per chunk
+    constexpr int TVX = TV + 8;                // columns + the normaliser's tile
+    constexpr int XT = TVX / 8;                // column tiles
+    constexpr int NSL = DKP / DS;              // slices of DHQK
+    constexpr int LDQ = DS + 8, LDP = BLK + 8;   // row pitches (T elements): odd multiples of 8
+    constexpr int LDV = ((TVX + 8) / 8 | 1) * 8;
+    constexpr int HT = (BLK / 16) * XT, HPW = (HT + NW - 1) / NW;        // h tiles of a query block
+    constexpr int ST = (BLK / 16) * (BLK / 8), SPW = (ST + NW - 1) / NW; // score tiles of a block pair
+    constexpr int CT = (DS / 16) * XT, CPW = (CT + NW - 1) / NW;         // state tiles of a slice
+    // threadgroup memory: T: QS, KS (BLK x LDQ), PS (BLK x LDP), VS (BLK x LDV),
+    // CS (DKP x LDV); then float: U, IA, MR, PRE, SUF (L each), TOT (NB), DG (BLK x BLK),
+    // DEN (BLK), MST (4)
+    constexpr int T_ELEMS = 2 * BLK * LDQ + BLK * LDP + BLK * LDV + DKP * LDV;
+    constexpr int T_BYTES = (T_ELEMS * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *KS = QS + BLK * LDQ;
+    threadgroup T *PS = KS + BLK * LDQ;
+    threadgroup T *VS = PS + BLK * LDP;
+    threadgroup T *CS = VS + BLK * LDV;
+    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+    threadgroup float *IA = U + L;
+    threadgroup float *MR = IA + L;
+    threadgroup float *PRE = MR + L;
+    threadgroup float *SUF = PRE + L;
+    threadgroup float *TOT = SUF + L;
+    threadgroup float *DG = TOT + NB;
+    threadgroup float *DEN = DG + BLK * BLK;
+    threadgroup float *MST = DEN + BLK;
+
+
+    // the state slice: slice sl, tile warp + NW*u of it; column TV is n
+    float cst[NSL][CPW][4];
+    for (int sl = 0; sl < NSL; sl++)
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            for (int e = 0; e < 4; e++) {
+                const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                float x = 0.0f;
+                if (HAS_INIT && t < CT && row < DHQK) {
+                    if (col < TV) {
+                        if (v0 + col < DHHV) x = float(C0[(sidx * DHQK + row) * DHHV + v0 + col]);
+                    } else if (col == TV) x = float(n0[sidx * DHQK + row]);
+                }
+                cst[sl][u][e] = x;
+            }
+        }
+    if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
+    // the state as T for the inter-chunk product (rows past DHQK stay 0)
     for (int sl = 0; sl < NSL; sl++)
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
@@ -432,23 +487,209 @@ for (int c = 0; c < nchunks; c++) {
                 for (int e = 0; e < 4; e++)
                     CS[(sl * DS + rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[sl][u][e]);
         }
-    if (tid == 0) MST[0] = MR[Lc - 1];
     threadgroup_barrier(mem_flags::mem_threadgroup);
-}
 
-if (STATES_OUT) {
-    for (int sl = 0; sl < NSL; sl++)
-        for (int u = 0; u < CPW; u++) {
-            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-            if (t < CT)
-                for (int e = 0; e < 4; e++) {
-                    const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
-                    if (row < DHQK) {
-                        if (col < TV) {
-                            if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[sl][u][e];
-                        } else if (col == TV && vt == 0) n_out[sidx * DHQK + row] = cst[sl][u][e];
-                    }
-                }
+    const int nchunks = (len + L - 1) / L;
+    for (int c = 0; c < nchunks; c++) {
+        const int Lc = min(L, len - c * L);
+        const long tb = tokbase + long(c) * L;   // row of the chunk's first token
+        // ---- gates: the recurrence's stabiliser, U and IA ----
+        for (int r = tid; r < L; r += NT) {
+            float lf = 0.0f, ig = NEG_INF;
+            if (r < Lc) {
+                const float fp = float(f[tb + r]);
+                lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+                ig = float(i[tb + r]);
+            }
+            U[r] = lf;
+            IA[r] = ig;
         }
-    if (vt == 0 && tid == 0) m_out[sidx] = MST[0];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid == 0) {
+            float mp = MST[0];
+            for (int r = 0; r < Lc; r++) {
+                const float a = U[r] + mp, mr = max(a, IA[r]);
+                U[r] = a - mr;
+                IA[r] = IA[r] - mr;
+                MR[r] = mr;
+                mp = mr;
+            }
+            for (int r = Lc; r < L; r++) {
+                U[r] = 0.0f;
+                IA[r] = NEG_INF;
+                MR[r] = mp;
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        // per block: inclusive prefix sums, exclusive suffix sums, totals of U
+        if (tid < NB) {
+            const int b0 = tid * BLK;
+            float s = 0.0f;
+            for (int r = 0; r < BLK; r++) {
+                s += U[b0 + r];
+                PRE[b0 + r] = s;
+            }
+            TOT[tid] = s;
+            s = 0.0f;
+            for (int r = BLK - 1; r >= 0; r--) {
+                SUF[b0 + r] = s;
+                s += U[b0 + r];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+
+        const int nqb = (Lc + BLK - 1) / BLK;
+        for (int qb = 0; qb < nqb; qb++) {
+            const int r0 = qb * BLK;
+            // diagonal block: DG[r][j] = sum_{s=j+1..r} U[r0 + s] for j <= r (a scan per row)
+            if (tid < BLK) {
+                float s = 0.0f;
+                DG[tid * BLK + tid] = 0.0f;
+                for (int j = tid - 1; j >= 0; j--) {
+                    s += U[r0 + j + 1];
+                    DG[tid * BLK + j] = s;
+                }
+            }
+            float pre_r0 = 0.0f;   // sum of U over the chunk's blocks before this one
+            for (int b = 0; b < qb; b++) pre_r0 += TOT[b];
+            float hacc[HPW][4];
+            for (int u = 0; u < HPW; u++)
+                for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
+            // ---- intra-chunk: key blocks up to the diagonal ----
+            for (int kb = 0; kb <= qb; kb++) {
+                const int k0 = kb * BLK;
+                float sacc[SPW][4];
+                for (int u = 0; u < SPW; u++)
+                    for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
+                for (int sl = 0; sl < NSL; sl++) {
+                    mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
+                    mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
+                    threadgroup_barrier(mem_flags::mem_threadgroup);
+                    for (int u = 0; u < SPW; u++) {
+                        const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
+                        if (t < ST) mc_tile(sacc[u], QS + rt * 16 * LDQ, LDQ, 1, KS + ct * 8 * LDQ, 1, LDQ, DS, lane);
+                    }
+                    threadgroup_barrier(mem_flags::mem_threadgroup);
+                }
+                float between = 0.0f;   // U summed over the whole blocks strictly between kb and qb
+                for (int b = kb + 1; b < qb; b++) between += TOT[b];
+                for (int u = 0; u < SPW; u++) {
+                    const int t = warp + NW * u, rt = t / (BLK / 8), ct = t % (BLK / 8);
+                    if (t < ST)
+                        for (int e = 0; e < 4; e++) {
+                            const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
+                            float lw;
+                            if (kb < qb) lw = IA[k0 + jl] + SUF[k0 + jl] + between + PRE[r0 + rl];
+                            else lw = jl <= rl ? IA[k0 + jl] + DG[rl * BLK + jl] : NEG_INF;
+                            const float w = lw == NEG_INF ? 0.0f : exp(lw);
+                            PS[rl * LDP + jl] = T(sacc[u][e] * scale * w);
+                        }
+                }
+                mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
+                for (int e = tid; e < BLK * 8; e += NT) { /* the normaliser's column of ones */
+                    const int jj = e / 8, cc = e % 8;
+                    VS[jj * LDV + TV + cc] = (cc == 0 && k0 + jj < Lc) ? T(1) : T(0);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (int u = 0; u < HPW; u++) {
+                    const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                    if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, BLK, lane);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+            // ---- inter-chunk: (q^ e_r) [C | n] ----
+            for (int sl = 0; sl < NSL; sl++) {
+                mc_load<T, BLK, DS, NT, VEC>(QS, LDQ, q + ((tb + r0) * DHQK + sl * DS), DHQK, Lc - r0, DHQK - sl * DS, tid);
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (int e = tid; e < BLK * DS; e += NT) { /* q^ e_r (rows past the chunk are 0 already) */
+                    const int rr = e / DS, d = e % DS;
+                    QS[rr * LDQ + d] = T(float(QS[rr * LDQ + d]) * scale * exp(pre_r0 + PRE[r0 + rr]));
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (int u = 0; u < HPW; u++) {
+                    const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                    if (t < HT) mc_tile(hacc[u], QS + rt * 16 * LDQ, LDQ, 1, CS + sl * DS * LDV + ct * 8, LDV, 1, DS, lane);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+            // ---- h = numerator / (max(|den|, exp(-m)) + eps) ----
+            for (int u = 0; u < HPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < HT && ct == XT - 1 && qd == 0) {
+                    DEN[rt * 16 + g] = hacc[u][0];
+                    DEN[rt * 16 + g + 8] = hacc[u][2];
+                }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int u = 0; u < HPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < HT && ct < XT - 1)
+                    for (int e = 0; e < 4; e++) {
+                        const int rl = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
+                        const int r = r0 + rl;
+                        if (r < Lc && col < DHHV) {
+                            const float den = max(fabs(DEN[rl]), exp(-MR[r])) + eps;
+                            h[(tb + r) * DHHV + col] = T(hacc[u][e] / den);
+                        }
+                    }
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+
+        // ---- the state at the chunk's end: C' = e_last C + K^T [w v | w] ----
+        float gl = 0.0f;   // sum of U over the chunk
+        for (int b = 0; b < NB; b++) gl += TOT[b];
+        const float decay = exp(gl);
+        for (int sl = 0; sl < NSL; sl++)
+            for (int u = 0; u < CPW; u++)
+                for (int e = 0; e < 4; e++) cst[sl][u][e] *= decay;
+        for (int kb = 0; kb < nqb; kb++) {
+            const int k0 = kb * BLK;
+            float after = 0.0f;   // U summed over the blocks after kb
+            for (int b = kb + 1; b < NB; b++) after += TOT[b];
+            mc_load<T, BLK, TV, NT, VEC>(VS, LDV, v + ((tb + k0) * DHHV + v0), DHHV, Lc - k0, DHHV - v0, tid);
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            for (int e = tid; e < BLK * TVX; e += NT) { /* [w v | w]: key j's weight in the chunk-end state */
+                const int jj = e / TVX, cc = e % TVX, j = k0 + jj;
+                const float w = j < Lc ? exp(IA[j] + SUF[j] + after) : 0.0f;
+                if (cc < TV) VS[jj * LDV + cc] = T(float(VS[jj * LDV + cc]) * w);
+                else VS[jj * LDV + cc] = T(cc == TV ? w : 0.0f);
+            }
+            for (int sl = 0; sl < NSL; sl++) {
+                mc_load<T, BLK, DS, NT, VEC>(KS, LDQ, k + ((tb + k0) * DHQK + sl * DS), DHQK, Lc - k0, DHQK - sl * DS, tid);
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (int u = 0; u < CPW; u++) {
+                    const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                    if (t < CT) mc_tile(cst[sl][u], KS + rt * 16, 1, LDQ, VS + ct * 8, LDV, 1, BLK, lane);
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+            }
+        }
+        for (int sl = 0; sl < NSL; sl++)
+            for (int u = 0; u < CPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < CT)
+                    for (int e = 0; e < 4; e++)
+                        CS[(sl * DS + rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[sl][u][e]);
+            }
+        if (tid == 0) MST[0] = MR[Lc - 1];
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+
+    if (STATES_OUT) {
+        for (int sl = 0; sl < NSL; sl++)
+            for (int u = 0; u < CPW; u++) {
+                const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+                if (t < CT)
+                    for (int e = 0; e < 4; e++) {
+                        const int row = sl * DS + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                        if (row < DHQK) {
+                            if (col < TV) {
+                                if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[sl][u][e];
+                            } else if (col == TV && vt == 0) n_out[sidx * DHQK + row] = cst[sl][u][e];
+                        }
+                    }
+            }
+        if (vt == 0 && tid == 0) m_out[sidx] = MST[0];
+    }
 }
