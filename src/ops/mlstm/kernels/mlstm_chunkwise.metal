@@ -119,7 +119,6 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
          * operand is stored with its other index contiguous. Every row the
          * lanes name is 16-byte aligned (pitches and offsets are multiples
          * of 8 elements). */
-#pragma unroll
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3, b0, b1;
             if (ak == 1) {
@@ -244,10 +243,8 @@ if constexpr (RES) {
 
     // the state: tile warp + NW*u of [C | n] (DKP x TVX); column TV is n
     float cst[CPW][4];
-    #pragma unroll
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-        #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
             float x = 0.0f;
@@ -260,11 +257,9 @@ if constexpr (RES) {
         }
     }
     if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
-    #pragma unroll
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
         if (t < CT)
-            #pragma unroll
             for (int e = 0; e < 4; e++)
                 CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
     }
@@ -339,13 +334,11 @@ if constexpr (RES) {
         mc_wait_copies();
         threadgroup_barrier(mem_flags::mem_threadgroup);
         // ---- P = (q k^T) scale w ----
-        #pragma unroll
         for (int u = 0; u < SPW; u++) {
             const int t = warp + NW * u, rt = t / (L / 8), ct = t % (L / 8);
             if (t < ST) {
                 float sacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 mc_tile(sacc, QB + rt * 16 * LDK, LDK, 1, KB + ct * 8 * LDK, 1, LDK, DKP, lane);
-                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
                     const float lw = jl <= rl ? IA[jl] + DG[rl * L + jl] : NEG_INF;
@@ -356,19 +349,15 @@ if constexpr (RES) {
         }
         // ---- H = FQ q [C|n] + P [V|1] ----
         float hacc[HPW][4];
-        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-            #pragma unroll
             for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
             if (t < HT) {
                 mc_tile(hacc[u], QB + rt * 16 * LDK, LDK, 1, CS + ct * 8, LDV, 1, DKP, lane);
-                #pragma unroll
                 for (int e = 0; e < 4; e++) hacc[u][e] *= FQ[rt * 16 + g + 8 * (e >> 1)];
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, L, lane);
@@ -378,7 +367,6 @@ if constexpr (RES) {
             mc_load_async<T, L, DKP, NT, VEC>(QB, LDK, q + (tb + L) * DHQK, DHQK, min(L, Lc == L ? len - (c + 1) * L : 0),
                                               DHQK, tid);
         // ---- h = numerator / (max(|den|, exp(-m)) + eps) ----
-        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT && ct == XT - 1 && qd == 0) {
@@ -387,11 +375,9 @@ if constexpr (RES) {
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT && ct < XT - 1)
-                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int r = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
                     if (r < Lc && col < DHHV) {
@@ -408,10 +394,8 @@ if constexpr (RES) {
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float decay = exp(PRE[L - 1]);
-        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-            #pragma unroll
             for (int e = 0; e < 4; e++) cst[u][e] *= decay;
             if (t < CT) mc_tile(cst[u], KB + rt * 16, 1, LDK, WS + ct * 8, LDV, 1, L, lane);
         }
@@ -421,11 +405,9 @@ if constexpr (RES) {
             mc_load_async<T, L, DKP, NT, VEC>(KB, LDK, k + (tb + L) * DHQK, DHQK, ln, DHQK, tid);
             mc_load_async<T, L, TV, NT, VEC>(VS, LDV, v + ((tb + L) * DHHV + v0), DHHV, ln, DHHV - v0, tid);
         }
-        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < CT)
-                #pragma unroll
                 for (int e = 0; e < 4; e++)
                     CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
         }
@@ -434,11 +416,9 @@ if constexpr (RES) {
     }
 
     if (STATES_OUT) {
-        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < CT)
-                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
                     if (row < DHQK) {
