@@ -175,6 +175,40 @@ static alloy_status run_nvrtc(const char *src, const char *kernel_name, const ch
     return st;
 }
 
+static alloy_status run_nvrtc(const char *src, const char *kernel_name, const char *arch, void **image,
+                              size_t *size, char **log);
+
+/* ALLOY_COMPILE_CHECK_DUMP=DIR: each checked kernel's source, cubin and PTX
+ * go to DIR/<kernel>-<hash>.cu, .cubin and .ptx, so that a machine without a
+ * GPU can read a kernel's registers and spills (`ptxas -v -arch=sm_90a` on
+ * the .ptx) or its SASS. A file that cannot be written is skipped: the dump
+ * is a developer's aid. */
+static void dump_checked(const alloy_compile_job *job, const char *arch, const void *image, size_t size) {
+    const char *dir = getenv("ALLOY_COMPILE_CHECK_DUMP");
+    if (!dir || !*dir) return;
+    char path[4096], varch[16], *log = NULL;
+    void *ptx = NULL;
+    size_t nptx = 0;
+    snprintf(varch, sizeof varch, "compute_%s", arch + 3);
+    if (run_nvrtc(job->source, job->kernel_name, varch, &ptx, &nptx, &log) != ALLOY_OK) nptx = 0;
+    while (nptx && ((const char *)ptx)[nptx - 1] == 0) nptx--; /* NVRTC counts the terminator */
+    free(log);
+    const struct {
+        const char *ext;
+        const void *data;
+        size_t n;
+    } files[3] = {{"cu", job->source, strlen(job->source)}, {"cubin", image, size}, {"ptx", ptx, nptx}};
+    for (int e = 0; e < 3; e++) {
+        if (!files[e].n) continue;
+        snprintf(path, sizeof path, "%s/%s-%.12s.%s", dir, job->kernel_name, job->key, files[e].ext);
+        FILE *f = fopen(path, "wb");
+        if (!f) continue;
+        fwrite(files[e].data, 1, files[e].n, f);
+        fclose(f);
+    }
+    free(ptx);
+}
+
 alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) {
     *log = NULL;
     char why[2048];
@@ -183,8 +217,9 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) 
                            job->kernel_name, why);
     void *image = NULL;
     size_t size = 0;
-    alloy_status st = run_nvrtc(job->source, job->kernel_name,
-                                needs_sm90a(job->source) ? "sm_90a" : "sm_90", &image, &size, log);
+    const char *arch = needs_sm90a(job->source) ? "sm_90a" : "sm_90";
+    alloy_status st = run_nvrtc(job->source, job->kernel_name, arch, &image, &size, log);
+    if (st == ALLOY_OK) dump_checked(job, arch, image, size);
     free(image);
     if (st == ALLOY_OK) { /* warnings are not failures */
         free(*log);

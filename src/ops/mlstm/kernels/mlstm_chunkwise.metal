@@ -106,35 +106,48 @@ METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 #endif
+#if defined(ALLOY_BACKEND_CUDA)
+/* The m16n8k16 fragments at k0 by ldmatrix: A as four 8 x 8 matrices, B as
+ * two; .trans where the operand is stored with its other index contiguous.
+ * Every row the lanes name is 16-byte aligned (pitches and offsets are
+ * multiples of 8 elements). */
+template <class TT>
+METAL_FUNC void mc_frag_a(const threadgroup TT *a, int am, int ak, int k0, uint lane, thread uint &a0, thread uint &a1,
+                          thread uint &a2, thread uint &a3) {
+    if (ak == 1) {
+        const int r = int(lane & 15u), c = k0 + int(lane >> 4) * 8;
+        mc_ldsm_x4(mc_smem(a + r * am + c), a0, a1, a2, a3);
+    } else { /* am == 1: rows of k, m contiguous */
+        const int kr = k0 + int(lane & 7u) + int(lane >> 4) * 8, m = int((lane >> 3) & 1u) * 8;
+        mc_ldsm_x4_trans(mc_smem(a + kr * ak + m), a0, a1, a2, a3);
+    }
+}
+template <class TT>
+METAL_FUNC void mc_frag_b(const threadgroup TT *b, int bk, int bn, int k0, uint lane, thread uint &b0, thread uint &b1) {
+    if (bk == 1) { /* rows of n, k contiguous */
+        const int n = int(lane & 7u), c = k0 + int((lane >> 3) & 1u) * 8;
+        mc_ldsm_x2(mc_smem(b + n * bn + c), b0, b1);
+    } else { /* bn == 1: rows of k, n contiguous */
+        mc_ldsm_x2_trans(mc_smem(b + (k0 + int(lane & 15u)) * bk), b0, b1);
+    }
+}
+#endif
 /* acc (one 16 x 8 tile; lane (g, q) holds (g, 2q), (g, 2q+1), (g+8, 2q),
  * (g+8, 2q+1)) += sum_{k < kk} A(m, k) B(k, n) with A(m, k) = a[m*am + k*ak],
- * B(k, n) = b[k*bk + n*bn] in threadgroup memory; kk a multiple of 16. */
+ * B(k, n) = b[k*bk + n*bn] in threadgroup memory; kk a multiple of 16. On
+ * CUDA, bfloat16 and float16 run mma.sync.m16n8k16 with float accumulation;
+ * every other case FMAs in k order (exact float32). */
 template <class TT>
 METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int ak, const threadgroup TT *b, int bk,
                         int bn, int kk, uint lane) {
     const int g = int(lane >> 2), q = int(lane & 3u);
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
-        /* ldmatrix: A as four 8 x 8 matrices, B as two; .trans where the
-         * operand is stored with its other index contiguous. Every row the
-         * lanes name is 16-byte aligned (pitches and offsets are multiples
-         * of 8 elements). */
+#pragma unroll 1
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3, b0, b1;
-            if (ak == 1) {
-                const int r = int(lane & 15u), c = k0 + int(lane >> 4) * 8;
-                mc_ldsm_x4(mc_smem(a + r * am + c), a0, a1, a2, a3);
-            } else { /* am == 1: rows of k, m contiguous */
-                const int kr = k0 + int(lane & 7u) + int(lane >> 4) * 8, m = int((lane >> 3) & 1u) * 8;
-                mc_ldsm_x4_trans(mc_smem(a + kr * ak + m), a0, a1, a2, a3);
-            }
-            if (bk == 1) { /* rows of n, k contiguous */
-                const int n = int(lane & 7u), c = k0 + int((lane >> 3) & 1u) * 8;
-                mc_ldsm_x2(mc_smem(b + n * bn + c), b0, b1);
-            } else { /* bn == 1: rows of k, n contiguous */
-                const int kr = k0 + int(lane & 15u);
-                mc_ldsm_x2_trans(mc_smem(b + kr * bk), b0, b1);
-            }
+            mc_frag_a(a, am, ak, k0, lane, a0, a1, a2, a3);
+            mc_frag_b(b, bk, bn, k0, lane, b0, b1);
             mc_mma<TT>(acc, a0, a1, a2, a3, b0, b1);
         }
         return;
@@ -146,6 +159,31 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
         for (int k = 0; k < kk; k++) s = fma(float(a[m * am + k * ak]), float(b[k * bk + n * bn]), s);
         acc[e] = s;
     }
+}
+/* The first `live` of a warp's N tiles, acc[u] += A_u B_u as mc_tile, with
+ * the k loop outside: the N products' mma chains interleave (one chain of
+ * dependent mma per tile leaves the tensor cores waiting on its latency). */
+template <class TT, int N>
+METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a, int am, int ak,
+                         const threadgroup TT *const *b, int bk, int bn, int kk, int live, uint lane) {
+#if defined(ALLOY_BACKEND_CUDA)
+    if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kk; k0 += 16) {
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (u < live) {
+                    uint a0, a1, a2, a3, b0, b1;
+                    mc_frag_a(a[u], am, ak, k0, lane, a0, a1, a2, a3);
+                    mc_frag_b(b[u], bk, bn, k0, lane, b0, b1);
+                    mc_mma<TT>(acc[u], a0, a1, a2, a3, b0, b1);
+                }
+        }
+        return;
+    }
+#endif
+    for (int u = 0; u < N; u++)
+        if (u < live) mc_tile(acc[u], a[u], am, ak, b[u], bk, bn, kk, lane);
 }
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
@@ -221,6 +259,7 @@ if constexpr (RES) {
     constexpr int HT = (L / 16) * XT, HPW = (HT + NW - 1) / NW;       // h tiles
     constexpr int ST = (L / 16) * (L / 8), SPW = (ST + NW - 1) / NW;  // score tiles
     constexpr int CT = (DKP / 16) * XT, CPW = (CT + NW - 1) / NW;     // state tiles
+    constexpr int MPW = HPW > SPW ? (HPW > CPW ? HPW : CPW) : (SPW > CPW ? SPW : CPW);   // the most of the three
     // threadgroup memory: T: QB, KB (L x LDK), VS, WS (L x LDV), PS (L x LDP),
     // CS (DKP x LDV); float: U, IA, MR, PRE, SUF, FQ (L each), DG (L x L), DEN (L), MST (4)
     constexpr int T_ELEMS = 2 * L * LDK + 2 * L * LDV + L * LDP + DKP * LDV;
@@ -243,8 +282,10 @@ if constexpr (RES) {
 
     // the state: tile warp + NW*u of [C | n] (DKP x TVX); column TV is n
     float cst[CPW][4];
+    #pragma unroll
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+        #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
             float x = 0.0f;
@@ -257,9 +298,11 @@ if constexpr (RES) {
         }
     }
     if (tid == 0) MST[0] = HAS_INIT ? float(m0[sidx]) : 0.0f;
+    #pragma unroll
     for (int u = 0; u < CPW; u++) {
         const int t = warp + NW * u, rt = t / XT, ct = t % XT;
         if (t < CT)
+            #pragma unroll
             for (int e = 0; e < 4; e++)
                 CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
     }
@@ -334,39 +377,57 @@ if constexpr (RES) {
         mc_wait_copies();
         threadgroup_barrier(mem_flags::mem_threadgroup);
         // ---- P = (q k^T) scale w ----
+        float sacc[SPW][4];
+        const threadgroup T *pa[MPW], *pb[MPW];   // the tiles' operands
+        #pragma unroll
+        for (int u = 0; u < SPW; u++) {
+            const int t = warp + NW * u, rt = t / (L / 8), ct = t % (L / 8);
+            #pragma unroll
+            for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
+            pa[u] = QB + rt * 16 * LDK;
+            pb[u] = KB + ct * 8 * LDK;
+        }
+        mc_tiles<T, SPW>(sacc, pa, LDK, 1, pb, 1, LDK, DKP, (ST - warp + NW - 1) / NW, lane);
+        #pragma unroll
         for (int u = 0; u < SPW; u++) {
             const int t = warp + NW * u, rt = t / (L / 8), ct = t % (L / 8);
             if (t < ST) {
-                float sacc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mc_tile(sacc, QB + rt * 16 * LDK, LDK, 1, KB + ct * 8 * LDK, 1, LDK, DKP, lane);
+                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int rl = rt * 16 + g + 8 * (e >> 1), jl = ct * 8 + 2 * qd + (e & 1);
                     const float lw = jl <= rl ? IA[jl] + DG[rl * L + jl] : NEG_INF;
                     const float w = lw == NEG_INF ? 0.0f : exp(lw);
-                    PS[rl * LDP + jl] = T(sacc[e] * scale * w);
+                    PS[rl * LDP + jl] = T(sacc[u][e] * scale * w);
                 }
             }
         }
         // ---- H = FQ q [C|n] + P [V|1] ----
         float hacc[HPW][4];
+        const int hlive = (HT - warp + NW - 1) / NW;
+        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            #pragma unroll
             for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
-            if (t < HT) {
-                mc_tile(hacc[u], QB + rt * 16 * LDK, LDK, 1, CS + ct * 8, LDV, 1, DKP, lane);
-                for (int e = 0; e < 4; e++) hacc[u][e] *= FQ[rt * 16 + g + 8 * (e >> 1)];
-            }
+            pa[u] = QB + rt * 16 * LDK;
+            pb[u] = CS + ct * 8;
+        }
+        mc_tiles<T, HPW>(hacc, pa, LDK, 1, pb, LDV, 1, DKP, hlive, lane);
+        #pragma unroll
+        for (int u = 0; u < HPW; u++) {
+            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            #pragma unroll
+            for (int e = 0; e < 4; e++) hacc[u][e] *= FQ[rt * 16 + g + 8 * (e >> 1)];
+            pa[u] = PS + rt * 16 * LDP;
+            pb[u] = VS + ct * 8;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        for (int u = 0; u < HPW; u++) {
-            const int t = warp + NW * u, rt = t / XT, ct = t % XT;
-            if (t < HT) mc_tile(hacc[u], PS + rt * 16 * LDP, LDP, 1, VS + ct * 8, LDV, 1, L, lane);
-        }
+        mc_tiles<T, HPW>(hacc, pa, LDP, 1, pb, LDV, 1, L, hlive, lane);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (c + 1 < nchunks) /* q is read: the next chunk's comes in */
-            mc_load_async<T, L, DKP, NT, VEC>(QB, LDK, q + (tb + L) * DHQK, DHQK, min(L, Lc == L ? len - (c + 1) * L : 0),
-                                              DHQK, tid);
+            mc_load_async<T, L, DKP, NT, VEC>(QB, LDK, q + (tb + L) * DHQK, DHQK, min(L, len - (c + 1) * L), DHQK, tid);
         // ---- h = numerator / (max(|den|, exp(-m)) + eps) ----
+        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT && ct == XT - 1 && qd == 0) {
@@ -375,9 +436,11 @@ if constexpr (RES) {
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
+        #pragma unroll
         for (int u = 0; u < HPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < HT && ct < XT - 1)
+                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int r = rt * 16 + g + 8 * (e >> 1), col = v0 + ct * 8 + 2 * qd + (e & 1);
                     if (r < Lc && col < DHHV) {
@@ -394,20 +457,26 @@ if constexpr (RES) {
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float decay = exp(PRE[L - 1]);
+        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
+            #pragma unroll
             for (int e = 0; e < 4; e++) cst[u][e] *= decay;
-            if (t < CT) mc_tile(cst[u], KB + rt * 16, 1, LDK, WS + ct * 8, LDV, 1, L, lane);
+            pa[u] = KB + rt * 16;
+            pb[u] = WS + ct * 8;
         }
+        mc_tiles<T, CPW>(cst, pa, 1, LDK, pb, LDV, 1, L, (CT - warp + NW - 1) / NW, lane);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (c + 1 < nchunks) { /* k and v are read: the next chunk's come in */
             const int ln = min(L, len - (c + 1) * L);
             mc_load_async<T, L, DKP, NT, VEC>(KB, LDK, k + (tb + L) * DHQK, DHQK, ln, DHQK, tid);
             mc_load_async<T, L, TV, NT, VEC>(VS, LDV, v + ((tb + L) * DHHV + v0), DHHV, ln, DHHV - v0, tid);
         }
+        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < CT)
+                #pragma unroll
                 for (int e = 0; e < 4; e++)
                     CS[(rt * 16 + g + 8 * (e >> 1)) * LDV + ct * 8 + 2 * qd + (e & 1)] = T(cst[u][e]);
         }
@@ -416,9 +485,11 @@ if constexpr (RES) {
     }
 
     if (STATES_OUT) {
+        #pragma unroll
         for (int u = 0; u < CPW; u++) {
             const int t = warp + NW * u, rt = t / XT, ct = t % XT;
             if (t < CT)
+                #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int row = rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
                     if (row < DHQK) {
