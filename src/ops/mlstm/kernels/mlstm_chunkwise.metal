@@ -143,7 +143,6 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
     const int g = int(lane >> 2), q = int(lane & 3u);
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
-#pragma unroll 1
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3, b0, b1;
             mc_frag_a(a, am, ak, k0, lane, a0, a1, a2, a3);
