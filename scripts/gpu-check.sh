@@ -56,7 +56,9 @@ if has bench; then
     # The catalog's table (alloy bench): cuBLAS loaded from the CUDA toolkit.
     [ -z "${ALLOY_CUBLAS:-}" ] && ALLOY_CUBLAS=$(ls /usr/local/cuda/lib64/libcublas.so* 2>/dev/null | head -1) &&
         export ALLOY_CUBLAS
-    if build-gpu/alloy bench --device cuda > "$OUT/bench_catalog.txt" 2>&1; then note "alloy bench" "ok (bench_catalog.txt)"
+    # matmul and linalg here; the mLSTM and fused-op rows (minutes each) run
+    # through scripts/gpu-bench-training.sh, one step per call.
+    if build-gpu/alloy bench matmul linalg --device cuda > "$OUT/bench_catalog.txt" 2>&1; then note "alloy bench" "ok (bench_catalog.txt)"
     else note "alloy bench" "FAILED (bench_catalog.txt)"; fi
     cat "$OUT/bench_catalog.txt"
     # The peer of `alloy bench linalg` on CUDA: torch.linalg on the same rows, with the

@@ -35,7 +35,7 @@ static const char *const USAGE =
     "                   \"cholesky f64\", lu_factor)\n"
     "\n"
     "Per operation and size: time (median of timed batches after a warm-up), rate,\n"
-    "%% of the peer's rate, error against float64 on a sample of outputs, and the\n"
+    "% of the peer's rate, error against float64 on a sample of outputs, and the\n"
     "peer (cuBLAS on CUDA, OpenBLAS on the CPU; ALLOY_BLAS=path picks the library)\n"
     "with the ratio peer time / alloy time. Peers are loaded at run time when present.\n"
     "linalg: cholesky, lu_factor, solve (one right-hand side), inv and det of batches\n"
