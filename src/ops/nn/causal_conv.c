@@ -11,7 +11,6 @@ static const char FWD_FILE[] = "src/ops/nn/kernels/causal_conv_forward.metal";
 static const char STATE_FILE[] = "src/ops/nn/kernels/causal_conv_state.metal";
 static const char DIN_FILE[] = "src/ops/nn/kernels/causal_conv_backward_input.metal";
 static const char PART_FILE[] = "src/ops/nn/kernels/causal_conv_param_partials.metal";
-static const char SUM_FILE[] = "src/ops/nn/kernels/column_sum.metal";
 
 typedef struct conv_dims {
     int64_t B, S, C, K;
@@ -136,15 +135,7 @@ static alloy_status param_grads(const conv_dims *d, alloy_array *x, alloy_array 
         if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
         if (st == ALLOY_OK) st = alloy_launch_reset(l);
     }
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ow ? ow : sw);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ob ? ob : sb);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 127) / 128 * 128), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, d->C * d->K);
-    alloy_array *ins2[1] = {part};
-    if (st == ALLOY_OK) st = alloy_nn_apply(SUM_FILE, l, dt, 1, ins2, 2, stream);
+    if (st == ALLOY_OK) st = alloy_nn_column_sum(part, P, M, d->C * d->K, ow ? ow : sw, ob ? ob : sb, dt, stream);
     alloy_launch_free(l);
     alloy_array_free(part);
     alloy_array_free(sw);

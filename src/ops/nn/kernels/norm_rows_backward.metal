@@ -1,0 +1,155 @@
+// norm_rows_backward: the backward of norm_rows in one pass over x and dy:
+// dx of each group, and partial sums of dweight and dbias per threadgroup.
+// Same layout as norm_rows (one SIMD group per group of n = DH elements, the
+// group of x and dy in registers, lane l holding chunks (i * 32 + l) * V,
+// 16-byte accesses with vec16). With g = dy * w and x^ = (x - mu) * rstd:
+//   rms == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
+//   rms == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
+// Threadgroup p serves head h = p % G of the rows r = sg + 8 * (p / G) + 8 *
+// PT * k; each lane sums dy * x^ and dy of its columns over its rows in
+// registers, the 8 SIMD groups add theirs in threadgroup memory in order, and
+//   part[q * 2D + h * DH + j] = sum dy x^,  part[q * 2D + D + h * DH + j] = sum dy
+// for q = p / G (column_sum then adds the PT blocks in order: deterministic).
+// Launch constants: long R (rows), long PT, int DH, int G, int rms, int vec16,
+// A eps. Template: T (data), A (accumulation; part is A), NC (chunks per lane).
+// Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
+//! name: alloy_nn_norm_rows_backward
+//! inputs: x w dy
+//! outputs: dx part
+//! template: T=float32
+//! template: A=float32
+//! template: NC=1
+//! header:
+// 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
+// one vector load or store whatever T is (bit operations, no per-element loads).
+template <class T, class A> inline void nn_ld16(const T *p, A *o) {
+    const uint4 u = *(const uint4 *)p;
+    if constexpr (sizeof(T) == 8) {
+        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
+        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
+    } else {
+        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
+    }
+}
+template <class T, class A> inline void nn_st16(T *p, const A *v) {
+    uint4 u;
+    if constexpr (sizeof(T) == 8) {
+        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
+        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
+    } else {
+        for (int e = 0; e < 4; e++)
+            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
+    }
+    *(uint4 *)p = u;
+}
+//! body:
+constexpr int V = 16 / int(sizeof(T));
+constexpr int NE = NC * V;
+const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
+const int tid = int(thread_index_in_threadgroup);
+const long p = long(threadgroup_position_in_grid.x);
+const int h = int(p % long(G));
+const long q = p / long(G);
+const long D = long(G) * long(DH);
+const A inv_n = A(1) / A(DH);
+threadgroup A red[2 * 32 * NE];
+A wv[NE], aw[NE], ab[NE];
+for (int i = 0; i < NC; i++) {
+    const int col = (i * 32 + lane) * V;
+    for (int e = 0; e < V; e++) wv[i * V + e] = aw[i * V + e] = ab[i * V + e] = A(0);
+    if (vec16 != 0 && col < DH) {
+        nn_ld16(&w[h * DH + col], &wv[i * V]);
+    } else if (vec16 == 0) {
+        for (int e = 0; e < V; e++)
+            if (col + e < DH) wv[i * V + e] = A(w[h * DH + col + e]);
+    }
+}
+for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
+    const long r = r0 + long(sg);
+    const bool ok = r < R;
+    const long base = (r * long(G) + long(h)) * long(DH);
+    A v[NE], d[NE];
+    for (int i = 0; i < NC; i++) {
+        const int col = (i * 32 + lane) * V;
+        if (vec16 != 0 && ok && col < DH) {
+            nn_ld16(&x[base + col], &v[i * V]);
+            nn_ld16(&dy[base + col], &d[i * V]);
+        } else {
+            for (int e = 0; e < V; e++) {
+                const bool in = vec16 == 0 && ok && col + e < DH;
+                v[i * V + e] = in ? A(x[base + col + e]) : A(0);
+                d[i * V + e] = in ? A(dy[base + col + e]) : A(0);
+            }
+        }
+    }
+    A mu = A(0);
+    if (rms == 0) {
+        A s = A(0);
+        for (int k = 0; k < NE; k++) s += v[k];
+        const A tot = simd_sum(s);
+        mu = tot * inv_n;
+    }
+    A s2 = A(0);
+    for (int i = 0; i < NC; i++)
+        for (int e = 0; e < V; e++)
+            if ((i * 32 + lane) * V + e < DH) {
+                const A dv = v[i * V + e] - mu;
+                s2 += dv * dv;
+            }
+    const A tot2 = simd_sum(s2);
+    const A rstd = A(1) / sqrt(tot2 * inv_n + eps);
+    // x^ replaces x; sums of g and g x^ (d and w are 0 past the group)
+    A sg1 = A(0), sgx = A(0);
+    for (int i = 0; i < NC; i++)
+        for (int e = 0; e < V; e++) {
+            const int k = i * V + e;
+            v[k] = (i * 32 + lane) * V + e < DH ? (v[k] - mu) * rstd : A(0);
+            const A gk = d[k] * wv[k];
+            sg1 += gk;
+            sgx += gk * v[k];
+        }
+    A mg = A(0);
+    if (rms == 0) {
+        const A tg = simd_sum(sg1);
+        mg = tg * inv_n;
+    }
+    const A tgx = simd_sum(sgx);
+    const A mgx = tgx * inv_n;
+    if (ok) {
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 + lane) * V;
+            A o[V];
+            for (int e = 0; e < V; e++) {
+                const int k = i * V + e;
+                o[e] = rstd * (d[k] * wv[k] - mg - v[k] * mgx);
+                aw[k] += d[k] * v[k];
+                ab[k] += d[k];
+            }
+            if (vec16 != 0) {
+                if (col < DH) nn_st16(&dx[base + col], o);
+            } else {
+                for (int e = 0; e < V; e++)
+                    if (col + e < DH) dx[base + col + e] = T(o[e]);
+            }
+        }
+    }
+}
+// the SIMD groups' column sums, added in order of sg
+for (int k = 0; k < 8; k++) {
+    if (sg == k)
+        for (int i = 0; i < NC; i++)
+            for (int e = 0; e < V; e++) {
+                const int col = (i * 32 + lane) * V + e;
+                red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
+                red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + ab[i * V + e];
+            }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+for (int j = tid; j < DH; j += 256) {
+    part[q * 2 * D + long(h * DH + j)] = red[j];
+    part[q * 2 * D + D + long(h * DH + j)] = red[NE * 32 + j];
+}
