@@ -263,13 +263,65 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
 }
 
 static void test_norms(void) {
-    const norm_case cases[6] = {{1, 1, 0}, {3, 33, 0}, {5, 1000, 0}, {7, 96, 32}, {40, 40, 8}, {1, 33, 11}};
+    /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100: more than a
+     * SIMD group holds (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows,
+     * several threadgroups per head */
+    const norm_case cases[8] = {{1, 1, 0},   {3, 33, 0},  {5, 1000, 0}, {7, 96, 32},
+                                {40, 40, 8}, {1, 33, 11}, {2, 2100, 0}, {530, 64, 8}};
     for (int rms = 0; rms <= 1; rms++)
-        for (int ci = 0; ci < 6; ci++)
+        for (int ci = 0; ci < 8; ci++)
             for (int di = 0; di < 4; di++) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
                 if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
             }
+}
+
+/* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
+ * kernels take their scalar accesses. */
+static alloy_array *offset_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
+    const int64_t c = count(nd, shape), c1 = c + 1;
+    double *pad = malloc(sizeof(double) * (size_t)c1);
+    pad[0] = 0;
+    memcpy(pad + 1, x, sizeof(double) * (size_t)c);
+    alloy_array *buf = dev_array(dt, 1, &c1, pad), *v = NULL;
+    free(pad);
+    CHECK_OK(alloy_array_wrap(ku_device(), alloy_array_data(buf), dt, nd, shape, NULL, 1,
+                              (void (*)(void *))alloy_array_free, buf, &v));
+    return v;
+}
+
+/* Unaligned operands and results give what aligned ones give (within rounding of the reference). */
+static void test_unaligned(void) {
+    for (int di = 0; di < 4; di++) {
+        const alloy_dtype dt = DTYPES[di];
+        const int64_t R = 3, D = 1000, n = R * D, shape[2] = {R, D};
+        const double cap = 15, eps = 1e-5;
+        double *x = random_vec(dt, n, -30, 30), *dy = random_vec(dt, n, -1, 1), *w = random_vec(dt, D, 0.5, 1.5);
+        double *b = random_vec(dt, D, -1, 1), *ry = malloc(sizeof(double) * (size_t)n);
+        alloy_array *X = offset_array(dt, 2, shape, x), *DY = offset_array(dt, 2, shape, dy);
+        alloy_array *W = offset_array(dt, 1, &D, w), *B = offset_array(dt, 1, &D, b);
+        alloy_array *XA = dev_array(dt, 2, shape, x), *WA = dev_array(dt, 1, &D, w), *DYA = dev_array(dt, 2, shape, dy);
+        alloy_array *Y = offset_array(dt, 2, shape, x), *DX = offset_array(dt, 2, shape, x), *DXA = NULL, *gy = Y;
+        for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, cap * tanh(x[e] / cap));
+        CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+        CHECK(Y == gy);
+        double *y = host_of(Y);
+        CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt), "unaligned softcap %s", alloy_dtype_name(dt));
+        free(y);
+        norm_ref(0, x, w, b, R, D, D, eps, ry);
+        for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, ry[e]);
+        CHECK_OK(alloy_nn_layer_norm(X, W, B, 0, eps, NULL, &Y));
+        y = host_of(Y);
+        CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt), "unaligned layer_norm %s", alloy_dtype_name(dt));
+        /* the backward: unaligned x, dy, dx against all aligned */
+        CHECK_OK(alloy_nn_rms_norm_backward(X, W, DY, 0, eps, NULL, &DX, NULL));
+        CHECK_OK(alloy_nn_rms_norm_backward(XA, WA, DYA, 0, eps, NULL, &DXA, NULL));
+        double *dx = host_of(DX), *dxa = DXA ? host_of(DXA) : NULL;
+        if (dxa) CHECK_MSG(rel_err(dx, dxa, n) <= 2 * tol(dt), "unaligned rms_norm_backward %s", alloy_dtype_name(dt));
+        free(y), free(dx), free(dxa), free(x), free(dy), free(w), free(b), free(ry);
+        alloy_array *all[] = {X, DY, W, B, XA, WA, DYA, Y, DX, DXA};
+        for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+    }
 }
 
 /* ---- causal convolution --------------------------------------------------- */
@@ -457,6 +509,7 @@ int main(void) {
     RUN(test_errors);
     RUN(test_softcap);
     RUN(test_norms);
+    RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_decoding);
     return harness_finish();

@@ -25,9 +25,10 @@ static const int64_t MAX_TGS = 65536;
 
 /* The one-pass kernels: at most this many 16-byte chunks of a group per
  * lane (x and dy of the backward stay in registers), and about this many
- * threadgroups of 8 SIMD groups in all (two per SM of an H100: every SM
- * busy, few partial sums for column_sum). */
-enum { ROWS_MAX_NC = 8, ROWS_TGS = 264 };
+ * threadgroups of 8 SIMD groups in all: the forward 4 per SM of an H100
+ * (each SIMD group keeps w and b in registers over several rows), the
+ * backward 2 per SM (every SM busy, few partial sums for column_sum). */
+enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 528, ROWS_TGS_BWD = 264 };
 
 /* The sizes every norm call shares. */
 typedef struct norm_dims {
@@ -38,6 +39,7 @@ typedef struct norm_dims {
 static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream,
                                  norm_dims *d) {
+    const int64_t tgs = dy ? ROWS_TGS_BWD : ROWS_TGS_FWD;
     alloy_status st = alloy_nn_check_x(fn, x, 1, stream);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
@@ -70,7 +72,7 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
             d->nc = nc;
             break;
         }
-    const int64_t per_head = ROWS_TGS / d->G > 1 ? ROWS_TGS / d->G : 1, blocks = (d->R + 7) / 8;
+    const int64_t per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + 7) / 8;
     d->pt = blocks < per_head ? blocks : per_head;
     if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;

@@ -57,32 +57,26 @@ const long q = p / long(G);
 const long D = long(G) * long(DH);
 const A inv_n = A(1) / A(DH);
 threadgroup A red[2 * 32 * NE];
-A wv[NE], aw[NE], ab[NE];
-for (int i = 0; i < NC; i++) {
-    const int col = (i * 32 + lane) * V;
-    for (int e = 0; e < V; e++) wv[i * V + e] = aw[i * V + e] = ab[i * V + e] = A(0);
-    if (vec16 != 0 && col < DH) {
-        nn_ld16(&w[h * DH + col], &wv[i * V]);
-    } else if (vec16 == 0) {
-        for (int e = 0; e < V; e++)
-            if (col + e < DH) wv[i * V + e] = A(w[h * DH + col + e]);
-    }
-}
+A aw[NE], ab[NE];
+for (int k = 0; k < NE; k++) aw[k] = ab[k] = A(0);
 for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
     const long r = r0 + long(sg);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
-    A v[NE], d[NE];
+    // w is reread per row (from cache) rather than held: fewer registers, more warps
+    A v[NE], d[NE], wv[NE];
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 + lane) * V;
         if (vec16 != 0 && ok && col < DH) {
             nn_ld16(&x[base + col], &v[i * V]);
             nn_ld16(&dy[base + col], &d[i * V]);
+            nn_ld16(&w[h * DH + col], &wv[i * V]);
         } else {
             for (int e = 0; e < V; e++) {
                 const bool in = vec16 == 0 && ok && col + e < DH;
                 v[i * V + e] = in ? A(x[base + col + e]) : A(0);
                 d[i * V + e] = in ? A(dy[base + col + e]) : A(0);
+                wv[i * V + e] = in ? A(w[h * DH + col + e]) : A(0);
             }
         }
     }
