@@ -318,6 +318,30 @@ static void test_unaligned(void) {
         CHECK_OK(alloy_nn_rms_norm_backward(XA, WA, DYA, 0, eps, NULL, &DXA, NULL));
         double *dx = host_of(DX), *dxa = DXA ? host_of(DXA) : NULL;
         if (dxa) CHECK_MSG(rel_err(dx, dxa, n) <= 2 * tol(dt), "unaligned rms_norm_backward %s", alloy_dtype_name(dt));
+        /* the convolution of (R, 1, D) (one timestep per sequence, the rest from the state), forward and
+         * backward: unaligned x, state and dy against aligned ones */
+        const int64_t xs[3] = {R, 1, D}, ws[2] = {D, 4}, ss[3] = {R, 3, D};
+        double *cw = random_vec(dt, D * 4, -1, 1), *cs = random_vec(dt, R * 3 * D, -1, 1);
+        alloy_array *CX = offset_array(dt, 3, xs, x), *CXA = dev_array(dt, 3, xs, x), *CW = dev_array(dt, 2, ws, cw);
+        alloy_array *CS = offset_array(dt, 3, ss, cs), *CSA = dev_array(dt, 3, ss, cs);
+        alloy_array *CDY = offset_array(dt, 3, xs, dy), *CDYA = dev_array(dt, 3, xs, dy);
+        alloy_array *CY = NULL, *CYA = NULL, *CDX = NULL, *CDXA = NULL, *CDS = NULL, *CDSA = NULL, *CDW = NULL,
+                    *CDWA = NULL;
+        CHECK_OK(alloy_nn_causal_conv1d(CX, CW, NULL, CS, NULL, &CY, NULL));
+        CHECK_OK(alloy_nn_causal_conv1d(CXA, CW, NULL, CSA, NULL, &CYA, NULL));
+        CHECK_OK(alloy_nn_causal_conv1d_backward(CX, CW, CS, CDY, NULL, &CDX, &CDW, NULL, &CDS));
+        CHECK_OK(alloy_nn_causal_conv1d_backward(CXA, CW, CSA, CDYA, NULL, &CDXA, &CDWA, NULL, &CDSA));
+        if (CY && CYA && CDX && CDXA && CDS && CDSA && CDW && CDWA) {
+            double *h[8] = {host_of(CY), host_of(CYA), host_of(CDX), host_of(CDXA), host_of(CDS), host_of(CDSA),
+                            host_of(CDW), host_of(CDWA)};
+            CHECK_MSG(rel_err(h[0], h[1], n) <= 2 * tol(dt) && rel_err(h[2], h[3], n) <= 2 * tol(dt) &&
+                          rel_err(h[4], h[5], R * 3 * D) <= 2 * tol(dt) && rel_err(h[6], h[7], D * 4) <= 4 * tol(dt),
+                      "unaligned causal_conv1d %s", alloy_dtype_name(dt));
+            for (int k = 0; k < 8; k++) free(h[k]);
+        }
+        alloy_array *conv[] = {CX, CXA, CW, CS, CSA, CDY, CDYA, CY, CYA, CDX, CDXA, CDS, CDSA, CDW, CDWA};
+        for (size_t e = 0; e < sizeof conv / sizeof conv[0]; e++) alloy_array_free(conv[e]);
+        free(cw), free(cs);
         free(y), free(dx), free(dxa), free(x), free(dy), free(w), free(b), free(ry);
         alloy_array *all[] = {X, DY, W, B, XA, WA, DYA, Y, DX, DXA};
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
@@ -428,8 +452,11 @@ static void run_conv(conv_case cc, alloy_dtype dt, int with_bias, int with_state
 }
 
 static void test_conv(void) {
-    const conv_case cases[5] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {3, 17, 130, 8}, {1, 1000, 3, 4}, {2, 2, 7, 8}};
-    for (int ci = 0; ci < 5; ci++)
+    /* C = 16, 24: 16-byte chunks for every dtype (the rest: scalar accesses); S = 70, 100: several blocks of
+     * 32 timesteps per sequence, a partial last one; (3, 100, 24): two threadgroup rows of dw/db sums */
+    const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3}, {3, 17, 130, 8},  {1, 1000, 3, 4},
+                                {2, 2, 7, 8},    {2, 70, 16, 4}, {3, 100, 24, 2}};
+    for (int ci = 0; ci < 7; ci++)
         for (int di = 0; di < 4; di++)
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }

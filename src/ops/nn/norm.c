@@ -80,8 +80,8 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
 
 /* The launch of norm_rows / norm_rows_backward over the arrays `ops` (for
  * the 16-byte check). */
-static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int rms, double eps, alloy_dtype dt, int n_ops,
-                                alloy_array *const *ops) {
+static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, int rms, double eps, alloy_dtype dt,
+                                int n_ops, alloy_array *const *ops) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
     const int vec = d->DH % V == 0 && alloy_nn_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 256), 1, 1);
@@ -91,7 +91,9 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int rms, do
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "PT", ALLOY_INT64, d->pt);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "G", ALLOY_INT32, d->G);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
+    /* the forward reads rms as a constant, the backward as the template RMS */
+    if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "vec16", ALLOY_INT32, vec);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
@@ -128,7 +130,7 @@ static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_
         alloy_array *ops[4] = {x, weight, bias, o};
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
-        if (st == ALLOY_OK) st = d.nc ? rows_launch(l, &d, rms, eps, dt, 4, ops) : group_launch(l, &d, rms, eps, dt);
+        if (st == ALLOY_OK) st = d.nc ? rows_launch(l, &d, 1, rms, eps, dt, 4, ops) : group_launch(l, &d, rms, eps, dt);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_b", ALLOY_INT32, bias != NULL);
         alloy_array *ins[3] = {x, weight, bias ? bias : weight}; /* without bias, weight stands in unread */
         if (st == ALLOY_OK) st = alloy_nn_apply(d.nc ? ROWS_FILE : FWD_FILE, l, dt, 3, ins, 1, stream);
@@ -205,7 +207,7 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
-        if (st == ALLOY_OK) st = rows_launch(l, d, rms, eps, dt, 4, ops);
+        if (st == ALLOY_OK) st = rows_launch(l, d, 0, rms, eps, dt, 4, ops);
         alloy_array *ins[3] = {x, weight, dy};
         if (st == ALLOY_OK) st = alloy_nn_apply(ROWS_BWD_FILE, l, dt, 3, ins, 2, stream);
         alloy_launch_free(l);

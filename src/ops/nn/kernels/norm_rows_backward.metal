@@ -3,15 +3,16 @@
 // Same layout as norm_rows (one SIMD group per group of n = DH elements, the
 // group of x and dy in registers, lane l holding chunks (i * 32 + l) * V,
 // 16-byte accesses with vec16). With g = dy * w and x^ = (x - mu) * rstd:
-//   rms == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
-//   rms == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
+//   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
+//   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // Threadgroup p serves head h = p % G of the rows r = sg + 8 * (p / G) + 8 *
 // PT * k; each lane sums dy * x^ and dy of its columns over its rows in
 // registers, the 8 SIMD groups add theirs in threadgroup memory in order, and
 //   part[q * 2D + h * DH + j] = sum dy x^,  part[q * 2D + D + h * DH + j] = sum dy
 // for q = p / G (column_sum then adds the PT blocks in order: deterministic).
-// Launch constants: long R (rows), long PT, int DH, int G, int rms, int vec16,
-// A eps. Template: T (data), A (accumulation; part is A), NC (chunks per lane).
+// Launch constants: long R (rows), long PT, int DH, int G, int vec16, A eps.
+// Template: T (data), A (accumulation; part is A), NC (chunks per lane), RMS
+// (a template, so RMSNorm's kernel holds no dbias sums in registers).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows_backward
 //! inputs: x w dy
@@ -19,6 +20,7 @@
 //! template: T=float32
 //! template: A=float32
 //! template: NC=1
+//! template: RMS=0
 //! header:
 // 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
 // one vector load or store whatever T is (bit operations, no per-element loads).
@@ -81,7 +83,7 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
         }
     }
     A mu = A(0);
-    if (rms == 0) {
+    if (RMS == 0) {
         A s = A(0);
         for (int k = 0; k < NE; k++) s += v[k];
         const A tot = simd_sum(s);
@@ -107,7 +109,7 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
             sgx += gk * v[k];
         }
     A mg = A(0);
-    if (rms == 0) {
+    if (RMS == 0) {
         const A tg = simd_sum(sg1);
         mg = tg * inv_n;
     }
@@ -121,7 +123,7 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
                 const int k = i * V + e;
                 o[e] = rstd * (d[k] * wv[k] - mg - v[k] * mgx);
                 aw[k] += d[k] * v[k];
-                ab[k] += d[k];
+                if (RMS == 0) ab[k] += d[k];
             }
             if (vec16 != 0) {
                 if (col < DH) nn_st16(&dx[base + col], o);
@@ -139,7 +141,7 @@ for (int k = 0; k < 8; k++) {
             for (int e = 0; e < V; e++) {
                 const int col = (i * 32 + lane) * V + e;
                 red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
-                red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + ab[i * V + e];
+                red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
             }
     threadgroup_barrier(mem_flags::mem_threadgroup);
 }
