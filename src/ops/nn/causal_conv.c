@@ -71,8 +71,8 @@ static alloy_status stride_launch(alloy_launch *l, int64_t n) {
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t nblk = d->B * ((d->S + CONV_L - 1) / CONV_L), want = (nblk + 7) / 8;
-    const int64_t per = target / tiles > 1 ? target / tiles : 1;
-    return want < per ? want : per;
+    const int64_t per = target / tiles > 1 ? target / tiles : 1, rounds = (want + per - 1) / per;
+    return rounds > 0 ? (want + rounds - 1) / rounds : 0; /* as many blocks for every worker */
 }
 
 /* The launch shape and constants of causal_conv_forward / _backward with

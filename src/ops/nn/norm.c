@@ -72,8 +72,11 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
             d->nc = nc;
             break;
         }
+    /* threadgroups per head: at most tgs in all, and as many blocks of 8 rows each (no SIMD group idles
+     * in a last round while others work) */
     const int64_t per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + 7) / 8;
-    d->pt = blocks < per_head ? blocks : per_head;
+    const int64_t rounds = (blocks + per_head - 1) / per_head;
+    d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
     if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
 }

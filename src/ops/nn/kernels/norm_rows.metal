@@ -54,7 +54,6 @@ const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_thr
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long r_first = (p / long(G)) * 8;
-const A inv_n = A(1) / A(DH);
 // this lane's weight and bias columns (0 past the group)
 A wv[NE], bv[NE];
 for (int i = 0; i < NC; i++) {
@@ -89,7 +88,7 @@ for (long r0 = r_first; r0 < R; r0 += PT * 8) {
         A s = A(0);
         for (int k = 0; k < NE; k++) s += v[k];
         const A tot = simd_sum(s);
-        mu = tot * inv_n;
+        mu = tot / A(DH); // a division: an exact sum n c gives mu = c exactly
     }
     A s2 = A(0);
     for (int i = 0; i < NC; i++)
@@ -99,7 +98,7 @@ for (long r0 = r_first; r0 < R; r0 += PT * 8) {
                 s2 += d * d;
             }
     const A tot2 = simd_sum(s2);
-    const A rstd = A(1) / sqrt(tot2 * inv_n + eps);
+    const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
     if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 + lane) * V;

@@ -57,7 +57,6 @@ const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long q = p / long(G);
 const long D = long(G) * long(DH);
-const A inv_n = A(1) / A(DH);
 threadgroup A red[2 * 32 * NE];
 A aw[NE], ab[NE];
 for (int k = 0; k < NE; k++) aw[k] = ab[k] = A(0);
@@ -87,7 +86,7 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
         A s = A(0);
         for (int k = 0; k < NE; k++) s += v[k];
         const A tot = simd_sum(s);
-        mu = tot * inv_n;
+        mu = tot / A(DH);
     }
     A s2 = A(0);
     for (int i = 0; i < NC; i++)
@@ -97,7 +96,7 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
                 s2 += dv * dv;
             }
     const A tot2 = simd_sum(s2);
-    const A rstd = A(1) / sqrt(tot2 * inv_n + eps);
+    const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
     // x^ replaces x; sums of g and g x^ (d and w are 0 past the group)
     A sg1 = A(0), sgx = A(0);
     for (int i = 0; i < NC; i++)
@@ -111,10 +110,10 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
     A mg = A(0);
     if (RMS == 0) {
         const A tg = simd_sum(sg1);
-        mg = tg * inv_n;
+        mg = tg / A(DH);
     }
     const A tgx = simd_sum(sgx);
-    const A mgx = tgx * inv_n;
+    const A mgx = tgx / A(DH);
     if (ok) {
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 + lane) * V;
