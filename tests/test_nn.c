@@ -263,13 +263,14 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
 }
 
 static void test_norms(void) {
-    /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100: more than a
-     * SIMD group holds (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows,
-     * several threadgroups per head */
-    const norm_case cases[8] = {{1, 1, 0},   {3, 33, 0},  {5, 1000, 0}, {7, 96, 32},
-                                {40, 40, 8}, {1, 33, 11}, {2, 2100, 0}, {530, 64, 8}};
+    /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100, 2200: more
+     * than one SIMD group holds (2 to 8 SIMD groups per group); 8500: more than 8 hold in float32 and
+     * float64 (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows, several
+     * threadgroups per head */
+    const norm_case cases[10] = {{1, 1, 0},   {3, 33, 0},  {5, 1000, 0}, {7, 96, 32},   {40, 40, 8},
+                                 {1, 33, 11}, {2, 2100, 0}, {530, 64, 8}, {2, 8500, 0}, {5, 4400, 2200}};
     for (int rms = 0; rms <= 1; rms++)
-        for (int ci = 0; ci < 8; ci++)
+        for (int ci = 0; ci < 10; ci++)
             for (int di = 0; di < 4; di++) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
                 if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);

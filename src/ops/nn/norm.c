@@ -1,14 +1,14 @@
 /* norm.c — RMSNorm and LayerNorm over the last dimension, optionally per
  * head (alloy/nn.h), forward and backward.
  *
- * Groups of head_dim elements that fit in the registers of one SIMD group
- * (at most ROWS_MAX_NC 16-byte chunks per lane: 1024 float32, 2048 16-bit
- * elements) take the one-pass kernels: norm_rows (forward) and
- * norm_rows_backward (dx and per-threadgroup partial sums of dweight and
- * dbias in the same pass), then column_sum adds the partial sums in order.
- * Larger groups: one threadgroup per group (norm_forward; norm_backward for
- * dx and each group's statistics, norm_param_partials for the partial sums
- * over blocks of rows, then column_sum). */
+ * Groups of head_dim elements that fit in the registers of at most 8 SIMD
+ * groups (ROWS_MAX_NC 16-byte chunks per lane: 8192 float32, 16384 16-bit
+ * elements; one SIMD group up to 1024 / 2048) take the one-pass kernels:
+ * norm_rows (forward) and norm_rows_backward (dx and partial sums of dweight
+ * and dbias in the same pass), then column_sum adds the partial sums in
+ * order. Larger groups: one threadgroup per group (norm_forward;
+ * norm_backward for dx and each group's statistics, norm_param_partials for
+ * the partial sums over blocks of rows, then column_sum). */
 #include <math.h>
 
 #include "core/error.h"
@@ -33,7 +33,9 @@ enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 528, ROWS_TGS_BWD = 264 };
 /* The sizes every norm call shares. */
 typedef struct norm_dims {
     int64_t D, DH, G, R, groups;
-    int64_t nc, pt; /* the one-pass kernels' chunks per lane and threadgroups per head; nc 0: not used */
+    /* the one-pass kernels: chunks per lane (0: not used), SIMD groups per group, threadgroups per head,
+     * partial rows of dweight/dbias per threadgroup */
+    int64_t nc, wg, pt, pr;
 } norm_dims;
 
 static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *weight, alloy_array *bias,
@@ -64,19 +66,24 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
     d->G = d->DH > 0 ? D / d->DH : 0;
     d->R = D > 0 ? alloy_array_size(x) / D : 0;
     d->groups = d->R * d->G;
-    /* chunks per lane, rounded up to a power of two (few specialisations) */
+    /* chunks per lane and SIMD groups per group, powers of two (few specialisations): one SIMD group
+     * while it can hold the group, else the fewest that can */
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), need = (d->DH + 32 * V - 1) / (32 * V);
     d->nc = 0;
-    for (int64_t nc = 1; nc <= ROWS_MAX_NC; nc *= 2)
-        if (nc >= need) {
-            d->nc = nc;
-            break;
-        }
-    /* threadgroups per head: at most tgs in all, and as many blocks of 8 rows each (no SIMD group idles
-     * in a last round while others work) */
-    const int64_t per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + 7) / 8;
+    d->wg = 1;
+    for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
+        for (int64_t nc = 1; nc <= ROWS_MAX_NC; nc *= 2)
+            if (nc * wg >= need) {
+                d->nc = nc;
+                d->wg = wg;
+                break;
+            }
+    /* threadgroups per head: at most tgs in all, and as many rounds of 8 / wg rows each (no SIMD group
+     * idles in a last round while others work) */
+    const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
+    d->pr = d->wg == 1 ? 1 : rw;
     if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
 }
@@ -90,6 +97,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 256), 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NC", (int)d->nc);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "WG", (int)d->wg);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, d->R);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "PT", ALLOY_INT64, d->pt);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
@@ -119,7 +127,7 @@ static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, d
 
 static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y) {
-    norm_dims d = {0, 0, 0, 0, 0, 0, 0};
+    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     alloy_status st = check_common(fn, x, weight, bias, NULL, head_dim, eps, stream, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
@@ -194,14 +202,14 @@ static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array 
 }
 
 /* The one-pass backward: norm_rows_backward writes dx and the partial sums
- * (PT, 2D) of dweight and dbias, column_sum adds them up (into scratch for a
+ * (PT * PR, 2D) of dweight and dbias, column_sum adds them up (into scratch for a
  * slot not asked for; not at all when neither is). */
 static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy_array *x, alloy_array *weight,
                                   alloy_array *dy, alloy_array *ox, alloy_array *ow, alloy_array *ob,
                                   alloy_stream *stream) {
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
-    const int64_t s_part[2] = {d->pt > 0 ? d->pt : 1, 2 * d->D}, s_w[1] = {d->D};
+    const int64_t P = d->pt * d->pr, s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     alloy_status st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
     if (st == ALLOY_OK && d->groups > 0) {
@@ -218,7 +226,7 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
     if (st == ALLOY_OK && (ow || ob)) {
         if (!ow) st = alloy_array_new(dev, dt, 1, s_w, &sw);
         if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_w, &sb);
-        if (st == ALLOY_OK) st = alloy_nn_column_sum(part, d->pt, 2 * d->D, d->D, ow ? ow : sw, ob ? ob : sb, dt, stream);
+        if (st == ALLOY_OK) st = alloy_nn_column_sum(part, P, 2 * d->D, d->D, ow ? ow : sw, ob ? ob : sb, dt, stream);
     }
     alloy_array_free(part);
     alloy_array_free(sw);
@@ -229,7 +237,7 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
 static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *dy,
                                   int64_t head_dim, double eps, alloy_stream *stream, alloy_array **dx,
                                   alloy_array **dweight, alloy_array **dbias) {
-    norm_dims d = {0, 0, 0, 0, 0, 0, 0};
+    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     alloy_status st = check_common(fn, x, weight, NULL, NULL, head_dim, eps, stream, &d);
     if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
     if (st == ALLOY_OK) st = check_common(fn, x, weight, NULL, dy, head_dim, eps, stream, &d);

@@ -1,18 +1,22 @@
 // norm_rows_backward: the backward of norm_rows in one pass over x and dy:
-// dx of each group, and partial sums of dweight and dbias per threadgroup.
-// Same layout as norm_rows (one SIMD group per group of n = DH elements, the
-// group of x and dy in registers, lane l holding chunks (i * 32 + l) * V,
-// 16-byte accesses with vec16). With g = dy * w and x^ = (x - mu) * rstd:
+// dx of each group, and partial sums of dweight and dbias. Same layout as
+// norm_rows (WG SIMD groups per group of n = DH elements, the group of x and
+// dy in registers, lane q = (sg % WG) * 32 + lane holding chunks (i * 32 * WG
+// + q) * V, 16-byte accesses with vec16, sums across the WG SIMD groups in
+// order through threadgroup memory). With g = dy * w and x^ = (x - mu) * rstd:
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
-// Threadgroup p serves head h = p % G of the rows r = sg + 8 * (p / G) + 8 *
-// PT * k; each lane sums dy * x^ and dy of its columns over its rows in
-// registers, the 8 SIMD groups add theirs in threadgroup memory in order, and
-//   part[q * 2D + h * DH + j] = sum dy x^,  part[q * 2D + D + h * DH + j] = sum dy
-// for q = p / G (column_sum then adds the PT blocks in order: deterministic).
+// Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
+// + RW * PT * k (RW = 8 / WG); each lane sums dy * x^ and dy of its columns
+// over its rows in registers. WG == 1: the 8 SIMD groups add theirs in
+// threadgroup memory in order and write partial row u = p / G; WG > 1: each
+// of the RW sets of SIMD groups writes its own partial row u = (p / G) * RW +
+// sg / WG:  part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH
+// + j] = sum dy (column_sum then adds the rows in order: deterministic).
 // Launch constants: long R (rows), long PT, int DH, int G, int vec16, A eps.
-// Template: T (data), A (accumulation; part is A), NC (chunks per lane), RMS
-// (a template, so RMSNorm's kernel holds no dbias sums in registers).
+// Template: T (data), A (accumulation; part is A), NC (chunks per lane), WG
+// (SIMD groups per group: 1, 2, 4 or 8), RMS (a template, so RMSNorm's kernel
+// holds no dbias sums in registers).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows_backward
 //! inputs: x w dy
@@ -20,6 +24,7 @@
 //! template: T=float32
 //! template: A=float32
 //! template: NC=1
+//! template: WG=1
 //! template: RMS=0
 //! header:
 // 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
@@ -51,23 +56,26 @@ template <class T, class A> inline void nn_st16(T *p, const A *v) {
 //! body:
 constexpr int V = 16 / int(sizeof(T));
 constexpr int NE = NC * V;
+constexpr int RW = 8 / WG;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
+const int q = (sg % WG) * 32 + lane, sr = sg / WG;
 const int tid = int(thread_index_in_threadgroup);
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
-const long q = p / long(G);
 const long D = long(G) * long(DH);
 threadgroup A red[2 * 32 * NE];
+threadgroup A tred[2][4][8];
 A aw[NE], ab[NE];
 for (int k = 0; k < NE; k++) aw[k] = ab[k] = A(0);
-for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
-    const long r = r0 + long(sg);
+int par = 0;
+for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
+    const long r = r0 + long(sr);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
     // w is reread per row (from cache) rather than held: fewer registers, more warps
     A v[NE], d[NE], wv[NE];
     for (int i = 0; i < NC; i++) {
-        const int col = (i * 32 + lane) * V;
+        const int col = (i * 32 * WG + q) * V;
         if (vec16 != 0 && ok && col < DH) {
             nn_ld16(&x[base + col], &v[i * V]);
             nn_ld16(&dy[base + col], &d[i * V]);
@@ -85,38 +93,64 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
     if (RMS == 0) {
         A s = A(0);
         for (int k = 0; k < NE; k++) s += v[k];
-        const A tot = simd_sum(s);
+        A tot = simd_sum(s);
+        if (WG > 1) {
+            if (lane == 0) tred[par][0][sg] = tot;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            tot = A(0);
+            for (int k = 0; k < WG; k++) tot += tred[par][0][sr * WG + k];
+        }
         mu = tot / A(DH);
     }
     A s2 = A(0);
     for (int i = 0; i < NC; i++)
         for (int e = 0; e < V; e++)
-            if ((i * 32 + lane) * V + e < DH) {
+            if ((i * 32 * WG + q) * V + e < DH) {
                 const A dv = v[i * V + e] - mu;
                 s2 += dv * dv;
             }
-    const A tot2 = simd_sum(s2);
+    A tot2 = simd_sum(s2);
+    if (WG > 1) {
+        if (lane == 0) tred[par][1][sg] = tot2;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        tot2 = A(0);
+        for (int k = 0; k < WG; k++) tot2 += tred[par][1][sr * WG + k];
+    }
     const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
     // x^ replaces x; sums of g and g x^ (d and w are 0 past the group)
     A sg1 = A(0), sgx = A(0);
     for (int i = 0; i < NC; i++)
         for (int e = 0; e < V; e++) {
             const int k = i * V + e;
-            v[k] = (i * 32 + lane) * V + e < DH ? (v[k] - mu) * rstd : A(0);
+            v[k] = (i * 32 * WG + q) * V + e < DH ? (v[k] - mu) * rstd : A(0);
             const A gk = d[k] * wv[k];
             sg1 += gk;
             sgx += gk * v[k];
         }
-    A mg = A(0);
+    A tg = A(0);
     if (RMS == 0) {
-        const A tg = simd_sum(sg1);
-        mg = tg / A(DH);
+        const A t = simd_sum(sg1);
+        tg = t;
     }
-    const A tgx = simd_sum(sgx);
-    const A mgx = tgx / A(DH);
+    A tgx = simd_sum(sgx);
+    if (WG > 1) {
+        if (lane == 0) {
+            tred[par][2][sg] = tg;
+            tred[par][3][sg] = tgx;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        tg = A(0);
+        tgx = A(0);
+        for (int k = 0; k < WG; k++) {
+            tg += tred[par][2][sr * WG + k];
+            tgx += tred[par][3][sr * WG + k];
+        }
+    }
+    par ^= 1;
+    const A mg = tg / A(DH), mgx = tgx / A(DH);
     if (ok) {
         for (int i = 0; i < NC; i++) {
-            const int col = (i * 32 + lane) * V;
+            const int col = (i * 32 * WG + q) * V;
             A o[V];
             for (int e = 0; e < V; e++) {
                 const int k = i * V + e;
@@ -133,18 +167,31 @@ for (long r0 = q * 8; r0 < R; r0 += PT * 8) {
         }
     }
 }
-// the SIMD groups' column sums, added in order of sg
-for (int k = 0; k < 8; k++) {
-    if (sg == k)
-        for (int i = 0; i < NC; i++)
-            for (int e = 0; e < V; e++) {
-                const int col = (i * 32 + lane) * V + e;
-                red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
-                red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
+if (WG == 1) {
+    // the 8 SIMD groups' column sums, added in order of sg
+    for (int k = 0; k < 8; k++) {
+        if (sg == k)
+            for (int i = 0; i < NC; i++)
+                for (int e = 0; e < V; e++) {
+                    const int col = (i * 32 + lane) * V + e;
+                    red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
+                    red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
+                }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    const long u = p / long(G);
+    for (int j = tid; j < DH; j += 256) {
+        part[u * 2 * D + long(h * DH + j)] = red[j];
+        part[u * 2 * D + D + long(h * DH + j)] = red[NE * 32 + j];
+    }
+} else {
+    const long u = (p / long(G)) * RW + long(sr);
+    for (int i = 0; i < NC; i++)
+        for (int e = 0; e < V; e++) {
+            const int col = (i * 32 * WG + q) * V + e;
+            if (col < DH) {
+                part[u * 2 * D + long(h * DH + col)] = aw[i * V + e];
+                part[u * 2 * D + D + long(h * DH + col)] = RMS == 0 ? ab[i * V + e] : A(0);
             }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-}
-for (int j = tid; j < DH; j += 256) {
-    part[q * 2 * D + long(h * DH + j)] = red[j];
-    part[q * 2 * D + D + long(h * DH + j)] = red[NE * 32 + j];
+        }
 }
