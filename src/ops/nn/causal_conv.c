@@ -13,9 +13,10 @@ static const char FWD_FILE[] = "src/ops/nn/kernels/causal_conv_forward.metal";
 static const char STATE_FILE[] = "src/ops/nn/kernels/causal_conv_state.metal";
 static const char BWD_FILE[] = "src/ops/nn/kernels/causal_conv_backward.metal";
 
-/* Timesteps per block of the kernels (their L) and about this many
- * threadgroups of 32 x 8 threads in all: the forward 8 per SM of an H100,
- * the backward 2 (few partial sums of dw and db for column_sum). */
+/* Timesteps per block of the kernels (their L) and at most about this many
+ * threadgroups of 32 x 8 threads in all: the forward 8 per SM of an H100
+ * (more than fit at once; nothing to sum afterwards), the backward 2 (few
+ * partial sums of dw and db for column_sum). */
 enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
 
 typedef struct conv_dims {
@@ -90,7 +91,7 @@ static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NTB", ALLOY_INT64, ntb);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NBLK", ALLOY_INT64, d->B * ntb);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NW", ALLOY_INT64, rows * 8);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "vec16", ALLOY_INT32, vec);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     return st;
 }
 

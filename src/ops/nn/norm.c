@@ -24,11 +24,11 @@ static const char ROWS_BWD_FILE[] = "src/ops/nn/kernels/norm_rows_backward.metal
 static const int64_t MAX_TGS = 65536;
 
 /* The one-pass kernels: at most this many 16-byte chunks of a group per
- * lane (x and dy of the backward stay in registers), and about this many
- * threadgroups of 8 SIMD groups in all: the forward 4 per SM of an H100
- * (each SIMD group keeps w and b in registers over several rows), the
- * backward 2 per SM (every SM busy, few partial sums for column_sum). */
-enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 528, ROWS_TGS_BWD = 264 };
+ * lane, and at most about this many threadgroups of 8 SIMD groups in all:
+ * 2 per SM of an H100, what about 128 registers per thread allow (each SIMD
+ * group then works through several rows, the forward keeping w and b in
+ * registers; few partial sums for column_sum). */
+enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 264, ROWS_TGS_BWD = 264 };
 
 /* The sizes every norm call shares. */
 typedef struct norm_dims {
@@ -66,24 +66,32 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
     d->G = d->DH > 0 ? D / d->DH : 0;
     d->R = D > 0 ? alloy_array_size(x) / D : 0;
     d->groups = d->R * d->G;
-    /* chunks per lane and SIMD groups per group, powers of two (few specialisations): one SIMD group
-     * while it can hold the group, else the fewest that can */
+    /* chunks per lane and SIMD groups per group, powers of two (few specialisations): the fewest SIMD
+     * groups that hold the group with at most 32 elements per lane in the forward (x, w, b in
+     * registers), 16 in the backward (x, dy, w and the two sums) — about 128 registers, two threadgroups
+     * per SM (ptxas for sm_90) — else with up to 8 chunks per lane */
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), need = (d->DH + 32 * V - 1) / (32 * V);
+    const int64_t lean = (dy ? 16 : 32) / V;
     d->nc = 0;
     d->wg = 1;
-    for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
-        for (int64_t nc = 1; nc <= ROWS_MAX_NC; nc *= 2)
-            if (nc * wg >= need) {
-                d->nc = nc;
-                d->wg = wg;
-                break;
-            }
+    for (int pass = 0; pass < 2 && !d->nc; pass++) {
+        const int64_t max_nc = pass == 0 && lean < ROWS_MAX_NC ? lean : ROWS_MAX_NC;
+        for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
+            for (int64_t nc = 1; nc <= max_nc; nc *= 2)
+                if (nc * wg >= need) {
+                    d->nc = nc;
+                    d->wg = wg;
+                    break;
+                }
+    }
     /* threadgroups per head: at most tgs in all, and as many rounds of 8 / wg rows each (no SIMD group
      * idles in a last round while others work) */
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
-    d->pr = d->wg == 1 ? 1 : rw;
+    /* partial rows per threadgroup: 1 when the kernel's COMBINE holds (its row sets add their sums in
+     * 16 KB of threadgroup memory), else one per row set */
+    d->pr = d->wg * d->nc * V * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) <= 256 ? 1 : rw;
     if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
 }
@@ -105,7 +113,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     /* the forward reads rms as a constant, the backward as the template RMS */
     if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "vec16", ALLOY_INT32, vec);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
 }

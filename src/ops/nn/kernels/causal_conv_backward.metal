@@ -5,22 +5,24 @@
 //   dw[c,j] = sum_{b,t} dy[b,t,c] * ext(b, t-KT+1+j, c),  db[c] = sum_{b,t} dy[b,t,c]
 // Layout as causal_conv_forward (a thread per chunk of V channels walks blocks
 // of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...; 16-byte
-// accesses with vec16), with two windows in registers: the KT inputs up to
-// time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps of x and
-// dy are loaded before use. Each thread sums dw and db of its channels over
+// accesses with VEC), with two windows in registers: the KT inputs up to
+// time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps (2 of 16-bit
+// data) of x and dy are loaded before use. Each thread sums dw and db of its channels over
 // its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
 // for column_sum, which adds the rows in order: deterministic.
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
-// int has_state, int want_state, int vec16. Template: T (data), A
-// (accumulation; part is A), KT (taps). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// int has_state, int want_state. Template: T (data), A (accumulation; part
+// is A), KT (taps), VEC (16-byte accesses; a template, so the kernel carries
+// one path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
 //! outputs: dx dstate part
 //! template: T=float32
 //! template: A=float32
+//! template: VEC=1
 //! template: KT=4
 //! header:
 // A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
@@ -86,8 +88,8 @@ template <class T, class A> inline uint4 nn_pack(const A *v) {
 }
 //! body:
 constexpr int V = 16 / int(sizeof(T));
-constexpr int L = 32, NB = 4;
-const bool vec = vec16 != 0;
+constexpr int L = 32, NB = sizeof(T) == 2 ? 2 : 4; // 16-bit chunks unpack to twice the registers
+constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
 const int lx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);

@@ -5,20 +5,22 @@
 // and walks blocks of L = 32 consecutive timesteps, keeping the last KT-1
 // inputs in registers (a block's halo, read again after the previous block's
 // thread read it, comes from cache), its taps and bias in registers, and
-// loading NB = 8 timesteps before using them. With vec16 (C % V == 0; x,
-// state, y 16-byte aligned) a chunk is one 16-byte access, else up to V
-// scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
+// loading NB = 8 timesteps (4 of 16-bit data) before using them. With VEC
+// (C % V == 0; x, state, y 16-byte aligned) a chunk is one 16-byte access,
+// else up to V scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
 // reads 32 consecutive chunks of a row), y over 8 of the NW workers; worker k
 // takes blocks k, k + NW, ... of the NBLK = B * NTB blocks (NTB = ceil(S/L)).
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
-// int has_bias, int has_state, int vec16. Template: T (data), A
-// (accumulation), KT (taps). Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
+// int has_bias, int has_state. Template: T (data), A (accumulation), KT
+// (taps), VEC (16-byte accesses; a template, so the kernel carries one
+// path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_forward
 //! inputs: x w bias state
 //! outputs: y
 //! template: T=float32
 //! template: A=float32
+//! template: VEC=1
 //! template: KT=4
 //! header:
 // A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
@@ -84,8 +86,8 @@ template <class T, class A> inline uint4 nn_pack(const A *v) {
 }
 //! body:
 constexpr int V = 16 / int(sizeof(T));
-constexpr int L = 32, NB = 8;
-const bool vec = vec16 != 0;
+constexpr int L = 32, NB = sizeof(T) == 2 ? 4 : 8; // 16-bit chunks unpack to twice the registers
+constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
 if (cc < CC) {

@@ -4,7 +4,7 @@
 // registers between the statistics and the normalisation (x is read once).
 // Lane q = (sg % WG) * 32 + lane of the group's SIMD groups holds chunks i =
 // 0 .. NC-1 of V = 16 / sizeof(T) elements at columns (i * 32 * WG + q) * V
-// (NC * 32 * WG * V >= n); with vec16 (n % V == 0; x, y, w, b 16-byte
+// (NC * 32 * WG * V >= n); with VEC (n % V == 0; x, y, w, b 16-byte
 // aligned) each chunk is one 16-byte load or store, else V guarded scalar
 // accesses. Statistics in A: simd_sum, then (WG > 1) the WG SIMD groups' sums
 // added in order through threadgroup memory (double-buffered by the parity
@@ -17,14 +17,15 @@
 // per head), so each lane keeps its weight (and bias) columns in registers
 // across rows.
 // Launch constants: long R (rows), long PT, int DH, int G, int rms, int has_b,
-// int vec16, A eps. Template: T (data), A (accumulation), NC (chunks per
-// lane), WG (SIMD groups per group: 1, 2, 4 or 8).
+// A eps. Template: T (data), A (accumulation), NC (chunks per lane), WG (SIMD
+// groups per group: 1, 2, 4 or 8), VEC (16-byte accesses).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows
 //! inputs: x w b
 //! outputs: y
 //! template: T=float32
 //! template: A=float32
+//! template: VEC=1
 //! template: NC=1
 //! template: WG=1
 //! header:
@@ -68,10 +69,10 @@ A wv[NE], bv[NE];
 for (int i = 0; i < NC; i++) {
     const int col = (i * 32 * WG + q) * V;
     for (int e = 0; e < V; e++) wv[i * V + e] = bv[i * V + e] = A(0);
-    if (vec16 != 0 && col < DH) {
+    if (VEC != 0 && col < DH) {
         nn_ld16(&w[h * DH + col], &wv[i * V]);
         if (has_b != 0) nn_ld16(&b[h * DH + col], &bv[i * V]);
-    } else if (vec16 == 0) {
+    } else if (VEC == 0) {
         for (int e = 0; e < V; e++)
             if (col + e < DH) {
                 wv[i * V + e] = A(w[h * DH + col + e]);
@@ -87,10 +88,10 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
     A v[NE];
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        if (vec16 != 0 && ok && col < DH) {
+        if (VEC != 0 && ok && col < DH) {
             nn_ld16(&x[base + col], &v[i * V]);
         } else {
-            for (int e = 0; e < V; e++) v[i * V + e] = (vec16 == 0 && ok && col + e < DH) ? A(x[base + col + e]) : A(0);
+            for (int e = 0; e < V; e++) v[i * V + e] = (VEC == 0 && ok && col + e < DH) ? A(x[base + col + e]) : A(0);
         }
     }
     A mu = A(0);
@@ -127,7 +128,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
             const int col = (i * 32 * WG + q) * V;
             A o[V];
             for (int e = 0; e < V; e++) o[e] = (v[i * V + e] - mu) * rstd * wv[i * V + e] + bv[i * V + e];
-            if (vec16 != 0) {
+            if (VEC != 0) {
                 if (col < DH) nn_st16(&y[base + col], o);
             } else {
                 for (int e = 0; e < V; e++)

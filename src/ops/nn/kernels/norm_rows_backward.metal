@@ -2,27 +2,28 @@
 // dx of each group, and partial sums of dweight and dbias. Same layout as
 // norm_rows (WG SIMD groups per group of n = DH elements, the group of x and
 // dy in registers, lane q = (sg % WG) * 32 + lane holding chunks (i * 32 * WG
-// + q) * V, 16-byte accesses with vec16, sums across the WG SIMD groups in
+// + q) * V, 16-byte accesses with VEC, sums across the WG SIMD groups in
 // order through threadgroup memory). With g = dy * w and x^ = (x - mu) * rstd:
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
 // + RW * PT * k (RW = 8 / WG); each lane sums dy * x^ and dy of its columns
-// over its rows in registers. WG == 1: the 8 SIMD groups add theirs in
-// threadgroup memory in order and write partial row u = p / G; WG > 1: each
-// of the RW sets of SIMD groups writes its own partial row u = (p / G) * RW +
-// sg / WG:  part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH
+// over its rows in registers. When 16 KB of threadgroup memory hold a
+// group's sums (COMBINE), the RW row sets add theirs there in order and
+// write partial row u = p / G; else each row set writes its own partial row
+// u = (p / G) * RW + sg / WG:  part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH
 // + j] = sum dy (column_sum then adds the rows in order: deterministic).
-// Launch constants: long R (rows), long PT, int DH, int G, int vec16, A eps.
-// Template: T (data), A (accumulation; part is A), NC (chunks per lane), WG
-// (SIMD groups per group: 1, 2, 4 or 8), RMS (a template, so RMSNorm's kernel
-// holds no dbias sums in registers).
+// Launch constants: long R (rows), long PT, int DH, int G, A eps. Template: T
+// (data), A (accumulation; part is A), NC (chunks per lane), WG (SIMD groups
+// per group: 1, 2, 4 or 8), VEC (16-byte accesses), RMS (a template, so
+// RMSNorm's kernel holds no dbias sums in registers).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows_backward
 //! inputs: x w dy
 //! outputs: dx part
 //! template: T=float32
 //! template: A=float32
+//! template: VEC=1
 //! template: NC=1
 //! template: WG=1
 //! template: RMS=0
@@ -63,7 +64,9 @@ const int tid = int(thread_index_in_threadgroup);
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long D = long(G) * long(DH);
-threadgroup A red[2 * 32 * NE];
+// the row sets' column sums meet in threadgroup memory when it holds them (16 KB)
+constexpr bool COMBINE = WG * NE * int(sizeof(A)) <= 256;
+threadgroup A red[COMBINE ? 2 * 32 * WG * NE : 1];
 threadgroup A tred[2][4][8];
 A aw[NE], ab[NE];
 for (int k = 0; k < NE; k++) aw[k] = ab[k] = A(0);
@@ -76,13 +79,13 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
     A v[NE], d[NE], wv[NE];
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        if (vec16 != 0 && ok && col < DH) {
+        if (VEC != 0 && ok && col < DH) {
             nn_ld16(&x[base + col], &v[i * V]);
             nn_ld16(&dy[base + col], &d[i * V]);
             nn_ld16(&w[h * DH + col], &wv[i * V]);
         } else {
             for (int e = 0; e < V; e++) {
-                const bool in = vec16 == 0 && ok && col + e < DH;
+                const bool in = VEC == 0 && ok && col + e < DH;
                 v[i * V + e] = in ? A(x[base + col + e]) : A(0);
                 d[i * V + e] = in ? A(dy[base + col + e]) : A(0);
                 wv[i * V + e] = in ? A(w[h * DH + col + e]) : A(0);
@@ -158,7 +161,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
                 aw[k] += d[k] * v[k];
                 if (RMS == 0) ab[k] += d[k];
             }
-            if (vec16 != 0) {
+            if (VEC != 0) {
                 if (col < DH) nn_st16(&dx[base + col], o);
             } else {
                 for (int e = 0; e < V; e++)
@@ -167,22 +170,23 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
         }
     }
 }
-if (WG == 1) {
-    // the 8 SIMD groups' column sums, added in order of sg
-    for (int k = 0; k < 8; k++) {
-        if (sg == k)
+if (COMBINE) {
+    // the RW row sets' column sums, added in order of sr
+    for (int k = 0; k < RW; k++) {
+        if (sr == k)
             for (int i = 0; i < NC; i++)
                 for (int e = 0; e < V; e++) {
-                    const int col = (i * 32 + lane) * V + e;
+                    const int col = (i * 32 * WG + q) * V + e;
                     red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
-                    red[NE * 32 + col] = (k == 0 ? A(0) : red[NE * 32 + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
+                    red[NE * 32 * WG + col] =
+                        (k == 0 ? A(0) : red[NE * 32 * WG + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
                 }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     const long u = p / long(G);
     for (int j = tid; j < DH; j += 256) {
         part[u * 2 * D + long(h * DH + j)] = red[j];
-        part[u * 2 * D + D + long(h * DH + j)] = red[NE * 32 + j];
+        part[u * 2 * D + D + long(h * DH + j)] = red[NE * 32 * WG + j];
     }
 } else {
     const long u = (p / long(G)) * RW + long(sr);
