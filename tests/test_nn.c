@@ -263,13 +263,90 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
 }
 
 static void test_norms(void) {
-    const norm_case cases[6] = {{1, 1, 0}, {3, 33, 0}, {5, 1000, 0}, {7, 96, 32}, {40, 40, 8}, {1, 33, 11}};
+    /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100, 2200: more
+     * than one SIMD group holds (2 to 8 SIMD groups per group); 8500: more than 8 hold in float32 and
+     * float64 (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows, several
+     * threadgroups per head */
+    const norm_case cases[10] = {{1, 1, 0},   {3, 33, 0},  {5, 1000, 0}, {7, 96, 32},   {40, 40, 8},
+                                 {1, 33, 11}, {2, 2100, 0}, {530, 64, 8}, {2, 8500, 0}, {5, 4400, 2200}};
     for (int rms = 0; rms <= 1; rms++)
-        for (int ci = 0; ci < 6; ci++)
+        for (int ci = 0; ci < 10; ci++)
             for (int di = 0; di < 4; di++) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
                 if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
             }
+}
+
+/* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
+ * kernels take their scalar accesses. */
+static alloy_array *offset_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
+    const int64_t c = count(nd, shape), c1 = c + 1;
+    double *pad = malloc(sizeof(double) * (size_t)c1);
+    pad[0] = 0;
+    memcpy(pad + 1, x, sizeof(double) * (size_t)c);
+    alloy_array *buf = dev_array(dt, 1, &c1, pad), *v = NULL;
+    free(pad);
+    CHECK_OK(alloy_array_wrap(ku_device(), alloy_array_data(buf), dt, nd, shape, NULL, 1,
+                              (void (*)(void *))alloy_array_free, buf, &v));
+    return v;
+}
+
+/* Unaligned operands and results give what aligned ones give (within rounding of the reference). */
+static void test_unaligned(void) {
+    for (int di = 0; di < 4; di++) {
+        const alloy_dtype dt = DTYPES[di];
+        const int64_t R = 3, D = 1000, n = R * D, shape[2] = {R, D};
+        const double cap = 15, eps = 1e-5;
+        double *x = random_vec(dt, n, -30, 30), *dy = random_vec(dt, n, -1, 1), *w = random_vec(dt, D, 0.5, 1.5);
+        double *b = random_vec(dt, D, -1, 1), *ry = malloc(sizeof(double) * (size_t)n);
+        alloy_array *X = offset_array(dt, 2, shape, x), *DY = offset_array(dt, 2, shape, dy);
+        alloy_array *W = offset_array(dt, 1, &D, w), *B = offset_array(dt, 1, &D, b);
+        alloy_array *XA = dev_array(dt, 2, shape, x), *WA = dev_array(dt, 1, &D, w), *DYA = dev_array(dt, 2, shape, dy);
+        alloy_array *Y = offset_array(dt, 2, shape, x), *DX = offset_array(dt, 2, shape, x), *DXA = NULL, *gy = Y;
+        for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, cap * tanh(x[e] / cap));
+        CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+        CHECK(Y == gy);
+        double *y = host_of(Y);
+        CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt), "unaligned softcap %s", alloy_dtype_name(dt));
+        free(y);
+        norm_ref(0, x, w, b, R, D, D, eps, ry);
+        for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, ry[e]);
+        CHECK_OK(alloy_nn_layer_norm(X, W, B, 0, eps, NULL, &Y));
+        y = host_of(Y);
+        CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt), "unaligned layer_norm %s", alloy_dtype_name(dt));
+        /* the backward: unaligned x, dy, dx against all aligned */
+        CHECK_OK(alloy_nn_rms_norm_backward(X, W, DY, 0, eps, NULL, &DX, NULL));
+        CHECK_OK(alloy_nn_rms_norm_backward(XA, WA, DYA, 0, eps, NULL, &DXA, NULL));
+        double *dx = host_of(DX), *dxa = DXA ? host_of(DXA) : NULL;
+        if (dxa) CHECK_MSG(rel_err(dx, dxa, n) <= 2 * tol(dt), "unaligned rms_norm_backward %s", alloy_dtype_name(dt));
+        /* the convolution of (R, 1, D) (one timestep per sequence, the rest from the state), forward and
+         * backward: unaligned x, state and dy against aligned ones */
+        const int64_t xs[3] = {R, 1, D}, ws[2] = {D, 4}, ss[3] = {R, 3, D};
+        double *cw = random_vec(dt, D * 4, -1, 1), *cs = random_vec(dt, R * 3 * D, -1, 1);
+        alloy_array *CX = offset_array(dt, 3, xs, x), *CXA = dev_array(dt, 3, xs, x), *CW = dev_array(dt, 2, ws, cw);
+        alloy_array *CS = offset_array(dt, 3, ss, cs), *CSA = dev_array(dt, 3, ss, cs);
+        alloy_array *CDY = offset_array(dt, 3, xs, dy), *CDYA = dev_array(dt, 3, xs, dy);
+        alloy_array *CY = NULL, *CYA = NULL, *CDX = NULL, *CDXA = NULL, *CDS = NULL, *CDSA = NULL, *CDW = NULL,
+                    *CDWA = NULL;
+        CHECK_OK(alloy_nn_causal_conv1d(CX, CW, NULL, CS, NULL, &CY, NULL));
+        CHECK_OK(alloy_nn_causal_conv1d(CXA, CW, NULL, CSA, NULL, &CYA, NULL));
+        CHECK_OK(alloy_nn_causal_conv1d_backward(CX, CW, CS, CDY, NULL, &CDX, &CDW, NULL, &CDS));
+        CHECK_OK(alloy_nn_causal_conv1d_backward(CXA, CW, CSA, CDYA, NULL, &CDXA, &CDWA, NULL, &CDSA));
+        if (CY && CYA && CDX && CDXA && CDS && CDSA && CDW && CDWA) {
+            double *h[8] = {host_of(CY), host_of(CYA), host_of(CDX), host_of(CDXA), host_of(CDS), host_of(CDSA),
+                            host_of(CDW), host_of(CDWA)};
+            CHECK_MSG(rel_err(h[0], h[1], n) <= 2 * tol(dt) && rel_err(h[2], h[3], n) <= 2 * tol(dt) &&
+                          rel_err(h[4], h[5], R * 3 * D) <= 2 * tol(dt) && rel_err(h[6], h[7], D * 4) <= 4 * tol(dt),
+                      "unaligned causal_conv1d %s", alloy_dtype_name(dt));
+            for (int k = 0; k < 8; k++) free(h[k]);
+        }
+        alloy_array *conv[] = {CX, CXA, CW, CS, CSA, CDY, CDYA, CY, CYA, CDX, CDXA, CDS, CDSA, CDW, CDWA};
+        for (size_t e = 0; e < sizeof conv / sizeof conv[0]; e++) alloy_array_free(conv[e]);
+        free(cw), free(cs);
+        free(y), free(dx), free(dxa), free(x), free(dy), free(w), free(b), free(ry);
+        alloy_array *all[] = {X, DY, W, B, XA, WA, DYA, Y, DX, DXA};
+        for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+    }
 }
 
 /* ---- causal convolution --------------------------------------------------- */
@@ -376,8 +453,12 @@ static void run_conv(conv_case cc, alloy_dtype dt, int with_bias, int with_state
 }
 
 static void test_conv(void) {
-    const conv_case cases[5] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {3, 17, 130, 8}, {1, 1000, 3, 4}, {2, 2, 7, 8}};
-    for (int ci = 0; ci < 5; ci++)
+    /* C = 8, 16, 24: 16-byte chunks for every dtype (the rest: scalar accesses); S = 70, 100: several blocks
+     * of 32 timesteps per sequence, a partial last one; (3, 100, 24): two threadgroup rows of dw/db sums;
+     * (8500, 1, 8): more blocks than workers, so each worker takes two */
+    const conv_case cases[8] = {{1, 1, 1, 1}, {2, 33, 5, 3},  {3, 17, 130, 8},  {1, 1000, 3, 4},
+                                {2, 2, 7, 8}, {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3}};
+    for (int ci = 0; ci < 8; ci++)
         for (int di = 0; di < 4; di++)
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
@@ -457,6 +538,7 @@ int main(void) {
     RUN(test_errors);
     RUN(test_softcap);
     RUN(test_norms);
+    RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_decoding);
     return harness_finish();

@@ -1,17 +1,23 @@
 /* causal_conv.c — the causal depthwise convolution over time (alloy/nn.h),
  * forward (causal_conv_forward, then causal_conv_state for the decoding
  * state: a separate launch, so the state is read whole before it is updated
- * in place) and backward (causal_conv_backward_input for dx and dstate; dw and
- * db by the deterministic two-stage row reduction causal_conv_param_partials
- * + column_sum). */
+ * in place) and backward (causal_conv_backward: dx, dstate and partial sums
+ * of dw and db in one pass over x and dy; column_sum adds the partial sums
+ * in order). Both kernels give each thread a chunk of 16 bytes of channels
+ * and runs of 32 timesteps (the K-1 halo from cache), 16-byte accesses when
+ * C is a multiple of the chunk and the operands are aligned. */
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
 static const char FWD_FILE[] = "src/ops/nn/kernels/causal_conv_forward.metal";
 static const char STATE_FILE[] = "src/ops/nn/kernels/causal_conv_state.metal";
-static const char DIN_FILE[] = "src/ops/nn/kernels/causal_conv_backward_input.metal";
-static const char PART_FILE[] = "src/ops/nn/kernels/causal_conv_param_partials.metal";
-static const char SUM_FILE[] = "src/ops/nn/kernels/column_sum.metal";
+static const char BWD_FILE[] = "src/ops/nn/kernels/causal_conv_backward.metal";
+
+/* Timesteps per block of the kernels (their L) and at most about this many
+ * threadgroups of 32 x 8 threads in all: the forward 8 per SM of an H100
+ * (more than fit at once; nothing to sum afterwards), the backward 2 (few
+ * partial sums of dw and db for column_sum). */
+enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
 
 typedef struct conv_dims {
     int64_t B, S, C, K;
@@ -62,6 +68,33 @@ static alloy_status stride_launch(alloy_launch *l, int64_t n) {
     return st;
 }
 
+/* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
+static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
+    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
+    const int64_t nblk = d->B * ((d->S + CONV_L - 1) / CONV_L), want = (nblk + 7) / 8;
+    const int64_t per = target / tiles > 1 ? target / tiles : 1, rounds = (want + per - 1) / per;
+    return rounds > 0 ? (want + rounds - 1) / rounds : 0; /* as many blocks for every worker */
+}
+
+/* The launch shape and constants of causal_conv_forward / _backward with
+ * `rows` threadgroup rows; ops: the arrays for the 16-byte check. */
+static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype dt, int64_t rows, int n_ops,
+                                alloy_array *const *ops) {
+    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
+    const int64_t ntb = (d->S + CONV_L - 1) / CONV_L;
+    const int vec = d->C % V == 0 && alloy_nn_aligned16(n_ops, ops);
+    alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tiles * 32), (uint32_t)(rows * 8), 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "KT", (int)d->K);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "S", ALLOY_INT64, d->S);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "C", ALLOY_INT32, d->C);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NTB", ALLOY_INT64, ntb);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NBLK", ALLOY_INT64, d->B * ntb);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NW", ALLOY_INT64, rows * 8);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
+    return st;
+}
+
 alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array *bias, alloy_array *state,
                                     alloy_stream *stream, alloy_array **y, alloy_array **state_out) {
     static const char FN[] = "alloy_nn_causal_conv1d";
@@ -79,9 +112,9 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
     if (st == ALLOY_OK) st = alloy_launch_new(&l);
     const int64_t n = d.B * d.S * d.C;
     if (st == ALLOY_OK && n > 0) {
+        alloy_array *ops[3] = {x, state, oy};
         st = alloy_launch_add_output_array(l, oy);
-        if (st == ALLOY_OK) st = stride_launch(l, n);
-        if (st == ALLOY_OK) st = conv_constants(l, &d);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, CONV_TGS_FWD), 3, ops);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         /* absent operands: x stands in, never read */
@@ -108,50 +141,6 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
     return ALLOY_OK;
 }
 
-/* dw and db: partial sums over blocks of rows (b, t), then the blocks in
- * order. A slot not asked for is written into scratch. */
-static alloy_status param_grads(const conv_dims *d, alloy_array *x, alloy_array *state, alloy_array *dy,
-                                alloy_array *ow, alloy_array *ob, alloy_stream *stream) {
-    alloy_device *dev = alloy_array_device(x);
-    const alloy_dtype dt = alloy_array_dtype(x);
-    const int64_t R = d->B * d->S, RB = alloy_nn_rows_per_part(R), P = (R + RB - 1) / RB;
-    const int64_t M = d->C * (d->K + 1);
-    const int64_t s_part[2] = {P > 0 ? P : 1, M}, s_w[2] = {d->C, d->K}, s_b[1] = {d->C};
-    alloy_array *part = NULL, *sw = NULL, *sb = NULL;
-    alloy_status st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
-    if (st == ALLOY_OK && !ow) st = alloy_array_new(dev, dt, 2, s_w, &sw);
-    if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_b, &sb);
-    alloy_launch *l = NULL;
-    if (st == ALLOY_OK) st = alloy_launch_new(&l);
-    if (st == ALLOY_OK && P > 0) {
-        st = alloy_launch_add_output_array(l, part);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((d->C + 127) / 128 * 128), (uint32_t)P, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
-        if (st == ALLOY_OK) st = conv_constants(l, d);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, R);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "RB", ALLOY_INT64, RB);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
-        alloy_array *ins[3] = {x, state ? state : x, dy};
-        if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
-        if (st == ALLOY_OK) st = alloy_launch_reset(l);
-    }
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ow ? ow : sw);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ob ? ob : sb);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 127) / 128 * 128), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, d->C * d->K);
-    alloy_array *ins2[1] = {part};
-    if (st == ALLOY_OK) st = alloy_nn_apply(SUM_FILE, l, dt, 1, ins2, 2, stream);
-    alloy_launch_free(l);
-    alloy_array_free(part);
-    alloy_array_free(sw);
-    alloy_array_free(sb);
-    return st;
-}
-
 alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, alloy_array *state, alloy_array *dy,
                                              alloy_stream *stream, alloy_array **dx, alloy_array **dw,
                                              alloy_array **db, alloy_array **dstate) {
@@ -169,21 +158,33 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int64_t E = d.S + (want_state ? d.K - 1 : 0), n = d.B * E * d.C;
-    if (st == ALLOY_OK && n > 0) {
+    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD), M = d.C * (d.K + 1);
+    const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
+    alloy_array *part = NULL, *sw = NULL, *sb = NULL;
+    if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
+    if (st == ALLOY_OK && rows > 0 && d.C > 0) {
         alloy_launch *l = NULL;
+        alloy_array *ops[5] = {x, state, dy, ox, os};
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, os ? os : ox); /* os absent: never written */
-        if (st == ALLOY_OK) st = stride_launch(l, n);
-        if (st == ALLOY_OK) st = conv_constants(l, &d);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "E", ALLOY_INT64, E);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, 5, ops);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
-        alloy_array *ins[2] = {w, dy};
-        if (st == ALLOY_OK) st = alloy_nn_apply(DIN_FILE, l, dt, 2, ins, 2, stream);
+        alloy_array *ins[4] = {x, w, state ? state : x, dy}; /* no state: x stands in, never read */
+        if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 4, ins, 3, stream);
         alloy_launch_free(l);
     }
-    if (st == ALLOY_OK && (ow || ob) && d.C > 0) st = param_grads(&d, x, state, dy, ow, ob, stream);
+    if (st == ALLOY_OK && os && rows == 0) st = alloy_array_fill(os, 0); /* S = 0: no dy reaches the state */
+    if (st == ALLOY_OK && (ow || ob) && d.C > 0) {
+        if (!ow) st = alloy_array_new(dev, dt, 2, s_w, &sw);
+        if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_b, &sb);
+        if (st == ALLOY_OK) st = alloy_nn_column_sum(part, rows, M, d.C * d.K, ow ? ow : sw, ob ? ob : sb, dt, stream);
+    }
+    alloy_array_free(part);
+    alloy_array_free(sw);
+    alloy_array_free(sb);
     if (st != ALLOY_OK) {
         if (cx) alloy_array_free(ox);
         if (cw) alloy_array_free(ow);

@@ -1,5 +1,6 @@
 /* common.c — argument checks and launch helpers shared by the fused nn
  * operations (nn_internal.h). */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -104,4 +105,30 @@ int64_t alloy_nn_grid_threads(int64_t n) {
 int64_t alloy_nn_rows_per_part(int64_t rows) {
     int64_t rb = (rows + 511) / 512;
     return rb < 16 ? 16 : rb;
+}
+
+int alloy_nn_aligned16(int n, alloy_array *const *arrays) {
+    for (int i = 0; i < n; i++) {
+        const alloy_array *a = arrays[i];
+        if (!a) continue;
+        if (!alloy_array_is_row_contiguous(a) || (uintptr_t)alloy_array_data(a) % 16 != 0) return 0;
+    }
+    return 1;
+}
+
+alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_t M1, alloy_array *a,
+                                 alloy_array *b, alloy_dtype dt, alloy_stream *stream) {
+    alloy_launch *l = NULL;
+    alloy_status st = alloy_launch_new(&l);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, a);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, b);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 31) / 32 * 32), 8, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, M1);
+    alloy_array *ins[1] = {part};
+    if (st == ALLOY_OK) st = alloy_nn_apply("src/ops/nn/kernels/column_sum.metal", l, dt, 1, ins, 2, stream);
+    alloy_launch_free(l);
+    return st;
 }

@@ -33,6 +33,17 @@ alloy_status alloy_nn_apply(const char *path, alloy_launch *launch, alloy_dtype 
  * most 2^24: the loop covers the rest). */
 int64_t alloy_nn_grid_threads(int64_t n);
 
+/* Whether the n arrays (NULL entries skipped) can be read and written with
+ * 16-byte vector accesses: row-contiguous (others reach the kernel as fresh
+ * copies, but are not counted on) with element 0 16-byte aligned. */
+int alloy_nn_aligned16(int n, alloy_array *const *arrays);
+
+/* The second stage of a deterministic row reduction (column_sum.metal):
+ * the P rows of part (P, M), of dtype alloy_nn_accum(dt), summed in a fixed
+ * order; columns below M1 into a, the rest into b (both of dtype dt). */
+alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_t M1, alloy_array *a,
+                                 alloy_array *b, alloy_dtype dt, alloy_stream *stream);
+
 /* Rows of each partial sum of a deterministic row reduction over `rows` rows
  * (at most 512 partial sums, each of at least 16 rows). */
 int64_t alloy_nn_rows_per_part(int64_t rows);

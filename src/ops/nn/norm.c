@@ -1,11 +1,14 @@
 /* norm.c — RMSNorm and LayerNorm over the last dimension, optionally per
  * head (alloy/nn.h), forward and backward.
  *
- * Forward: one launch (norm_forward), one threadgroup per group of head_dim
- * elements. Backward: norm_backward (dx and each group's statistics), then,
- * when dweight or dbias is asked for, the deterministic two-stage row
- * reduction: norm_param_partials (partial sums over blocks of rows into a
- * scratch array) and column_sum (the blocks summed in order). */
+ * Groups of head_dim elements that fit in the registers of at most 8 SIMD
+ * groups (ROWS_MAX_NC 16-byte chunks per lane: 8192 float32, 16384 16-bit
+ * elements; one SIMD group up to 1024 elements forward, 512 backward) take
+ * the one-pass kernels: norm_rows (forward) and norm_rows_backward (dx and
+ * partial sums of dweight and dbias in the same pass), then column_sum adds
+ * the partial sums in order. Larger groups: one threadgroup per group (norm_forward;
+ * norm_backward for dx and each group's statistics, norm_param_partials for
+ * the partial sums over blocks of rows, then column_sum). */
 #include <math.h>
 
 #include "core/error.h"
@@ -14,19 +17,31 @@
 static const char FWD_FILE[] = "src/ops/nn/kernels/norm_forward.metal";
 static const char BWD_FILE[] = "src/ops/nn/kernels/norm_backward.metal";
 static const char PART_FILE[] = "src/ops/nn/kernels/norm_param_partials.metal";
-static const char SUM_FILE[] = "src/ops/nn/kernels/column_sum.metal";
+static const char ROWS_FILE[] = "src/ops/nn/kernels/norm_rows.metal";
+static const char ROWS_BWD_FILE[] = "src/ops/nn/kernels/norm_rows_backward.metal";
 
 /* At most this many threadgroups per launch (a grid-stride loop does the rest). */
 static const int64_t MAX_TGS = 65536;
 
+/* The one-pass kernels: at most this many 16-byte chunks of a group per
+ * lane, and at most about this many threadgroups of 8 SIMD groups in all:
+ * 2 per SM of an H100, what about 128 registers per thread allow (each SIMD
+ * group then works through several rows, the forward keeping w and b in
+ * registers; few partial sums for column_sum). */
+enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 264, ROWS_TGS_BWD = 264 };
+
 /* The sizes every norm call shares. */
 typedef struct norm_dims {
     int64_t D, DH, G, R, groups;
+    /* the one-pass kernels: chunks per lane (0: not used), SIMD groups per group, threadgroups per head,
+     * partial rows of dweight/dbias per threadgroup */
+    int64_t nc, wg, pt, pr;
 } norm_dims;
 
 static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream,
                                  norm_dims *d) {
+    const int64_t tgs = dy ? ROWS_TGS_BWD : ROWS_TGS_FWD;
     alloy_status st = alloy_nn_check_x(fn, x, 1, stream);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
@@ -51,7 +66,56 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
     d->G = d->DH > 0 ? D / d->DH : 0;
     d->R = D > 0 ? alloy_array_size(x) / D : 0;
     d->groups = d->R * d->G;
+    /* chunks per lane and SIMD groups per group, powers of two (few specialisations): the fewest SIMD
+     * groups that hold the group with at most 32 elements per lane in the forward (x, w, b in
+     * registers), 16 in the backward (x, dy, w and the two sums) — about 128 registers, two threadgroups
+     * per SM (ptxas for sm_90) — else with up to 8 chunks per lane */
+    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), need = (d->DH + 32 * V - 1) / (32 * V);
+    const int64_t lean = (dy ? 16 : 32) / V;
+    d->nc = 0;
+    d->wg = 1;
+    for (int pass = 0; pass < 2 && !d->nc; pass++) {
+        const int64_t max_nc = pass == 0 && lean < ROWS_MAX_NC ? lean : ROWS_MAX_NC;
+        for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
+            for (int64_t nc = 1; nc <= max_nc; nc *= 2)
+                if (nc * wg >= need) {
+                    d->nc = nc;
+                    d->wg = wg;
+                    break;
+                }
+    }
+    /* threadgroups per head: at most tgs in all, and as many rounds of 8 / wg rows each (no SIMD group
+     * idles in a last round while others work) */
+    const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
+    const int64_t rounds = (blocks + per_head - 1) / per_head;
+    d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
+    /* partial rows per threadgroup: 1 when the kernel's COMBINE holds (its row sets add their sums in
+     * 16 KB of threadgroup memory), else one per row set */
+    d->pr = d->wg * d->nc * V * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) <= 256 ? 1 : rw;
+    if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
+}
+
+/* The launch of norm_rows / norm_rows_backward over the arrays `ops` (for
+ * the 16-byte check). */
+static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, int rms, double eps, alloy_dtype dt,
+                                int n_ops, alloy_array *const *ops) {
+    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
+    const int vec = d->DH % V == 0 && alloy_nn_aligned16(n_ops, ops);
+    alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 256), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NC", (int)d->nc);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "WG", (int)d->wg);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, d->R);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "PT", ALLOY_INT64, d->pt);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "G", ALLOY_INT32, d->G);
+    /* the forward reads rms as a constant, the backward as the template RMS */
+    if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
+    return st;
 }
 
 /* The launch shape of one threadgroup per group and the constants the
@@ -71,7 +135,7 @@ static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, d
 
 static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y) {
-    norm_dims d = {0, 0, 0, 0, 0};
+    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     alloy_status st = check_common(fn, x, weight, bias, NULL, head_dim, eps, stream, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
@@ -82,12 +146,13 @@ static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_
     if (st != ALLOY_OK) return st;
     if (d.groups > 0) {
         alloy_launch *l = NULL;
+        alloy_array *ops[4] = {x, weight, bias, o};
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
-        if (st == ALLOY_OK) st = group_launch(l, &d, rms, eps, dt);
+        if (st == ALLOY_OK) st = d.nc ? rows_launch(l, &d, 1, rms, eps, dt, 4, ops) : group_launch(l, &d, rms, eps, dt);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_b", ALLOY_INT32, bias != NULL);
         alloy_array *ins[3] = {x, weight, bias ? bias : weight}; /* without bias, weight stands in unread */
-        if (st == ALLOY_OK) st = alloy_nn_apply(FWD_FILE, l, dt, 3, ins, 1, stream);
+        if (st == ALLOY_OK) st = alloy_nn_apply(d.nc ? ROWS_FILE : FWD_FILE, l, dt, 3, ins, 1, stream);
         alloy_launch_free(l);
     }
     if (st != ALLOY_OK) {
@@ -136,16 +201,41 @@ static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array 
         if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
         if (st == ALLOY_OK) st = alloy_launch_reset(l);
     }
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ow ? ow : sw);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ob ? ob : sb);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((2 * d->D + 127) / 128 * 128), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, 2 * d->D);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, d->D);
-    alloy_array *ins2[1] = {part};
-    if (st == ALLOY_OK) st = alloy_nn_apply(SUM_FILE, l, dt, 1, ins2, 2, stream);
+    if (st == ALLOY_OK) st = alloy_nn_column_sum(part, P, 2 * d->D, d->D, ow ? ow : sw, ob ? ob : sb, dt, stream);
     alloy_launch_free(l);
+    alloy_array_free(part);
+    alloy_array_free(sw);
+    alloy_array_free(sb);
+    return st;
+}
+
+/* The one-pass backward: norm_rows_backward writes dx and the partial sums
+ * (PT * PR, 2D) of dweight and dbias, column_sum adds them up (into scratch for a
+ * slot not asked for; not at all when neither is). */
+static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy_array *x, alloy_array *weight,
+                                  alloy_array *dy, alloy_array *ox, alloy_array *ow, alloy_array *ob,
+                                  alloy_stream *stream) {
+    alloy_device *dev = alloy_array_device(x);
+    const alloy_dtype dt = alloy_array_dtype(x);
+    const int64_t P = d->pt * d->pr, s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
+    alloy_array *part = NULL, *sw = NULL, *sb = NULL;
+    alloy_status st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
+    if (st == ALLOY_OK && d->groups > 0) {
+        alloy_launch *l = NULL;
+        alloy_array *ops[4] = {x, weight, dy, ox};
+        st = alloy_launch_new(&l);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
+        if (st == ALLOY_OK) st = rows_launch(l, d, 0, rms, eps, dt, 4, ops);
+        alloy_array *ins[3] = {x, weight, dy};
+        if (st == ALLOY_OK) st = alloy_nn_apply(ROWS_BWD_FILE, l, dt, 3, ins, 2, stream);
+        alloy_launch_free(l);
+    }
+    if (st == ALLOY_OK && (ow || ob)) {
+        if (!ow) st = alloy_array_new(dev, dt, 1, s_w, &sw);
+        if (st == ALLOY_OK && !ob) st = alloy_array_new(dev, dt, 1, s_w, &sb);
+        if (st == ALLOY_OK) st = alloy_nn_column_sum(part, P, 2 * d->D, d->D, ow ? ow : sw, ob ? ob : sb, dt, stream);
+    }
     alloy_array_free(part);
     alloy_array_free(sw);
     alloy_array_free(sb);
@@ -155,7 +245,7 @@ static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array 
 static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *dy,
                                   int64_t head_dim, double eps, alloy_stream *stream, alloy_array **dx,
                                   alloy_array **dweight, alloy_array **dbias) {
-    norm_dims d = {0, 0, 0, 0, 0};
+    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     alloy_status st = check_common(fn, x, weight, NULL, NULL, head_dim, eps, stream, &d);
     if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
     if (st == ALLOY_OK) st = check_common(fn, x, weight, NULL, dy, head_dim, eps, stream, &d);
@@ -168,9 +258,13 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
     st = alloy_nn_prepare_out(fn, "dx", dx, dev, dt, alloy_array_ndim(x), alloy_array_shape(x), &ox, &cx);
     if (st == ALLOY_OK && dweight) st = alloy_nn_prepare_out(fn, "dweight", dweight, dev, dt, 1, s_w, &ow, &cw);
     if (st == ALLOY_OK && dbias) st = alloy_nn_prepare_out(fn, "dbias", dbias, dev, dt, 1, s_w, &ob, &cb);
-    const int64_t s_stats[1] = {2 * (d.groups > 0 ? d.groups : 1)};
-    if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 1, s_stats, &stats);
-    if (st == ALLOY_OK && d.groups > 0) {
+    if (st == ALLOY_OK && d.nc && d.D > 0) {
+        st = rows_backward(&d, rms, eps, x, weight, dy, ox, ow, ob, stream);
+    } else if (st == ALLOY_OK && d.D > 0) {
+        const int64_t s_stats[1] = {2 * (d.groups > 0 ? d.groups : 1)};
+        st = alloy_array_new(dev, alloy_nn_accum(dt), 1, s_stats, &stats);
+    }
+    if (st == ALLOY_OK && !d.nc && d.groups > 0) {
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
@@ -180,7 +274,7 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
         if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 3, ins, 2, stream);
         alloy_launch_free(l);
     }
-    if (st == ALLOY_OK && (ow || ob) && d.D > 0) st = param_grads(&d, x, dy, stats, ow, ob, stream);
+    if (st == ALLOY_OK && !d.nc && (ow || ob) && d.D > 0) st = param_grads(&d, x, dy, stats, ow, ob, stream);
     alloy_array_free(stats);
     if (st != ALLOY_OK) {
         if (cx) alloy_array_free(ox);

@@ -1,5 +1,7 @@
 /* softcap.c — alloy_nn_softcap and alloy_nn_softcap_backward (alloy/nn.h):
- * one elementwise grid-stride launch each, one pass over the data. */
+ * one elementwise launch each, one pass over the data; 16-byte vector
+ * accesses when every operand is aligned (the kernels' scalar loop does the
+ * rest). */
 #include <math.h>
 
 #include "core/error.h"
@@ -30,13 +32,17 @@ static alloy_status elementwise(const char *fn, const char *path, const char *ou
     if ((st = alloy_nn_prepare_out(fn, out_name, out, dev, dt, nd, shape, &o, &created)) != ALLOY_OK) return st;
     const int64_t n = alloy_array_size(x);
     if (n > 0) {
-        const int64_t threads = alloy_nn_grid_threads(n);
+        alloy_array *ops[3] = {x, dy, o};
+        const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
+        const int64_t nv = alloy_nn_aligned16(3, ops) ? n / V : 0, rest = n - nv * V;
+        const int64_t threads = alloy_nn_grid_threads(nv > rest ? nv : rest);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT64, n);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "nv", ALLOY_INT64, nv);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "stride", ALLOY_INT64, threads);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "cap", alloy_nn_accum(dt), cap);
         alloy_array *ins[2] = {x, dy};

@@ -1,16 +1,52 @@
 // softcap: y = cap * tanh(x / cap) elementwise (the xLSTM block's gate and
 // logit cap), computed in A (float32, or float64 for float64 data): tanh
 // saturates to +-1, so a huge |x| gives +-cap and NaN stays NaN.
-// Launch constants: long n (elements), long stride (threads in the grid),
-// A cap. Template: T (data), A (accumulation).
-// Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1); grid-stride loop.
+// Memory-bound: with vec (x and y 16-byte aligned) each thread moves one
+// 16-byte chunk (4 floats, 8 halves/bfloats, 2 doubles) with one vector load
+// and store, like a device-to-device copy; the last n % V elements (and every
+// element without vec) go through the scalar grid-stride loop.
+// Launch constants: long n (elements), long nv (16-byte chunks done by
+// vectors: n / V with vec, else 0), long stride (threads in the grid), A cap.
+// Template: T (data), A (accumulation).
+// Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_softcap
 //! inputs: x
 //! outputs: y
 //! template: T=float32
 //! template: A=float32
-//! body:
-for (long e = long(thread_position_in_grid.x); e < n; e += stride) {
-    const A v = A(x[e]);
-    y[e] = T(cap * tanh(v / cap));
+//! header:
+// 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
+// one vector load or store whatever T is (bit operations, no per-element loads).
+template <class T, class A> inline void nn_ld16(const T *p, A *o) {
+    const uint4 u = *(const uint4 *)p;
+    if constexpr (sizeof(T) == 8) {
+        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
+        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
+    } else {
+        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
+    }
 }
+template <class T, class A> inline void nn_st16(T *p, const A *v) {
+    uint4 u;
+    if constexpr (sizeof(T) == 8) {
+        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
+        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
+    } else {
+        for (int e = 0; e < 4; e++)
+            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
+    }
+    *(uint4 *)p = u;
+}
+//! body:
+constexpr int V = 16 / int(sizeof(T));
+for (long c = long(thread_position_in_grid.x); c < nv; c += stride) {
+    A v[V];
+    nn_ld16(&x[c * V], v);
+    for (int e = 0; e < V; e++) v[e] = cap * tanh(v[e] / cap);
+    nn_st16(&y[c * V], v);
+}
+for (long e = nv * V + long(thread_position_in_grid.x); e < n; e += stride) y[e] = T(cap * tanh(A(x[e]) / cap));

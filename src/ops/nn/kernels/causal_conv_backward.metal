@@ -1,0 +1,179 @@
+// causal_conv_backward: the whole backward of causal_conv_forward in one pass
+// over x and dy (ext = the state at negative times, or 0):
+//   dx[b,s,c]     = sum_{j<KT, s+KT-1-j < S} w[c,j] * dy[b, s+KT-1-j, c]
+//   dstate[b,i,c] = sum_{j <= i, i-j < S}    w[c,j] * dy[b, i-j, c]  (want_state)
+//   dw[c,j] = sum_{b,t} dy[b,t,c] * ext(b, t-KT+1+j, c),  db[c] = sum_{b,t} dy[b,t,c]
+// Layout as causal_conv_forward (a thread per chunk of V channels walks blocks
+// of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...; 16-byte
+// accesses with VEC), with two windows in registers: the KT inputs up to
+// time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps (2 of 16-bit
+// data) of x and dy are loaded before use. Each thread sums dw and db of its channels over
+// its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
+// in order of y, and threadgroup row q (of NW / 8) writes
+//   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
+// for column_sum, which adds the rows in order: deterministic.
+// Launch constants: long S, int C, long NTB, long NBLK, long NW,
+// int has_state, int want_state. Template: T (data), A (accumulation; part
+// is A), KT (taps), VEC (16-byte accesses; a template, so the kernel carries
+// one path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// NW, 1), threadgroup = (32, 8, 1).
+//! name: alloy_nn_causal_conv_backward
+//! inputs: x w state dy
+//! outputs: dx dstate part
+//! template: T=float32
+//! template: A=float32
+//! template: VEC=1
+//! template: KT=4
+//! header:
+// A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
+// 16-byte access at p (16-byte aligned), else the first m elements one by
+// one (the rest read as 0); unpacked to / packed from V values of A.
+template <class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
+    if (vec) return *(const uint4 *)p;
+    uint4 u = uint4(0u, 0u, 0u, 0u);
+    if constexpr (sizeof(T) == 8) {
+        for (int e = 0; e < 2; e++)
+            if (e < m) {
+                const ulong bits = as_type<ulong>(p[e]);
+                u[2 * e] = uint(bits);
+                u[2 * e + 1] = uint(bits >> 32);
+            }
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++)
+            if (e < m) u[e] = as_type<uint>(p[e]);
+    } else {
+        for (int e = 0; e < 8; e++)
+            if (e < m) u[e >> 1] |= uint(as_type<ushort>(p[e])) << ((e & 1) * 16);
+    }
+    return u;
+}
+template <class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
+    if (vec) {
+        *(uint4 *)p = u;
+        return;
+    }
+    if constexpr (sizeof(T) == 8) {
+        for (int e = 0; e < 2; e++)
+            if (e < m) p[e] = as_type<T>(ulong(u[2 * e]) | (ulong(u[2 * e + 1]) << 32));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++)
+            if (e < m) p[e] = as_type<T>(u[e]);
+    } else {
+        for (int e = 0; e < 8; e++)
+            if (e < m) p[e] = as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16)));
+    }
+}
+template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
+    if constexpr (sizeof(T) == 8) {
+        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
+        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
+    } else {
+        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
+    }
+}
+template <class T, class A> inline uint4 nn_pack(const A *v) {
+    uint4 u;
+    if constexpr (sizeof(T) == 8) {
+        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
+        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
+    } else {
+        for (int e = 0; e < 4; e++)
+            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
+    }
+    return u;
+}
+//! body:
+constexpr int V = 16 / int(sizeof(T));
+constexpr int L = 32, NB = sizeof(T) == 2 ? 2 : 4; // 16-bit chunks unpack to twice the registers
+constexpr bool vec = VEC != 0;
+const int CC = (C + V - 1) / V;
+const int cc = int(thread_position_in_grid.x);
+const int lx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
+threadgroup A red[32 * (KT + 1) * V];
+A gw[KT * V], gb[V];
+for (int k = 0; k < KT * V; k++) gw[k] = A(0);
+for (int e = 0; e < V; e++) gb[e] = A(0);
+if (cc < CC) {
+    const int c0 = cc * V, m = min(V, C - c0);
+    A wr[KT * V], xw[KT * V], dyw[KT * V];
+    for (int e = 0; e < V; e++)
+        for (int j = 0; j < KT; j++) wr[j * V + e] = e < m ? A(w[(c0 + e) * KT + j]) : A(0);
+    for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW) {
+        const long b = blk / NTB, t0 = (blk % NTB) * L, t1 = min(S, t0 + L);
+        // xw[j], j < KT-1: ext at t-KT+1+j; dyw[i], i < KT-1: dy at t+i (0 past S)
+        for (int j = 0; j < KT - 1; j++) {
+            const long tau = t0 - (KT - 1) + j, ta = t0 + j;
+            uint4 u = uint4(0u, 0u, 0u, 0u), v = uint4(0u, 0u, 0u, 0u);
+            if (tau >= 0) u = nn_ldbits(&x[(b * S + tau) * C + c0], m, vec);
+            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + tau) * C + c0], m, vec);
+            if (ta < S) v = nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec);
+            nn_unpack<T>(u, &xw[j * V]);
+            nn_unpack<T>(v, &dyw[j * V]);
+        }
+        if (want_state != 0 && t0 == 0) {
+            for (int i = 0; i < KT - 1; i++) {
+                A o[V];
+                for (int e = 0; e < V; e++) {
+                    A acc = A(0);
+                    for (int j = 0; j <= i; j++) acc += wr[j * V + e] * dyw[(i - j) * V + e];
+                    o[e] = acc;
+                }
+                nn_stbits(&dstate[(b * (KT - 1) + i) * C + c0], nn_pack<T>(o), m, vec);
+            }
+        }
+        for (long tb = t0; tb < t1; tb += NB) {
+            uint4 rx[NB], rd[NB];
+            for (int s = 0; s < NB; s++) {
+                const long t = tb + s, ta = t + (KT - 1);
+                rx[s] = t < t1 ? nn_ldbits(&x[(b * S + t) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
+                rd[s] = t < t1 && ta < S ? nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
+            }
+            for (int s = 0; s < NB; s++) {
+                if (tb + s >= t1) break;
+                nn_unpack<T>(rx[s], &xw[(KT - 1) * V]);
+                nn_unpack<T>(rd[s], &dyw[(KT - 1) * V]);
+                A o[V];
+                for (int e = 0; e < V; e++) {
+                    A acc = A(0);
+                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * dyw[(KT - 1 - j) * V + e];
+                    o[e] = acc;
+                    const A d0 = dyw[e]; // dy at t
+                    for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
+                    gb[e] += d0;
+                }
+                nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
+                for (int k = 0; k < (KT - 1) * V; k++) {
+                    xw[k] = xw[k + V];
+                    dyw[k] = dyw[k + V];
+                }
+            }
+        }
+    }
+}
+// the 8 workers' sums, added in order of y
+for (int k = 0; k < 8; k++) {
+    if (ty == k) {
+        for (int j = 0; j < KT; j++)
+            for (int e = 0; e < V; e++) {
+                const int r = (lx * (KT + 1) + j) * V + e;
+                red[r] = (k == 0 ? A(0) : red[r]) + gw[j * V + e];
+            }
+        for (int e = 0; e < V; e++) {
+            const int r = (lx * (KT + 1) + KT) * V + e;
+            red[r] = (k == 0 ? A(0) : red[r]) + gb[e];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+if (ty == 0 && cc < CC) {
+    const int c0 = cc * V, m = min(V, C - c0);
+    const long q = long(threadgroup_position_in_grid.y), M = long(C) * long(KT + 1);
+    for (int e = 0; e < m; e++) {
+        for (int j = 0; j < KT; j++) part[q * M + long(c0 + e) * KT + j] = red[(lx * (KT + 1) + j) * V + e];
+        part[q * M + long(C) * KT + c0 + e] = red[(lx * (KT + 1) + KT) * V + e];
+    }
+}
