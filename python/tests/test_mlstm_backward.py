@@ -1,7 +1,9 @@
 """alloy.mlstm.chunkwise_backward against central finite differences of the
 NumPy float64 recurrence (test_mlstm.reference): the loss is <dh, h> plus the
 final states against their cotangents; float64 inputs (the CPU backend has
-double), float32 against the float64 gradient."""
+double). float32, float16 and bfloat16 inputs against the float64 gradient of
+the same rounded inputs (alloy's float64 backward, checked here against the
+differences); packed batches (cu_seqlens) equal to each sequence alone."""
 import numpy as np
 import pytest
 
@@ -44,8 +46,9 @@ def problem(rng, B=1, NH=2, S=7, DK=3, DV=2):
 
 
 def worst(got, want):
-    scale = max(max(float(np.max(np.abs(w))) for w in want), 1e-30)
-    return max(float(np.max(np.abs(host(g) - w))) / scale for g, w in zip(got, want))
+    """max |got - want| / max |want| over all the gradients (empty ones skipped)."""
+    scale = max([float(np.max(np.abs(w))) for w in want if w.size] + [1e-30])
+    return max([float(np.max(np.abs(host(g) - w))) / scale for g, w in zip(got, want) if w.size] + [0.0])
 
 
 @pytest.mark.parametrize("chunk", [None, 16])
@@ -71,6 +74,68 @@ def test_float32_and_no_states(rng, device):
     assert worst(got[:5], [host(w) for w in want[:5]]) <= 5e-4
 
 
+@pytest.mark.parametrize("dtype,bound", [("float32", 5e-4), ("float16", 2e-3), ("bfloat16", 2e-2)])
+def test_input_dtypes_against_float64(rng, device, dtype, bound):
+    args, st, cot = problem(rng, S=29, DK=8, DV=6)
+    st = tuple(x.astype(np.float32) for x in st)
+    cot = tuple(x.astype(np.float32) for x in cot)
+    low = [alloy.array(x.astype(np.float32), dtype=dtype, device=device) for x in (*args, cot[0])]
+    # the float64 reference sees the inputs as rounded to dtype
+    exact = [host(x) for x in low]
+    want = M.chunkwise_backward(*exact[:5], exact[5], *[x.astype(np.float64) for x in (*st, *cot[1:])])
+    got = M.chunkwise_backward(*low[:5], low[5], *[dev(x, device) for x in st], *[dev(x, device) for x in cot[1:]])
+    assert all(g.dtype == getattr(alloy, dtype) for g in got[:5])
+    assert all(x.dtype == alloy.float32 for x in got[5])
+    assert worst([*got[:5], *got[5]], [host(w) for w in (*want[:5], *want[5])]) <= bound
+
+
+def test_varlen_equals_each_alone(rng, device):
+    NH, DK, DV = 2, 5, 3
+    lens = [7, 0, 40, 1, 19]
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    T, N = int(cu[-1]), len(lens)
+    args, _, _ = problem(rng, B=1, NH=NH, S=T, DK=DK, DV=DV)
+    args = [a.astype(np.float32) for a in args]
+    st = [rng.uniform(-1, 1, s).astype(np.float32) for s in ((N, NH, DK, DV), (N, NH, DK), (N, NH, 1))]
+    cot = [rng.standard_normal(s).astype(np.float32) for s in ((1, NH, T, DV), (N, NH, DK, DV), (N, NH, DK), (N, NH, 1))]
+    got = M.chunkwise_backward(*[dev(a, device) for a in args], dev(cot[0], device), *[dev(x, device) for x in st],
+                               *[dev(x, device) for x in cot[1:]], chunk_size=16, cu_seqlens=dev(cu, device))
+    assert got[0].shape == (1, NH, T, DK) and got[5][0].shape == (N, NH, DK, DV)
+    got = [host(g) for g in (*got[:5], *got[5])]
+    for s in range(N):
+        a, b = cu[s], cu[s + 1]
+        alone = M.chunkwise_backward(*[dev(x[:, :, a:b], device) for x in args], dev(cot[0][:, :, a:b], device),
+                                     *[dev(x[s:s + 1], device) for x in st], *[dev(x[s:s + 1], device) for x in cot[1:]],
+                                     chunk_size=16)
+        alone = [host(g) for g in (*alone[:5], *alone[5])]
+        for g, w in zip(got[:5], alone[:5]):
+            assert np.array_equal(g[:, :, a:b], w)
+        for g, w in zip(got[5:], alone[5:]):
+            assert np.array_equal(g[s:s + 1], w)
+        if a == b:  # an empty sequence passes the final states' gradients through
+            assert np.array_equal(got[5][s], cot[1][s])
+
+
+def test_varlen_float64_against_finite_differences(rng, device):
+    if device:
+        pytest.skip("float64 gradients are checked on the CPU backend")
+    NH, DK, DV = 1, 3, 2
+    lens = [4, 0, 1, 6]
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    T, N = int(cu[-1]), len(lens)
+    args, _, _ = problem(rng, B=1, NH=NH, S=T, DK=DK, DV=DV)
+    st = [rng.uniform(-1, 1, s) for s in ((N, NH, DK, DV), (N, NH, DK), (N, NH, 1))]
+    cot = [rng.standard_normal(s) for s in ((1, NH, T, DV), (N, NH, DK, DV), (N, NH, DK), (N, NH, 1))]
+    got = M.chunkwise_backward(*args, cot[0], *st, *cot[1:], cu_seqlens=cu)
+    got = [host(g) for g in (*got[:5], *got[5])]
+    for s in range(N):
+        a, b = cu[s], cu[s + 1]
+        part = [x[:, :, a:b] for x in args]
+        want = numeric_grads(part, [x[s:s + 1] for x in st], [cot[0][:, :, a:b], *[x[s:s + 1] for x in cot[1:]]])
+        mine = [g[:, :, a:b] for g in got[:5]] + [g[s:s + 1] for g in got[5:]]
+        assert worst(mine, want) <= 1e-6
+
+
 def test_errors_name_the_argument(rng, device):
     args, st, cot = problem(rng)
     a32 = [dev(a.astype(np.float32), device) for a in args]
@@ -78,3 +143,10 @@ def test_errors_name_the_argument(rng, device):
         M.chunkwise_backward(*a32, dev(np.zeros((1, 2, 6, 2), np.float32), device))
     with pytest.raises(alloy.InvalidArgumentError, match="chunk_size"):
         M.chunkwise_backward(*a32, dev(cot[0].astype(np.float32), device), chunk_size=24)
+    with pytest.raises(alloy.InvalidArgumentError, match="cu_seqlens"):
+        M.chunkwise_backward(*a32, dev(cot[0].astype(np.float32), device),
+                             cu_seqlens=dev(np.array([0, 7], np.float32), device))
+    args2, _, cot2 = problem(rng, B=2)
+    with pytest.raises(alloy.InvalidArgumentError, match="with cu_seqlens, q must be"):
+        M.chunkwise_backward(*[dev(a.astype(np.float32), device) for a in args2],
+                             dev(cot2[0].astype(np.float32), device), cu_seqlens=dev(np.array([0, 7], np.int32), device))

@@ -20,6 +20,12 @@
 //     da_r = dlogFb + (that share) = dlf_r = dm_{r-1}; df = dlf sigmoid(-f)
 //     dX *= Fb
 //   after the first chunk dX and dm are the initial states' gradients.
+// Packed sequences (VARLEN): sequence s is the tokens cu[s] .. cu[s+1]-1 of
+// each head's T = S rows, clamped to [0, S] like the forward; its chunk-start
+// slots in CK and MK begin at cu[s] / L + s in the head's NCH = S / L + NSEQ
+// slots (sequence s has at most ceil(len / L) chunks, which end at or before
+// the next sequence's first slot, so the slots never overlap, and stay in
+// bounds even for offsets the device did not check).
 // One threadgroup of 256 threads per (sequence, head); thread t owns the
 // elements t, t + 256, ... of X and dX (row-major DHQK x DVX); row sums (dq,
 // dk) and column sums (q^ X, dv) are one thread per row or column reading the
@@ -27,20 +33,24 @@
 // pass like the recurrence, no matrix units.
 // Template: T (input dtype), A (accumulation: float, double for double
 // inputs), HAS_INIT (C0, n0, m0 given: their gradients are written),
-// HAS_DFINAL (dCf, dnf, dmf: gradients of the final states).
-// Launch constants: int S, int DHQK, int DHHV, int L (chunk), int NCH
-// (chunks per sequence), A scale (DHQK^-1/2), A eps.
-// Scratch outputs (A): CK (NSEQ*NH, NCH, DHQK*DVX), CT (NSEQ*NH, L + 1,
-// DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH, NCH).
+// HAS_DFINAL (dCf, dnf, dmf: gradients of the final states), VARLEN (cu
+// gives the sequences).
+// Launch constants: int S (tokens per (batch, head) row: S, or the packed
+// total T), int NH, int DHQK, int DHHV, int L (chunk), int NCH (chunk-start
+// slots per dense sequence, ceil(S / L); packed: per head, S / L + NSEQ),
+// A scale (DHQK^-1/2), A eps.
+// Scratch outputs (A): CK (NSEQ*NH or NH, NCH, DHQK*DVX), CT (NSEQ*NH, L + 1,
+// DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH or NH, NCH).
 // Launch: grid = (NSEQ * NH * 256, 1, 1), threadgroup = (256, 1, 1),
 // threadgroup memory = sizeof(A) * (5 L + 4 DHQK + 3 DVX + 4).
 //! name: alloy_mlstm_chunkwise_backward
-//! inputs: q k v i f C0 n0 m0 dh dCf dnf dmf
+//! inputs: q k v i f C0 n0 m0 dh dCf dnf dmf cu
 //! outputs: dq dk dv di df dC0 dn0 dm0 CK CT DX MK
 //! template: T=float32
 //! template: A=float32
 //! template: HAS_INIT=false
 //! template: HAS_DFINAL=false
+//! template: VARLEN=false
 //! header:
 // log(sigmoid(x)) without overflow (the forward's formula)
 template <typename A> inline A mb_logsigmoid(A x) {
@@ -49,10 +59,25 @@ template <typename A> inline A mb_logsigmoid(A x) {
 //! body:
 constexpr int NT = 256;
 const int tid = int(thread_index_in_threadgroup);
-const long sh = long(threadgroup_position_in_grid.x);   // sequence * NH + head
+const long sh = long(threadgroup_position_in_grid.x);   // sequence * NH + head: the state's index
 const int DVX = DHHV + 1;
 const long E = long(DHQK) * DVX;
-const long tok0 = sh * S;
+long tok0;    // the sequence's first row of q (of the B*NH*S or NH*T rows)
+int len;      // its tokens
+long slot0;   // its first chunk-start slot in CK and MK
+if (VARLEN) {
+    const long seq = sh / NH;
+    const int head = int(sh % NH);
+    const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+    tok0 = long(head) * S + s0;
+    len = max(s1 - s0, 0);
+    slot0 = long(head) * NCH + s0 / L + seq;
+} else {
+    tok0 = sh * S;
+    len = S;
+    slot0 = sh * NCH;
+}
+const int nch = (len + L - 1) / L;
 threadgroup A *tg = (threadgroup A *)alloy_threadgroup_memory;
 threadgroup A *MR = tg;            // m_r of the chunk's tokens
 threadgroup A *FB = MR + L;        // exp(a_r - m_r)
@@ -67,7 +92,7 @@ threadgroup A *VV = RF + DHQK;     // [v | 1] (DVX)
 threadgroup A *DN = VV + DVX;      // [dh / den | ds] (DVX)
 threadgroup A *NUM = DN + DVX;     // q^ X_r = [numerator | s] (DVX)
 threadgroup A *SC = NUM + DVX;     // scalars of the token
-device A *ck = CK + sh * NCH * E;
+device A *ck = CK + slot0 * E;
 device A *ct = CT + sh * (L + 1) * E;
 device A *dx = DX + sh * E;
 
@@ -78,10 +103,10 @@ for (long e = tid; e < E; e += NT) {
     A x = A(0);
     if (HAS_INIT) x = c < DHHV ? A(C0[(sh * DHQK + d) * DHHV + c]) : A(n0[sh * DHQK + d]);
     A mp = m_init;
-    for (int ch = 0; ch < NCH; ch++) {
+    for (int ch = 0; ch < nch; ch++) {
         ck[ch * E + e] = x;
-        if (e == 0) MK[sh * NCH + ch] = mp;
-        const int Lc = min(L, S - ch * L);
+        if (e == 0) MK[slot0 + ch] = mp;
+        const int Lc = min(L, len - ch * L);
         for (int r = 0; r < Lc; r++) {
             const long t = tok0 + long(ch) * L + r;
             const A a = mb_logsigmoid(A(f[t])) + mp, ig = A(i[t]), mr = max(a, ig);
@@ -100,11 +125,11 @@ for (long e = tid; e < E; e += NT) {
 }
 A dm = HAS_DFINAL ? A(dmf[sh]) : A(0);   // d loss / d m of the state after the current token
 threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
-for (int ch = NCH - 1; ch >= 0; ch--) {
-    const int Lc = min(L, S - ch * L);
+for (int ch = nch - 1; ch >= 0; ch--) {
+    const int Lc = min(L, len - ch * L);
     const long tb = tok0 + long(ch) * L;
     if (tid == 0) {
-        A mp = MK[sh * NCH + ch];
+        A mp = MK[slot0 + ch];
         for (int r = 0; r < Lc; r++) {
             const A fp = A(f[tb + r]), a = mb_logsigmoid(fp) + mp, ig = A(i[tb + r]), mr = max(a, ig);
             MR[r] = mr;
