@@ -447,6 +447,8 @@ static void test_backward_float32(void) {
     check_dt(1, 2, 37, 5, 3, 1, 1, 0, ALLOY_FLOAT32, CHUNKS, 3, 5e-4);
     check_dt(1, 1, 1, 3, 2, 0, 0, 0, ALLOY_FLOAT32, CHUNKS, 1, 5e-4);
     check_dt(1, 2, 70, 16, 24, 1, 1, 0, ALLOY_FLOAT32, CHUNKS, 3, 5e-4);
+    check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_FLOAT32, CHUNKS, 3, 5e-4);
+    check_dt(1, 2, 61, 8, 6, 0, 1, 1, ALLOY_FLOAT32, CHUNKS, 3, 5e-4);
 }
 
 /* float16 and bfloat16 inputs: gradients of the input dtype, float32 sums;

@@ -20,6 +20,16 @@
 //     da_r = dlogFb + (that share) = dlf_r = dm_{r-1}; df = dlf sigmoid(-f)
 //     dX *= Fb
 //   after the first chunk dX and dm are the initial states' gradients.
+// The states are kept as unevaluated sums hi + lo (CK + CKL, CT + CTL): each
+// step's rounding errors (the products' by fma, the sum's by TwoSum) go to
+// lo, and q^ X_r is a compensated dot product (Dot2). A state dominated by
+// one token's k v~^T (after a forget gate near -40 or an input gate far above
+// m) then keeps that structure between its C columns and its n column to
+// about twice float's precision: with each element rounded on its own, h
+// where q^ . k nearly cancels has a relative error of (sum |q^_d n_d| /
+// |q^ . n|) float eps, and dq, dk there are the small difference (of eps's
+// size) of two terms of size |dh| / den that carry that error — 1e-2 of the
+// largest gradient in the float32 tests before this, 5e-4 is the bound.
 // Packed sequences (VARLEN): sequence s is the tokens cu[s] .. cu[s+1]-1 of
 // each head's T = S rows, clamped to [0, S] like the forward; its chunk-start
 // slots in CK and MK begin at cu[s] / L + s in the head's NCH = S / L + NSEQ
@@ -40,12 +50,13 @@
 // slots per dense sequence, ceil(S / L); packed: per head, S / L + NSEQ),
 // A scale (DHQK^-1/2), A eps.
 // Scratch outputs (A): CK (NSEQ*NH or NH, NCH, DHQK*DVX), CT (NSEQ*NH, L + 1,
-// DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH or NH, NCH).
+// DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH or NH, NCH), CKL and CTL
+// (the low parts of CK and CT, their shapes).
 // Launch: grid = (NSEQ * NH * 256, 1, 1), threadgroup = (256, 1, 1),
 // threadgroup memory = sizeof(A) * (5 L + 4 DHQK + 3 DVX + 4).
 //! name: alloy_mlstm_chunkwise_backward
 //! inputs: q k v i f C0 n0 m0 dh dCf dnf dmf cu
-//! outputs: dq dk dv di df dC0 dn0 dm0 CK CT DX MK
+//! outputs: dq dk dv di df dC0 dn0 dm0 CK CT DX MK CKL CTL
 //! template: T=float32
 //! template: A=float32
 //! template: HAS_INIT=false
@@ -55,6 +66,18 @@
 // log(sigmoid(x)) without overflow (the forward's formula)
 template <typename A> inline A mb_logsigmoid(A x) {
     return x >= A(0) ? -log1p(exp(-x)) : x - log1p(exp(x));
+}
+// hi + lo <- fb (hi + lo) + ibk vx, to about twice A's precision: the
+// rounding errors of both products (exact by fma) and of their sum (TwoSum;
+// no backend reassociates) are added into lo. ibk = Ib k_d is one rounded
+// value per row, shared by the row's C columns and its n column.
+template <typename A> inline void mb_step(thread A &hi, thread A &lo, A fb, A ibk, A vx) {
+    const A p1 = fb * hi, e1 = fma(fb, hi, -p1);
+    const A p2 = ibk * vx, e2 = fma(ibk, vx, -p2);
+    const A sm = p1 + p2, bb = sm - p1, e3 = (p1 - (sm - bb)) + (p2 - bb);
+    const A l = e1 + e2 + e3 + fb * lo;
+    hi = sm + l;
+    lo = l - (hi - sm);
 }
 //! body:
 constexpr int NT = 256;
@@ -94,24 +117,27 @@ threadgroup A *NUM = DN + DVX;     // q^ X_r = [numerator | s] (DVX)
 threadgroup A *SC = NUM + DVX;     // scalars of the token
 device A *ck = CK + slot0 * E;
 device A *ct = CT + sh * (L + 1) * E;
+device A *ckl = CKL + slot0 * E;
+device A *ctl = CTL + sh * (L + 1) * E;
 device A *dx = DX + sh * E;
 
 // ---- forward sweep: X and m at every chunk start ----
 const A m_init = HAS_INIT ? A(m0[sh]) : A(0);
 for (long e = tid; e < E; e += NT) {
     const int d = int(e / DVX), c = int(e % DVX);
-    A x = A(0);
+    A x = A(0), xl = A(0);
     if (HAS_INIT) x = c < DHHV ? A(C0[(sh * DHQK + d) * DHHV + c]) : A(n0[sh * DHQK + d]);
     A mp = m_init;
     for (int ch = 0; ch < nch; ch++) {
         ck[ch * E + e] = x;
+        ckl[ch * E + e] = xl;
         if (e == 0) MK[slot0 + ch] = mp;
         const int Lc = min(L, len - ch * L);
         for (int r = 0; r < Lc; r++) {
             const long t = tok0 + long(ch) * L + r;
             const A a = mb_logsigmoid(A(f[t])) + mp, ig = A(i[t]), mr = max(a, ig);
             const A vx = c < DHHV ? A(v[t * DHHV + c]) : A(1);
-            x = exp(a - mr) * x + exp(ig - mr) * A(k[t * DHQK + d]) * vx;
+            mb_step(x, xl, exp(a - mr), exp(ig - mr) * A(k[t * DHQK + d]), vx);
             mp = mr;
         }
     }
@@ -144,17 +170,20 @@ for (int ch = nch - 1; ch >= 0; ch--) {
     // the chunk's per-token states, recomputed from its start
     for (long e = tid; e < E; e += NT) {
         const int d = int(e / DVX), c = int(e % DVX);
-        A x = ck[ch * E + e];
+        A x = ck[ch * E + e], xl = ckl[ch * E + e];
         ct[e] = x;
+        ctl[e] = xl;
         for (int r = 0; r < Lc; r++) {
             const A vx = c < DHHV ? A(v[(tb + r) * DHHV + c]) : A(1);
-            x = FB[r] * x + IB[r] * A(k[(tb + r) * DHQK + d]) * vx;
+            mb_step(x, xl, FB[r], IB[r] * A(k[(tb + r) * DHQK + d]), vx);
             ct[(r + 1) * E + e] = x;
+            ctl[(r + 1) * E + e] = xl;
         }
     }
     for (int r = Lc - 1; r >= 0; r--) {
         const long t = tb + r;
         device const A *xr = ct + (r + 1) * E;   // X after token r
+        device const A *xrl = ctl + (r + 1) * E;  // its low part
         device const A *xp = ct + r * E;         // X before it
         for (int d = tid; d < DHQK; d += NT) {
             QH[d] = A(q[t * DHQK + d]) * scale;
@@ -162,10 +191,18 @@ for (int ch = nch - 1; ch >= 0; ch--) {
         }
         for (int c = tid; c < DVX; c += NT) VV[c] = c < DHHV ? A(v[t * DHHV + c]) : A(1);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        // q^ X_r, compensated (Dot2: the products' and the sums' errors, and
+        // the low parts, summed apart): accurate where q^ . n nearly cancels
         for (int c = tid; c < DVX; c += NT) {
-            A s = A(0);
-            for (int d = 0; d < DHQK; d++) s += QH[d] * xr[long(d) * DVX + c];
-            NUM[c] = s;
+            A s = A(0), comp = A(0);
+            for (int d = 0; d < DHQK; d++) {
+                const long e = long(d) * DVX + c;
+                const A p = QH[d] * xr[e], ep = fma(QH[d], xr[e], -p);
+                const A sn = s + p, bb = sn - s;
+                comp += ((s - (sn - bb)) + (p - bb)) + ep + QH[d] * xrl[e];
+                s = sn;
+            }
+            NUM[c] = s + comp;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (tid == 0) {
