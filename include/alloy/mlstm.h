@@ -98,9 +98,10 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  * new array, a given one (shape, dtype, device, row-contiguous) is written.
  * Saved between forward and backward: nothing; the call recomputes the chunk
  * states and allocates a device workspace of S_DT elements, dense:
- * N NH DHQK (DHHV + 1) (S / chunk_size + chunk_size + 2) + N NH (S / chunk_size)
- * (so chunk_size near sqrt(S) uses the least); packed, S / chunk_size + N
- * in place of N (S / chunk_size) for the chunk starts. The result does not
+ * N NH DHQK (DHHV + 1) (2 S / chunk_size + 2 chunk_size + 3) + N NH (S / chunk_size)
+ * (so chunk_size near sqrt(S) uses the least; S / chunk_size rounded up);
+ * packed, NH (S / chunk_size + N) in place of N NH (S / chunk_size) for the
+ * chunk starts. The result does not
  * depend on chunk_size beyond rounding. */
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
