@@ -67,17 +67,39 @@
 template <typename A> inline A mb_logsigmoid(A x) {
     return x >= A(0) ? -log1p(exp(-x)) : x - log1p(exp(x));
 }
+// The error-free transformations below need every product and sum rounded
+// on its own: no backend reassociates, but NVRTC contracts a * b + c into an
+// fma by default, so on CUDA they use the never-contracted intrinsics.
+#if defined(ALLOY_BACKEND_CUDA)
+METAL_FUNC float mb_mul(float a, float b) { return __fmul_rn(a, b); }
+METAL_FUNC double mb_mul(double a, double b) { return __dmul_rn(a, b); }
+METAL_FUNC float mb_add(float a, float b) { return __fadd_rn(a, b); }
+METAL_FUNC double mb_add(double a, double b) { return __dadd_rn(a, b); }
+METAL_FUNC float mb_sub(float a, float b) { return __fsub_rn(a, b); }
+METAL_FUNC double mb_sub(double a, double b) { return __dsub_rn(a, b); }
+#else
+template <typename A> inline A mb_mul(A a, A b) { return a * b; }
+template <typename A> inline A mb_add(A a, A b) { return a + b; }
+template <typename A> inline A mb_sub(A a, A b) { return a - b; }
+#endif
+// s + e = a + b exactly (TwoSum)
+template <typename A> inline A mb_two_sum(A a, A b, thread A &e) {
+    const A s = mb_add(a, b), bb = mb_sub(s, a);
+    e = mb_add(mb_sub(a, mb_sub(s, bb)), mb_sub(b, bb));
+    return s;
+}
 // hi + lo <- fb (hi + lo) + ibk vx, to about twice A's precision: the
-// rounding errors of both products (exact by fma) and of their sum (TwoSum;
-// no backend reassociates) are added into lo. ibk = Ib k_d is one rounded
-// value per row, shared by the row's C columns and its n column.
+// rounding errors of both products (exact by fma) and of their sum (TwoSum)
+// are added into lo. ibk = Ib k_d is one rounded value per row, shared by
+// the row's C columns and its n column.
 template <typename A> inline void mb_step(thread A &hi, thread A &lo, A fb, A ibk, A vx) {
-    const A p1 = fb * hi, e1 = fma(fb, hi, -p1);
-    const A p2 = ibk * vx, e2 = fma(ibk, vx, -p2);
-    const A sm = p1 + p2, bb = sm - p1, e3 = (p1 - (sm - bb)) + (p2 - bb);
+    const A p1 = mb_mul(fb, hi), e1 = fma(fb, hi, -p1);
+    const A p2 = mb_mul(ibk, vx), e2 = fma(ibk, vx, -p2);
+    A e3;
+    const A sm = mb_two_sum(p1, p2, e3);
     const A l = e1 + e2 + e3 + fb * lo;
-    hi = sm + l;
-    lo = l - (hi - sm);
+    hi = mb_add(sm, l);
+    lo = mb_sub(l, mb_sub(hi, sm));
 }
 //! body:
 constexpr int NT = 256;
@@ -197,10 +219,10 @@ for (int ch = nch - 1; ch >= 0; ch--) {
             A s = A(0), comp = A(0);
             for (int d = 0; d < DHQK; d++) {
                 const long e = long(d) * DVX + c;
-                const A p = QH[d] * xr[e], ep = fma(QH[d], xr[e], -p);
-                const A sn = s + p, bb = sn - s;
-                comp += ((s - (sn - bb)) + (p - bb)) + ep + QH[d] * xrl[e];
-                s = sn;
+                const A p = mb_mul(QH[d], xr[e]), ep = fma(QH[d], xr[e], -p);
+                A es;
+                s = mb_two_sum(s, p, es);
+                comp += es + ep + QH[d] * xrl[e];
             }
             NUM[c] = s + comp;
         }
