@@ -471,7 +471,7 @@ static void test_backward_half_inputs(void) {
 
 static problem make_varlen(int nseq, const int64_t *lens, int64_t NH, int64_t DK, int64_t DV, int init, int dfinal,
                            int hostile, alloy_dtype dt) {
-    int32_t cu[16] = {0};
+    int32_t cu[16] = {0};   /* up to 15 sequences */
     for (int s = 0; s < nseq; s++) cu[s + 1] = cu[s] + (int32_t)lens[s];
     return make_packed(1, NH, cu[nseq], DK, DV, nseq, cu, init, dfinal, hostile, dt);
 }

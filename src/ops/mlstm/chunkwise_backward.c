@@ -96,14 +96,14 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: too many sequences for one launch", FN);
     if (nsh > (int64_t)(UINT32_MAX / 256))
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH is too large for one launch", FN);
-    const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 3 * (DHHV + 1) + 4);
+    const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 5 * (DHHV + 1) + 4);
     if (tmem > 227 * 1024)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: DHQK %lld and DHHV %lld need too much threadgroup memory",
                            FN, (long long)DHQK, (long long)DHHV);
 
     alloy_array *o[8] = {NULL};
     int made[8] = {0};
-    alloy_array *ws[6] = {NULL};   /* CK, CT, DX, MK, CKL, CTL: CK and CT's low parts */
+    alloy_array *ws[7] = {NULL};   /* CK, CT, DX, MK, CKL, CTL, DXL: CK, CT and DX's low parts */
     st = alloy_mlstm_prepare_out(FN, "dq", dq, dev, dt, 4, s_qk, &o[0], &made[0]);
     if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dk", dk, dev, dt, 4, s_qk, &o[1], &made[1]);
     if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dv", dv, dev, dt, 4, s_v, &o[2], &made[2]);
@@ -116,12 +116,13 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
-    const int64_t ws_shape[6][2] = {{nslot, (NCH > 0 ? NCH : 1) * E}, {nsh, (L + 1) * E},
+    const int64_t ws_shape[7][2] = {{nslot, (NCH > 0 ? NCH : 1) * E}, {nsh, (L + 1) * E},
                                     {nsh, E},
                                     {nslot, NCH > 0 ? NCH : 1},
                                     {nslot, (NCH > 0 ? NCH : 1) * E},
-                                    {nsh, (L + 1) * E}};
-    for (int w = 0; w < 6 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
+                                    {nsh, (L + 1) * E},
+                                    {nsh, E}};
+    for (int w = 0; w < 7 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
     alloy_kernel *kern = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(BWD_FILE, &kern);
     if (st == ALLOY_OK && nsh > 0) {
@@ -133,9 +134,9 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", has_dfinal);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
         /* absent state gradients are bound to dq (never written) */
-        alloy_array *outs[14] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
-                                 has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3], ws[4], ws[5]};
-        for (int e = 0; e < 14 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+        alloy_array *outs[15] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
+                                 has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]};
+        for (int e = 0; e < 15 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(nsh * 256), 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, tmem);
@@ -151,12 +152,12 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         alloy_array *ins[13] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                                 has_init ? m_initial : q, dh, has_dfinal ? dc_final : q, has_dfinal ? dn_final : q,
                                 has_dfinal ? dm_final : q, cu_seqlens ? cu_seqlens : q};
-        alloy_array *res[14] = {NULL};
+        alloy_array *res[15] = {NULL};
         if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 13, ins, l, stream, res);
-        for (int e = 0; e < 14; e++) alloy_array_free(res[e]);
+        for (int e = 0; e < 15; e++) alloy_array_free(res[e]);
         alloy_launch_free(l);
     }
-    for (int w = 0; w < 6; w++) alloy_array_free(ws[w]);
+    for (int w = 0; w < 7; w++) alloy_array_free(ws[w]);
     if (st != ALLOY_OK) {
         for (int e = 0; e < 8; e++)
             if (made[e]) alloy_array_free(o[e]);
