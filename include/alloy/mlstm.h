@@ -98,7 +98,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  * new array, a given one (shape, dtype, device, row-contiguous) is written.
  * Saved between forward and backward: nothing; the call recomputes the chunk
  * states and allocates a device workspace of S_DT elements, dense:
- * N NH DHQK (DHHV + 1) (2 S / chunk_size + 2 chunk_size + 3) + N NH (S / chunk_size)
+ * N NH DHQK (DHHV + 1) (2 S / chunk_size + 2 chunk_size + 4) + N NH (S / chunk_size)
  * (so chunk_size near sqrt(S) uses the least; S / chunk_size rounded up);
  * packed, NH (S / chunk_size + N) in place of N NH (S / chunk_size) for the
  * chunk starts. The result does not

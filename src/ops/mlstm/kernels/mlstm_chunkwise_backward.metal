@@ -20,16 +20,15 @@
 //     da_r = dlogFb + (that share) = dlf_r = dm_{r-1}; df = dlf sigmoid(-f)
 //     dX *= Fb
 //   after the first chunk dX and dm are the initial states' gradients.
-// The states are kept as unevaluated sums hi + lo (CK + CKL, CT + CTL): each
-// step's rounding errors (the products' by fma, the sum's by TwoSum) go to
-// lo, and q^ X_r is a compensated dot product (Dot2). A state dominated by
-// one token's k v~^T (after a forget gate near -40 or an input gate far above
-// m) then keeps that structure between its C columns and its n column to
-// about twice float's precision: with each element rounded on its own, h
-// where q^ . k nearly cancels has a relative error of (sum |q^_d n_d| /
-// |q^ . n|) float eps, and dq, dk there are the small difference (of eps's
-// size) of two terms of size |dh| / den that carry that error — 1e-2 of the
-// largest gradient in the float32 tests before this, 5e-4 is the bound.
+// Float32 numerics (docs/mlstm.md): at a state dominated by one token's
+// k v~^T, where q^ . k nearly cancels, dq and dk are the eps-sized
+// difference of terms of size |dh| / den (dv: q^ . k times such terms), so
+// any rounding that treats the elements of a row or column apart shows up
+// multiplied by sum |q^_d k_d| / |q^ . k| (1e-2 of the largest gradient with
+// plain float sums). Hence error-free transformations (fma, TwoSum): the
+// states as hi + lo (CK + CKL, CT + CTL), dX as hi + lo (DX + DXL), q X_r by
+// Dot2 with q unscaled (scale applied after), dh / den as hi + lo, and the
+// sums behind dq, dk, dv and dh . num compensated.
 // Packed sequences (VARLEN): sequence s is the tokens cu[s] .. cu[s+1]-1 of
 // each head's T = S rows, clamped to [0, S] like the forward; its chunk-start
 // slots in CK and MK begin at cu[s] / L + s in the head's NCH = S / L + NSEQ
