@@ -460,7 +460,8 @@ static void test_backward_float32(void) {
 }
 
 /* float16 and bfloat16 inputs: gradients of the input dtype, float32 sums;
- * the bounds are a few roundings of the result (2^-11, 2^-8). */
+ * the bounds are a few roundings of the result (2^-11, 2^-8). Hostile gates
+ * only in bfloat16: with den near eps some gradients pass float16's 65504. */
 static void test_backward_half_inputs(void) {
     check_dt(1, 2, 37, 8, 6, 1, 1, 0, ALLOY_FLOAT16, CHUNKS, 3, 2e-3);
     check_dt(1, 2, 50, 16, 24, 1, 1, 0, ALLOY_BFLOAT16, CHUNKS, 3, 2e-2);

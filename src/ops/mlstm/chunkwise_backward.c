@@ -6,7 +6,8 @@
  * then walks the chunks backwards, recomputing each chunk's per-token states
  * (the kernel file and docs/mlstm.md give the math). This file checks the
  * arguments, allocates the device workspace the kernel keeps its states in
- * (chunk-start states, one chunk's token states, the carried gradient) and
+ * (chunk-start states, one chunk's token states, the carried gradient, each
+ * as hi + lo for float32's accuracy, and the chunk starts' m) and
  * frees it after the launch is queued (the runtime keeps a launch's arrays
  * alive until it has run). */
 #include <math.h>
@@ -116,12 +117,9 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
-    const int64_t ws_shape[7][2] = {{nslot, (NCH > 0 ? NCH : 1) * E}, {nsh, (L + 1) * E},
-                                    {nsh, E},
-                                    {nslot, NCH > 0 ? NCH : 1},
-                                    {nslot, (NCH > 0 ? NCH : 1) * E},
-                                    {nsh, (L + 1) * E},
-                                    {nsh, E}};
+    const int64_t nck = (NCH > 0 ? NCH : 1) * E;
+    const int64_t ws_shape[7][2] = {{nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}, {nslot, NCH > 0 ? NCH : 1},
+                                    {nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}};
     for (int w = 0; w < 7 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
     alloy_kernel *kern = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(BWD_FILE, &kern);
