@@ -77,32 +77,38 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
                                    alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out);
 
-/* The exact gradient of alloy_mlstm_chunkwise (dense batches) — through the
- * normaliser max(|q^ . n|, exp(-m)) + eps (the branch the forward took) and
- * the stabiliser m, which is a no-op for h except through that floor and eps.
- *   q, k, v, i, f, c_initial, n_initial, m_initial, chunk_size, eps: as the
- *   forward was called (initial states all three or none). q's dtype may also
- *   be float64 (a double forward, for gradient checks); the states and the
- *   state gradients are then float64, else float32 (S_DT below).
- *   dh (B, NH, S, DHHV), q's dtype: the gradient of h.
- *   dc_final (B, NH, DHQK, DHHV), dn_final (B, NH, DHQK), dm_final
- *   (B, NH, 1), S_DT: the gradients of the final states, all three or none
- *   (none: zeros).
+/* The exact gradient of alloy_mlstm_chunkwise, dense or packed — through
+ * the normaliser max(|q^ . n|, exp(-m)) + eps (the branch the forward took)
+ * and the stabiliser m, which is a no-op for h except through that floor
+ * and eps.
+ *   q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size,
+ *   eps: as the forward was called (initial states all three or none;
+ *   cu_seqlens NULL for dense batches, else the packed sequences' offsets
+ *   with the forward's rules: N sequences, states (N, NH, ...)). q's dtype
+ *   may be float32, float16, bfloat16 or float64 (a double forward, for
+ *   gradient checks); the states and the state gradients are then float64,
+ *   else float32 (S_DT below), and every sum is S_DT.
+ *   dh (the shape of v), q's dtype: the gradient of h.
+ *   dc_final (N, NH, DHQK, DHHV), dn_final (N, NH, DHQK), dm_final
+ *   (N, NH, 1), S_DT: the gradients of the final states, all three or none
+ *   (none: zeros); N = B for dense batches.
  * Results: *dq, *dk (q's shape), *dv (v's), *di, *df (i's), q's dtype; when
  * the initial states are given, *dc_initial, *dn_initial, *dm_initial (their
  * shapes, S_DT) — the slots must then be non-NULL. Each slot: NULL receives a
  * new array, a given one (shape, dtype, device, row-contiguous) is written.
  * Saved between forward and backward: nothing; the call recomputes the chunk
- * states and allocates a device workspace of S_DT elements:
- * B NH DHQK (DHHV + 1) (S / chunk_size + chunk_size + 2) + B NH (S / chunk_size)
- * (so chunk_size near sqrt(S) uses the least). The result does not depend on
- * chunk_size beyond rounding. */
+ * states and allocates a device workspace of S_DT elements, dense:
+ * N NH DHQK (DHHV + 1) (2 S / chunk_size + 2 chunk_size + 4) + N NH (S / chunk_size)
+ * (so chunk_size near sqrt(S) uses the least; S / chunk_size rounded up);
+ * packed, NH (S / chunk_size + N) in place of N NH (S / chunk_size) for the
+ * chunk starts. The result does not
+ * depend on chunk_size beyond rounding. */
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
-                                            alloy_array *m_initial, alloy_array *dh, alloy_array *dc_final,
-                                            alloy_array *dn_final, alloy_array *dm_final, int chunk_size,
-                                            double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
-                                            alloy_array **dv, alloy_array **di, alloy_array **df,
+                                            alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
+                                            alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
+                                            int chunk_size, double eps, alloy_stream *stream, alloy_array **dq,
+                                            alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
                                             alloy_array **dc_initial, alloy_array **dn_initial,
                                             alloy_array **dm_initial);
 

@@ -9,7 +9,7 @@
 
 #include "alloy_py.h"
 
-#define MAX_OPERANDS 12 /* mlstm chunkwise_backward: q, k, v, i, f, c, n, m, dh, dc, dn, dm */
+#define MAX_OPERANDS 13 /* mlstm chunkwise_backward: q, k, v, i, f, c, n, m, cu_seqlens, dh, dc, dn, dm */
 
 typedef struct alloypy_op_ctx {
     const char *name;

@@ -160,29 +160,32 @@ done:
     return result;
 }
 
-/* _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, dh,
- * dc_final, dn_final, dm_final, chunk_size, eps, stream)
+/* _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial,
+ * cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream)
  * -> (dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial); the last three
  * None without initial states. */
 PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *kw[] = {"q",        "k",        "v",        "i",          "f",   "c_initial", "n_initial", "m_initial",
-                         "dh",       "dc_final", "dn_final", "dm_final",   "chunk_size", "eps", "stream", NULL};
-    PyObject *given[12] = {NULL}, *stream_obj = Py_None;
+    static char *kw[] = {"q",         "k",          "v",  "i",        "f",        "c_initial",
+                         "n_initial", "m_initial",  "cu_seqlens", "dh", "dc_final", "dn_final",
+                         "dm_final",  "chunk_size", "eps",        "stream", NULL};
+    PyObject *given[13] = {NULL}, *stream_obj = Py_None;
     int chunk_size = 0;
     double eps = 1e-6;
-    for (int j = 5; j < 12; j++) given[j] = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOO|OOOidO:_mlstm_chunkwise_backward", kw, &given[0],
+    for (int j = 5; j < 13; j++) given[j] = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidO:_mlstm_chunkwise_backward", kw, &given[0],
                                      &given[1], &given[2], &given[3], &given[4], &given[5], &given[6], &given[7],
-                                     &given[8], &given[9], &given[10], &given[11], &chunk_size, &eps, &stream_obj))
+                                     &given[8], &given[9], &given[10], &given[11], &given[12], &chunk_size, &eps,
+                                     &stream_obj))
         return NULL;
-    if (given[8] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
-    static const char *const all_names[] = {"q",  "k",        "v",        "i",       "f",       "c_initial",
-                                            "n_initial", "m_initial", "dh", "dc_final", "dn_final", "dm_final"};
-    PyObject *objs[12];
-    const char *names[12];
-    int slot[12], n = 0;
-    for (int j = 0; j < 12; j++) {
+    if (given[9] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
+    static const char *const all_names[] = {"q",         "k",         "v",          "i",  "f",
+                                            "c_initial", "n_initial", "m_initial",  "cu_seqlens", "dh",
+                                            "dc_final",  "dn_final",  "dm_final"};
+    PyObject *objs[13];
+    const char *names[13];
+    int slot[13], n = 0;
+    for (int j = 0; j < 13; j++) {
         slot[j] = -1;
         if (given[j] == Py_None) continue;
         slot[j] = n;
@@ -192,15 +195,15 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
     alloypy_op_ctx c;
     PyObject *result = NULL;
     if (alloypy_ctx_open(&c, "mlstm.chunkwise_backward", n, objs, names, Py_None, stream_obj) < 0) goto done;
-    alloy_array *ops[12];
-    for (int j = 0; j < 12; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
+    alloy_array *ops[13];
+    for (int j = 0; j < 13; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
     const int states = ops[5] || ops[6] || ops[7];
     alloy_array *g[8] = {NULL};
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
     st = alloy_mlstm_chunkwise_backward(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
-                                        ops[9], ops[10], ops[11], chunk_size, eps, c.stream, &g[0], &g[1], &g[2],
-                                        &g[3], &g[4], states ? &g[5] : NULL, states ? &g[6] : NULL,
+                                        ops[9], ops[10], ops[11], ops[12], chunk_size, eps, c.stream, &g[0], &g[1],
+                                        &g[2], &g[3], &g[4], states ? &g[5] : NULL, states ? &g[6] : NULL,
                                         states ? &g[7] : NULL);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {

@@ -86,16 +86,19 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
 
 
 def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_initial=None, dc_final=None,
-                       dn_final=None, dm_final=None, eps=1e-6, chunk_size=None, *, stream=None):
-    """The exact gradient of ``chunkwise`` (dense batches): given the forward's
-    inputs and dh (B, NH, S, DHHV), and optionally the gradients of the final
-    states (dc_final, dn_final, dm_final: all three or none), returns
+                       dn_final=None, dm_final=None, eps=1e-6, chunk_size=None, cu_seqlens=None, *, stream=None):
+    """The exact gradient of ``chunkwise``: given the forward's inputs (the
+    same ``cu_seqlens`` for a packed batch) and dh (v's shape, q's dtype), and
+    optionally the gradients of the final states (dc_final, dn_final,
+    dm_final: all three or none, float32), returns
     ``(dq, dk, dv, di, df, (dc_initial, dn_initial, dm_initial))`` — the last
-    tuple None when no initial states are given. Nothing is saved by the
-    forward: the states are recomputed (docs/mlstm.md, "Backward"). float64
-    inputs give float64 gradients (on the CPU), for gradient checks."""
-    r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final,
-                                  0 if chunk_size is None else int(chunk_size), float(eps), stream)
+    tuple None when no initial states are given. The gradients of q, k, v, i,
+    f have q's dtype (float32, float16 or bfloat16; every sum is float32), the
+    states' float32. Nothing is saved by the forward: the states are
+    recomputed (docs/mlstm.md, "Backward"). float64 inputs give float64
+    gradients (on the CPU), for gradient checks."""
+    r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final,
+                                  dm_final, 0 if chunk_size is None else int(chunk_size), float(eps), stream)
     states = None if r[5] is None else tuple(r[5:])
     return r[0], r[1], r[2], r[3], r[4], states
 

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "core/error.h"
 #include "ops/catalog.h"
@@ -80,31 +79,6 @@ static alloy_status check_states(const char *what, alloy_array *c, alloy_array *
     return alloy_mlstm_check(FN, name, m, dev, ALLOY_FLOAT32, 3, s_m);
 }
 
-/* On a device whose memory is the host's, cu_seqlens is read and checked
- * (0, non-decreasing, ending at the packed length); elsewhere reading it would
- * wait for the device, so the kernel only clamps each sequence to [0, total]. */
-static alloy_status check_cu_values(alloy_array *cu, int64_t nseq, int64_t total) {
-    if (alloy_device_backend(alloy_array_device(cu)) != ALLOY_BACKEND_CPU) return ALLOY_OK;
-    int32_t *x = malloc(sizeof(int32_t) * (size_t)(nseq + 1));
-    if (!x) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "%s: out of host memory", FN);
-    alloy_status st = alloy_array_copy_to_host(cu, x, sizeof(int32_t) * (size_t)(nseq + 1));
-    if (st == ALLOY_OK) {
-        if (x[0] != 0)
-            st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens[0] is %d; it must be 0", FN, (int)x[0]);
-        for (int64_t s = 0; s < nseq && st == ALLOY_OK; s++)
-            if (x[s + 1] < x[s])
-                st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                                 "%s: cu_seqlens decreases at index %lld (%d after %d); it must be non-decreasing", FN,
-                                 (long long)(s + 1), (int)x[s + 1], (int)x[s]);
-        if (st == ALLOY_OK && x[nseq] != total)
-            st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                             "%s: cu_seqlens ends at %d but the packed inputs hold %lld tokens", FN, (int)x[nseq],
-                             (long long)total);
-    }
-    free(x);
-    return st;
-}
-
 alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                    alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
@@ -128,23 +102,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
 
     /* the sequences: B dense rows, or the packed ones of cu_seqlens */
     int64_t nseq = B;
-    if (cu_seqlens) {
-        if (alloy_array_device(cu_seqlens) != dev)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens lives on %s but q on %s", FN,
-                               alloy_device_name(alloy_array_device(cu_seqlens)), alloy_device_name(dev));
-        if (alloy_array_dtype(cu_seqlens) != ALLOY_INT32)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens is %s but must be int32", FN,
-                               alloy_dtype_name(alloy_array_dtype(cu_seqlens)));
-        if (alloy_array_ndim(cu_seqlens) != 1 || alloy_array_shape(cu_seqlens)[0] < 1)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "%s: cu_seqlens must be 1-D with N + 1 >= 1 entries (the sequences' offsets)", FN);
-        if (B != 1)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "%s: with cu_seqlens, q must be (1, NH, total, DHQK) (packed sequences), not B = %lld",
-                               FN, (long long)B);
-        nseq = alloy_array_shape(cu_seqlens)[0] - 1;
-        if ((st = check_cu_values(cu_seqlens, nseq, S)) != ALLOY_OK) return st;
-    }
+    if ((st = alloy_mlstm_check_cu_seqlens(FN, cu_seqlens, dev, B, S, &nseq)) != ALLOY_OK) return st;
     const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK}, s_m[3] = {nseq, NH, 1};
     int has_init = 0;
     if ((st = check_states("initial", c_initial, n_initial, m_initial, dev, s_c, s_n, s_m, &has_init)) != ALLOY_OK)

@@ -1,12 +1,13 @@
 /* chunkwise_backward.c — alloy_mlstm_chunkwise_backward (alloy/mlstm.h): the
- * exact gradient of the chunkwise forward for dense batches.
+ * exact gradient of the chunkwise forward, dense or packed (cu_seqlens).
  *
  * One launch of mlstm_chunkwise_backward: one threadgroup of 256 threads per
  * (sequence, head) that recomputes the chunk-start states in a forward sweep,
  * then walks the chunks backwards, recomputing each chunk's per-token states
  * (the kernel file and docs/mlstm.md give the math). This file checks the
  * arguments, allocates the device workspace the kernel keeps its states in
- * (chunk-start states, one chunk's token states, the carried gradient) and
+ * (chunk-start states, one chunk's token states, the carried gradient, each
+ * as hi + lo for float32's accuracy, and the chunk starts' m) and
  * frees it after the launch is queued (the runtime keeps a launch's arrays
  * alive until it has run). */
 #include <math.h>
@@ -40,10 +41,10 @@ static alloy_status check_triple(const char *c_name, const char *n_name, const c
 
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
-                                            alloy_array *m_initial, alloy_array *dh, alloy_array *dc_final,
-                                            alloy_array *dn_final, alloy_array *dm_final, int chunk_size,
-                                            double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
-                                            alloy_array **dv, alloy_array **di, alloy_array **df,
+                                            alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
+                                            alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
+                                            int chunk_size, double eps, alloy_stream *stream, alloy_array **dq,
+                                            alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
                                             alloy_array **dc_initial, alloy_array **dn_initial,
                                             alloy_array **dm_initial) {
     if (!q) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: q is NULL", FN);
@@ -72,7 +73,9 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
     const int64_t DHHV = dims.DHHV;
     const int64_t *s_qk = dims.qk, *s_v = dims.v, *s_g = dims.g;
     if ((st = alloy_mlstm_check(FN, "dh", dh, dev, dt, 4, s_v)) != ALLOY_OK) return st;
-    const int64_t s_c[4] = {B, NH, DHQK, DHHV}, s_n[3] = {B, NH, DHQK}, s_m[3] = {B, NH, 1};
+    int64_t nseq;   /* B dense rows, or the packed sequences of cu_seqlens */
+    if ((st = alloy_mlstm_check_cu_seqlens(FN, cu_seqlens, dev, B, S, &nseq)) != ALLOY_OK) return st;
+    const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK}, s_m[3] = {nseq, NH, 1};
     int has_init = 0, has_dfinal = 0;
     if ((st = check_triple("c_initial", "n_initial", "m_initial", c_initial, n_initial, m_initial, dev, sdt, s_c, s_n,
                            s_m, &has_init)) != ALLOY_OK)
@@ -86,17 +89,22 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
                            "(non-NULL)",
                            FN);
 
-    const int64_t NCH = (S + L - 1) / L, nsh = B * NH, E = DHQK * (DHHV + 1);
+    /* chunk-start slots: per dense sequence ceil(S / L); packed, per head S / L + N,
+     * enough for every sequence's chunks however the offsets cut (the kernel's header) */
+    const int64_t nsh = nseq * NH, E = DHQK * (DHHV + 1);
+    const int64_t NCH = cu_seqlens ? S / L + nseq : (S + L - 1) / L, nslot = cu_seqlens ? NH : nsh;
+    if (NCH > INT32_MAX)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: too many sequences for one launch", FN);
     if (nsh > (int64_t)(UINT32_MAX / 256))
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: B * NH is too large for one launch", FN);
-    const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 3 * (DHHV + 1) + 4);
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH is too large for one launch", FN);
+    const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 5 * (DHHV + 1) + 4);
     if (tmem > 227 * 1024)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: DHQK %lld and DHHV %lld need too much threadgroup memory",
                            FN, (long long)DHQK, (long long)DHHV);
 
     alloy_array *o[8] = {NULL};
     int made[8] = {0};
-    alloy_array *ws[4] = {NULL};   /* CK, CT, DX, MK */
+    alloy_array *ws[7] = {NULL};   /* CK, CT, DX, MK, CKL, CTL, DXL: CK, CT and DX's low parts */
     st = alloy_mlstm_prepare_out(FN, "dq", dq, dev, dt, 4, s_qk, &o[0], &made[0]);
     if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dk", dk, dev, dt, 4, s_qk, &o[1], &made[1]);
     if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "dv", dv, dev, dt, 4, s_v, &o[2], &made[2]);
@@ -109,8 +117,10 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
-    const int64_t ws_shape[4][2] = {{nsh, (NCH > 0 ? NCH : 1) * E}, {nsh, (L + 1) * E}, {nsh, E}, {nsh, NCH > 0 ? NCH : 1}};
-    for (int w = 0; w < 4 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
+    const int64_t nck = (NCH > 0 ? NCH : 1) * E;
+    const int64_t ws_shape[7][2] = {{nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}, {nslot, NCH > 0 ? NCH : 1},
+                                    {nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}};
+    for (int w = 0; w < 7 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
     alloy_kernel *kern = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(BWD_FILE, &kern);
     if (st == ALLOY_OK && nsh > 0) {
@@ -120,31 +130,32 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "A", sdt);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", has_init);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", has_dfinal);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
         /* absent state gradients are bound to dq (never written) */
-        alloy_array *outs[12] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
-                                 has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3]};
-        for (int e = 0; e < 12 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+        alloy_array *outs[15] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
+                                 has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]};
+        for (int e = 0; e < 15 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(nsh * 256), 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, tmem);
         const struct {
             const char *name;
             int64_t v;
-        } ints[] = {{"S", S}, {"DHQK", DHQK}, {"DHHV", DHHV}, {"L", L}, {"NCH", NCH}};
+        } ints[] = {{"S", S}, {"NH", NH}, {"DHQK", DHQK}, {"DHHV", DHHV}, {"L", L}, {"NCH", NCH}};
         for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
             st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", sdt, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", sdt, eps);
         /* absent inputs are bound to q (never read) */
-        alloy_array *ins[12] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+        alloy_array *ins[13] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                                 has_init ? m_initial : q, dh, has_dfinal ? dc_final : q, has_dfinal ? dn_final : q,
-                                has_dfinal ? dm_final : q};
-        alloy_array *res[12] = {NULL};
-        if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 12, ins, l, stream, res);
-        for (int e = 0; e < 12; e++) alloy_array_free(res[e]);
+                                has_dfinal ? dm_final : q, cu_seqlens ? cu_seqlens : q};
+        alloy_array *res[15] = {NULL};
+        if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 13, ins, l, stream, res);
+        for (int e = 0; e < 15; e++) alloy_array_free(res[e]);
         alloy_launch_free(l);
     }
-    for (int w = 0; w < 4; w++) alloy_array_free(ws[w]);
+    for (int w = 0; w < 7; w++) alloy_array_free(ws[w]);
     if (st != ALLOY_OK) {
         for (int e = 0; e < 8; e++)
             if (made[e]) alloy_array_free(o[e]);

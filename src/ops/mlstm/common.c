@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -128,4 +129,51 @@ alloy_status alloy_mlstm_check_sequences(const char *fn, alloy_array *q, alloy_a
     if (st == ALLOY_OK) st = alloy_mlstm_check(fn, "i", i, dev, dt, 3, d->g);
     if (st == ALLOY_OK) st = alloy_mlstm_check(fn, "f", f, dev, dt, 3, d->g);
     return st;
+}
+
+/* On a device whose memory is the host's, the offsets are read and checked
+ * (0, non-decreasing, ending at the packed length); elsewhere reading them
+ * would wait for the device, so the kernels only clamp each sequence to
+ * [0, total]. */
+static alloy_status check_cu_values(const char *fn, alloy_array *cu, int64_t nseq, int64_t total) {
+    if (alloy_device_backend(alloy_array_device(cu)) != ALLOY_BACKEND_CPU) return ALLOY_OK;
+    int32_t *x = malloc(sizeof(int32_t) * (size_t)(nseq + 1));
+    if (!x) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    alloy_status st = alloy_array_copy_to_host(cu, x, sizeof(int32_t) * (size_t)(nseq + 1));
+    if (st == ALLOY_OK) {
+        if (x[0] != 0)
+            st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens[0] is %d; it must be 0", fn, (int)x[0]);
+        for (int64_t s = 0; s < nseq && st == ALLOY_OK; s++)
+            if (x[s + 1] < x[s])
+                st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                                 "%s: cu_seqlens decreases at index %lld (%d after %d); it must be non-decreasing", fn,
+                                 (long long)(s + 1), (int)x[s + 1], (int)x[s]);
+        if (st == ALLOY_OK && x[nseq] != total)
+            st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                             "%s: cu_seqlens ends at %d but the packed inputs hold %lld tokens", fn, (int)x[nseq],
+                             (long long)total);
+    }
+    free(x);
+    return st;
+}
+
+alloy_status alloy_mlstm_check_cu_seqlens(const char *fn, alloy_array *cu, alloy_device *dev, int64_t B, int64_t S,
+                                          int64_t *nseq) {
+    *nseq = B;
+    if (!cu) return ALLOY_OK;
+    if (alloy_array_device(cu) != dev)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens lives on %s but q on %s", fn,
+                           alloy_device_name(alloy_array_device(cu)), alloy_device_name(dev));
+    if (alloy_array_dtype(cu) != ALLOY_INT32)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: cu_seqlens is %s but must be int32", fn,
+                           alloy_dtype_name(alloy_array_dtype(cu)));
+    if (alloy_array_ndim(cu) != 1 || alloy_array_shape(cu)[0] < 1)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: cu_seqlens must be 1-D with N + 1 >= 1 entries (the sequences' offsets)", fn);
+    if (B != 1)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: with cu_seqlens, q must be (1, NH, total, DHQK) (packed sequences), not B = %lld", fn,
+                           (long long)B);
+    *nseq = alloy_array_shape(cu)[0] - 1;
+    return check_cu_values(fn, cu, *nseq, S);
 }

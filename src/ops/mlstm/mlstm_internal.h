@@ -43,4 +43,11 @@ alloy_status alloy_mlstm_prepare_out(const char *fn, const char *name, alloy_arr
                                      alloy_dtype dt, int nd, const int64_t *shape, alloy_array **res,
                                      int *created);
 
+/* cu_seqlens (NULL: dense, *nseq = B): on q's device, int32, 1-D (N + 1,),
+ * q packed (B = 1); *nseq receives N. On the CPU the values are checked too
+ * (cu[0] = 0, non-decreasing, cu[N] = S, the packed length); errors name
+ * cu_seqlens. */
+alloy_status alloy_mlstm_check_cu_seqlens(const char *fn, alloy_array *cu, alloy_device *dev, int64_t B, int64_t S,
+                                          int64_t *nseq);
+
 #endif
