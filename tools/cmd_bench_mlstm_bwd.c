@@ -68,7 +68,7 @@ typedef struct bw_ctx {
 static int run_backward(void *p) {
     bw_ctx *x = p;
     alloy_array *dq = x->dq, *dk = x->dk, *dv = x->dv, *di = x->di, *df = x->df;
-    return alloy_mlstm_chunkwise_backward(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, x->dh, NULL, NULL, NULL,
+    return alloy_mlstm_chunkwise_backward(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->dh, NULL, NULL, NULL,
                                           x->chunk, 1e-6, x->s, &dq, &dk, &dv, &di, &df, NULL, NULL,
                                           NULL) != ALLOY_OK;
 }
@@ -124,7 +124,7 @@ static double backward_error(const bw_size *z, int64_t n, int chunk, void *const
     alloy_status st = ALLOY_OK;
     for (int e = 0; e < 6 && st == ALLOY_OK; e++) st = f64_array(cpu, z->dt, in[e], count[e], nds[e], shapes[e], &a[e]);
     if (st == ALLOY_OK)
-        st = alloy_mlstm_chunkwise_backward(a[0], a[1], a[2], a[3], a[4], NULL, NULL, NULL, a[5], NULL, NULL, NULL,
+        st = alloy_mlstm_chunkwise_backward(a[0], a[1], a[2], a[3], a[4], NULL, NULL, NULL, NULL, a[5], NULL, NULL, NULL,
                                             chunk, 1e-6, NULL, &g[0], &g[1], &g[2], &g[3], &g[4], NULL, NULL, NULL);
     double worst = -1;
     if (st == ALLOY_OK) {
