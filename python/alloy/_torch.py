@@ -40,6 +40,21 @@ def operands(op, float64=True, **tensors):
     return out
 
 
+def offsets(op, like, cu):
+    """cu_seqlens ready for alloy (None stays None): an int32 1-D tensor on
+    the device of ``like``, contiguous. alloy checks its values."""
+    if cu is None:
+        return None
+    if not isinstance(cu, torch.Tensor):
+        raise TypeError(f"{op}: cu_seqlens must be a torch.Tensor, not {type(cu).__name__}")
+    if cu.device != like.device:
+        raise alloy.InvalidArgumentError(f"{op}: cu_seqlens is on {cu.device} but q on {like.device}")
+    if cu.dtype != torch.int32 or cu.dim() != 1:
+        raise alloy.InvalidArgumentError(f"{op}: cu_seqlens must be a 1-D int32 tensor, not {cu.dtype} "
+                                         f"with {cu.dim()} dimensions")
+    return cu.detach().contiguous()
+
+
 def stream(t):
     """The stream alloy runs on for tensors like t: PyTorch's current CUDA
     stream on t's device, None (alloy's synchronous CPU queue) on the CPU."""

@@ -129,6 +129,63 @@ def test_chunkwise_float32_gradients_match_float64():
         assert (g32.double() - g64).abs().max() <= 5e-4 * g64.abs().max()
 
 
+def packed_inputs(seed, lens, NH=2, DK=3, DV=2, dtype=torch.float64):
+    """A packed batch of len(lens) sequences, their offsets and initial states."""
+    T = sum(lens)
+    args = mlstm_inputs(seed, B=1, NH=NH, S=T, DK=DK, DV=DV, dtype=dtype)
+    sd = torch.float64 if dtype == torch.float64 else torch.float32
+    g = gen(seed + 1)
+    N = len(lens)
+    states = [torch.randn(N, NH, DK, DV, generator=g, dtype=sd), torch.randn(N, NH, DK, generator=g, dtype=sd),
+              torch.randn(N, NH, 1, generator=g, dtype=sd)]
+    cu = torch.tensor([0] + list(np.cumsum(lens)), dtype=torch.int32)
+    return args + states, cu
+
+
+def test_chunkwise_packed_is_alloys_and_each_sequence_alone():
+    lens = [5, 0, 1, 19]
+    args, cu = packed_inputs(20, lens, DK=8, DV=4, dtype=torch.float32)
+    h, (c, n, m) = mt.chunkwise(*args, return_last_states=True, chunk_size=16, cu_seqlens=cu)
+    want_h, want_states = alloy.mlstm.chunkwise(*args, return_last_states=True, chunk_size=16, cu_seqlens=cu)
+    assert torch.equal(h, as_torch(want_h))
+    for got, want in zip((c, n, m), want_states):
+        assert torch.equal(got, as_torch(want))
+    # gradients of the packed batch = gradients of each sequence run alone
+    xs = grad_inputs(args)
+    h, (c, _, _) = mt.chunkwise(*xs, return_last_states=True, chunk_size=16, cu_seqlens=cu)
+    (h.square().sum() + c.sum()).backward()
+    off = cu.tolist()
+    for s in range(len(lens)):
+        a, b = off[s], off[s + 1]
+        one = [x.detach()[:, :, a:b] for x in args[:5]] + [x.detach()[s:s + 1] for x in args[5:]]
+        ys = grad_inputs(one)
+        h1, (c1, _, _) = mt.chunkwise(*ys, return_last_states=True, chunk_size=16)
+        (h1.square().sum() + c1.sum()).backward()
+        for x, y in zip(xs[:5], ys[:5]):
+            assert torch.allclose(x.grad[:, :, a:b], y.grad, rtol=1e-5, atol=1e-6)
+        for x, y in zip(xs[5:], ys[5:]):
+            assert torch.allclose(x.grad[s:s + 1], y.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_chunkwise_packed_gradcheck():
+    args, cu = packed_inputs(30, [3, 0, 6, 1])
+    xs = grad_inputs(args)
+
+    def fn(*a):
+        h, (c, n, m) = mt.chunkwise(*a, return_last_states=True, chunk_size=16, cu_seqlens=cu)
+        return h, c, n, m
+
+    assert torch.autograd.gradcheck(fn, xs)
+
+
+def test_chunkwise_packed_errors():
+    args, cu = packed_inputs(40, [2, 3], dtype=torch.float32)
+    with pytest.raises(alloy.InvalidArgumentError, match="cu_seqlens"):
+        mt.chunkwise(*args, cu_seqlens=cu.to(torch.int64))
+    with pytest.raises(alloy.InvalidArgumentError, match="cu_seqlens"):
+        mt.chunkwise(*args, cu_seqlens=torch.tensor([0, 2, 4], dtype=torch.int32))  # ends short of the total
+
+
 def test_fused_gradcheck():
     g = gen(7)
     d = torch.float64
@@ -161,9 +218,13 @@ def opcheck_cases():
     cw = torch.randn(8, 4, generator=g, requires_grad=True)
     st = torch.randn(2, 3, 8, generator=g, requires_grad=True)
     qs = [t.requires_grad_() for t in (q, k, v, i, f, c, n, m)]
+    # two sequences of 4 and 5 tokens packed in q's 9, each with its own states
+    packed_states = [t.detach().repeat(2, *([1] * (t.dim() - 1))).requires_grad_() for t in (c, n, m)]
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)
     return [
-        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0)),
-        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16)),
+        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None)),
+        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None)),
+        ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu)),
         ("step", mt._step_op, (*[t.detach()[:, :, 0] for t in (q, k, v)], i.detach()[:, :, :1],
                                 f.detach()[:, :, :1], c.detach(), n.detach(), m.detach(), 1e-6)),
         ("softcap", nt._softcap_op, (x, 15.0)),

@@ -36,51 +36,78 @@ def _state_dtype(q):
     return torch.float64 if q.dtype == torch.float64 else torch.float32
 
 
+def _sequences(q, cu_seqlens):
+    """How many state rows: B, or the packed sequences of cu_seqlens."""
+    return q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+
+
+def _float64_packed(ins, cu, eps):
+    """The float64 loop over each packed sequence alone, states stacked."""
+    q, k, v, i, f, c0, n0, m0 = ins
+    offs = cu.tolist()
+    parts = []
+    for s in range(len(offs) - 1):
+        a, b = offs[s], offs[s + 1]
+        st = (c0[s:s + 1], n0[s:s + 1], m0[s:s + 1]) if c0 is not None else (None, None, None)
+        parts.append(_float64.chunkwise(q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], i[:, :, a:b], f[:, :, a:b], *st,
+                                        eps))
+    if not parts:
+        NH, DK, DV = q.shape[1], q.shape[3], v.shape[3]
+        return q.new_zeros(1, NH, 0, DV), q.new_zeros(0, NH, DK, DV), q.new_zeros(0, NH, DK), q.new_zeros(0, NH, 1)
+    h = torch.cat([p[0] for p in parts], dim=2)
+    return (h, *(torch.cat([p[e] for p in parts], dim=0) for e in (1, 2, 3)))
+
+
 @torch.library.custom_op("alloy::mlstm_chunkwise", mutates_args=())
 def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
-                  n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float,
-                  chunk_size: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float, chunk_size: int,
+                  cu_seqlens: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     ins = _bridge.operands("mlstm.chunkwise", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial, n_initial=n_initial,
                            m_initial=m_initial)
+    cu = _bridge.offsets("mlstm.chunkwise", q, cu_seqlens)
     if q.dtype == torch.float64:
         names = ("k", "v", "i", "f", "c_initial", "n_initial", "m_initial")
         for name, x in zip(names, ins[1:]):
             if x is not None and x.dtype != torch.float64:  # alloy's backward checks the same
                 raise InvalidArgumentError(f"mlstm.chunkwise: {name} is {x.dtype} but q is float64; "
                                            "float64 inputs take float64 operands and states")
-        return _float64.chunkwise(*ins, eps)
+        return _float64.chunkwise(*ins, eps) if cu is None else _float64_packed(ins, cu, eps)
     h, states = _mlstm.chunkwise(*ins, return_last_states=True, eps=eps, chunk_size=chunk_size or None,
-                                 stream=_bridge.stream(q))
+                                 cu_seqlens=cu, stream=_bridge.stream(q))
     return tuple(_bridge.tensor(x) for x in (h, *states))
 
 
 @_chunkwise_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size):
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens):
     B, NH, S, DK = q.shape
     DV = v.shape[-1]
+    N = _sequences(q, cu_seqlens)
     sd = _state_dtype(q)
-    return (q.new_empty(B, NH, S, DV), q.new_empty(B, NH, DK, DV, dtype=sd), q.new_empty(B, NH, DK, dtype=sd),
-            q.new_empty(B, NH, 1, dtype=sd))
+    return (q.new_empty(B, NH, S, DV), q.new_empty(N, NH, DK, DV, dtype=sd), q.new_empty(N, NH, DK, dtype=sd),
+            q.new_empty(N, NH, 1, dtype=sd))
 
 
 @torch.library.custom_op("alloy::mlstm_chunkwise_backward", mutates_args=())
 def _chunkwise_backward_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                            n_initial: Optional[Tensor], m_initial: Optional[Tensor], dh: Tensor,
                            dc_final: Optional[Tensor], dn_final: Optional[Tensor], dm_final: Optional[Tensor],
-                           eps: float, chunk_size: int) -> List[Tensor]:
+                           eps: float, chunk_size: int, cu_seqlens: Optional[Tensor]) -> List[Tensor]:
     """[dq, dk, dv, di, df] and, with initial states, [dc, dn, dm] of them."""
     ins = _bridge.operands("mlstm.chunkwise_backward", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
                            n_initial=n_initial, m_initial=m_initial, dh=dh, dc_final=dc_final, dn_final=dn_final,
                            dm_final=dm_final)
     names = ("q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial", "dh", "dc_final", "dn_final",
              "dm_final")
+    cu = _bridge.offsets("mlstm.chunkwise_backward", q, cu_seqlens)
     dq, dk, dv, di, df, states = _mlstm.chunkwise_backward(**dict(zip(names, ins)), eps=eps,
-                                                           chunk_size=chunk_size or None, stream=_bridge.stream(q))
+                                                           chunk_size=chunk_size or None, cu_seqlens=cu,
+                                                           stream=_bridge.stream(q))
     return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
 
 
 @_chunkwise_backward_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size):
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size,
+      cu_seqlens):
     grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
     if c_initial is not None:
         grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -89,24 +116,25 @@ def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm
 
 
 def _chunkwise_setup(ctx, inputs, output):
-    q, k, v, i, f, c0, n0, m0, eps, chunk_size = inputs
-    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0)  # nothing of the output: the backward recomputes
+    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu = inputs
+    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu)  # nothing of the output: the backward recomputes
     ctx.eps, ctx.chunk_size = eps, chunk_size
 
 
 def _chunkwise_grad(ctx, dh, dc, dn, dm):
-    q, k, v, i, f, c0, n0, m0 = ctx.saved_tensors
+    q, k, v, i, f, c0, n0, m0, cu = ctx.saved_tensors
     finals = (dc, dn, dm)  # PyTorch materialises unused ones as zeros; None is handled all the same
     if all(g is None for g in finals):
         finals = (None, None, None)
     else:  # alloy takes the three final cotangents together
-        shapes = ((*q.shape[:2], q.shape[3], v.shape[3]), (*q.shape[:2], q.shape[3]), (*q.shape[:2], 1))
+        N, NH = _sequences(q, cu), q.shape[1]
+        shapes = ((N, NH, q.shape[3], v.shape[3]), (N, NH, q.shape[3]), (N, NH, 1))
         finals = tuple(q.new_zeros(s, dtype=_state_dtype(q)) if g is None else g for g, s in zip(finals, shapes))
     if dh is None:
         dh = torch.zeros_like(v)
-    g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size)
+    g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size, cu)
     states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
-    return g[0], g[1], g[2], g[3], g[4], *states, None, None
+    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None
 
 
 _chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
@@ -128,18 +156,20 @@ def _(q, k, v, i, f, c, n, m, eps):
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None):
+              chunk_size=None, cu_seqlens=None):
     """alloy.mlstm.chunkwise on torch tensors, differentiable in q, k, v, i, f
     and the initial states: h, or ``(h, (c, n, m))`` with
     ``return_last_states=True`` (the final states are differentiable too).
     c_initial, n_initial, m_initial: all three or none (zeros); float32
     (float64 with float64 inputs). chunk_size: a power of two from 16 to
-    1024 (None: 64). Dense batches (no cu_seqlens)."""
+    1024 (None: 64). cu_seqlens (int32 offsets on q's device): a packed
+    batch, q ``(1, NH, total, DHQK)``, states ``(N, NH, ...)`` per sequence,
+    as alloy.mlstm.chunkwise."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
         raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
     h, c, n, m = _chunkwise_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
-                               0 if chunk_size is None else int(chunk_size))
+                               0 if chunk_size is None else int(chunk_size), cu_seqlens)
     return (h, (c, n, m)) if return_last_states else h
 
 
