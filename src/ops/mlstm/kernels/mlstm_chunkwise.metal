@@ -184,6 +184,41 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
     for (int u = 0; u < N; u++)
         if (u < live) mc_tile(acc[u], a[u], am, ak, b[u], bk, bn, kk, lane);
 }
+/* The chunk's gates (rows r < Lc of f and i; the rest padding): U[r] the
+ * log-sigmoid of f, IA[r] the input pre-activation (-inf for padding). */
+template <class TT, int LL, int NTH>
+METAL_FUNC void mc_gates_load(const device TT *f, const device TT *i, int Lc, threadgroup float *U,
+                              threadgroup float *IA, int tid) {
+    for (int r = tid; r < LL; r += NTH) {
+        float lf = 0.0f, ig = -INFINITY;
+        if (r < Lc) {
+            const float fp = float(f[r]);
+            lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+            ig = float(i[r]);
+        }
+        U[r] = lf;
+        IA[r] = ig;
+    }
+}
+/* One thread runs the recurrence's stabiliser over the chunk from mp (the
+ * state's m): m_r = max(lf_r + m_{r-1}, i_r), then U[r] = (lf_r + m_{r-1}) -
+ * m_r <= 0 and IA[r] = i_r - m_r <= 0 in place, MR[r] = m_r; padding rows
+ * get U 0, IA -inf and the last m. */
+template <int LL>
+METAL_FUNC void mc_gates_scan(threadgroup float *U, threadgroup float *IA, threadgroup float *MR, float mp, int Lc) {
+    for (int r = 0; r < Lc; r++) {
+        const float a = U[r] + mp, mr = max(a, IA[r]);
+        U[r] = a - mr;
+        IA[r] = IA[r] - mr;
+        MR[r] = mr;
+        mp = mr;
+    }
+    for (int r = Lc; r < LL; r++) {
+        U[r] = 0.0f;
+        IA[r] = -INFINITY;
+        MR[r] = mp;
+    }
+}
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
  * (CUDA only; rows 16-byte aligned, nc a multiple of 16 bytes' elements):
@@ -318,36 +353,13 @@ if constexpr (RES) {
         const int Lc = min(L, len - c * L);
         const long tb = tokbase + long(c) * L;
         // ---- gates: the recurrence's stabiliser, U and IA (as the general path) ----
-        for (int r = tid; r < L; r += NT) {
-            float lf = 0.0f, ig = NEG_INF;
-            if (r < Lc) {
-                const float fp = float(f[tb + r]);
-                lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
-                ig = float(i[tb + r]);
-            }
-            U[r] = lf;
-            IA[r] = ig;
-        }
+        mc_gates_load<T, L, NT>(f + tb, i + tb, Lc, U, IA, tid);
         for (int e = tid; e < L * 8; e += NT) { /* the normaliser's column of ones */
             const int jj = e / 8, cc = e % 8;
             VS[jj * LDV + TV + cc] = (cc == 0 && jj < Lc) ? T(1) : T(0);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (tid == 0) {
-            float mp = MST[0];
-            for (int r = 0; r < Lc; r++) {
-                const float a = U[r] + mp, mr = max(a, IA[r]);
-                U[r] = a - mr;
-                IA[r] = IA[r] - mr;
-                MR[r] = mr;
-                mp = mr;
-            }
-            for (int r = Lc; r < L; r++) {
-                U[r] = 0.0f;
-                IA[r] = NEG_INF;
-                MR[r] = mp;
-            }
-        }
+        if (tid == 0) mc_gates_scan<L>(U, IA, MR, MST[0], Lc);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         // inclusive prefix and exclusive suffix sums of U (two threads of other
         // SIMD groups), the diagonal weights' scans (one per row)
@@ -564,32 +576,9 @@ if constexpr (RES) {
         const int Lc = min(L, len - c * L);
         const long tb = tokbase + long(c) * L;   // row of the chunk's first token
         // ---- gates: the recurrence's stabiliser, U and IA ----
-        for (int r = tid; r < L; r += NT) {
-            float lf = 0.0f, ig = NEG_INF;
-            if (r < Lc) {
-                const float fp = float(f[tb + r]);
-                lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
-                ig = float(i[tb + r]);
-            }
-            U[r] = lf;
-            IA[r] = ig;
-        }
+        mc_gates_load<T, L, NT>(f + tb, i + tb, Lc, U, IA, tid);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (tid == 0) {
-            float mp = MST[0];
-            for (int r = 0; r < Lc; r++) {
-                const float a = U[r] + mp, mr = max(a, IA[r]);
-                U[r] = a - mr;
-                IA[r] = IA[r] - mr;
-                MR[r] = mr;
-                mp = mr;
-            }
-            for (int r = Lc; r < L; r++) {
-                U[r] = 0.0f;
-                IA[r] = NEG_INF;
-                MR[r] = mp;
-            }
-        }
+        if (tid == 0) mc_gates_scan<L>(U, IA, MR, MST[0], Lc);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         // per block: inclusive prefix sums, exclusive suffix sums, totals of U
         if (tid < NB) {
