@@ -357,24 +357,17 @@ static void check_branches(const problem *p, int hostile) {
                   br.floor_wins, br.abs_wins, br.m_from_input, br.m_from_forget);
 }
 
-/* The float64 backward against finite differences for each chunk size, and
- * every chunk size's gradients the same to rounding. */
-static void check_fd(problem *p, int hostile, const int *chunks, int nchunks, double bound, const char *what) {
-    check_branches(p, hostile);
-    int64_t skipped = 0;
-    double *want = fd_gradient(p, &skipped), *first = NULL;
-    /* the differences are accepted where two steps agree to 1e-7 (1 + |g|);
-     * their roundoff can reach about twice that (seen: 2e-7 on a df of
-     * 0.04), which on a gradient whose largest element is 0.05 would read
-     * as 4e-6 — the reference's error, not the backward's */
-    const double slack = 2e-7;
-    /* a few elements at most sit on a kink; more would mean the test checks little */
-    CHECK_MSG(skipped * 20 <= p->off[XEND], "%lld of %lld elements have no settled finite difference",
-              (long long)skipped, (long long)p->off[XEND]);
+/* The backward in dtype dt at every chunk size against want (errors past
+ * `slack` count, at most `bound`), and each chunk size against the first
+ * (chunk-size invariance). Frees want. */
+static void check_chunks(problem *p, int hostile, alloy_dtype dt, const int *chunks, int nchunks, double *want,
+                         double slack, double bound, const char *what) {
+    double *first = NULL;
     for (int c = 0; c < nchunks; c++) {
-        double *got = run_backward(p, ALLOY_FLOAT64, chunks[c]);
+        double *got = run_backward(p, dt, chunks[c]);
         char label[160];
-        snprintf(label, sizeof label, "float64 %s S=%lld chunk=%d", what, (long long)p->S, chunks[c]);
+        snprintf(label, sizeof label, "%s %s S=%lld chunk=%d", alloy_dtype_name(dt), what, (long long)p->S,
+                 chunks[c]);
         const double err = worst_error(p, got, want, slack, label);
         CHECK_MSG(err <= bound, "%s B=%lld NH=%lld DK=%lld DV=%lld init=%d dfinal=%d hostile=%d: error %.3g > %.3g",
                   label, (long long)p->B, (long long)p->NH, (long long)p->DK, (long long)p->DV, p->init,
@@ -389,6 +382,23 @@ static void check_fd(problem *p, int hostile, const int *chunks, int nchunks, do
     }
     free(first);
     free(want);
+}
+
+/* The float64 backward against finite differences for each chunk size, and
+ * every chunk size's gradients the same to rounding. */
+static void check_fd(problem *p, int hostile, const int *chunks, int nchunks, double bound, const char *what) {
+    check_branches(p, hostile);
+    int64_t skipped = 0;
+    double *want = fd_gradient(p, &skipped);
+    /* the differences are accepted where two steps agree to 1e-7 (1 + |g|);
+     * their roundoff can reach about twice that (seen: 2e-7 on a df of
+     * 0.04), which on a gradient whose largest element is 0.05 would read
+     * as 4e-6 — the reference's error, not the backward's */
+    const double slack = 2e-7;
+    /* a few elements at most sit on a kink; more would mean the test checks little */
+    CHECK_MSG(skipped * 20 <= p->off[XEND], "%lld of %lld elements have no settled finite difference",
+              (long long)skipped, (long long)p->off[XEND]);
+    check_chunks(p, hostile, ALLOY_FLOAT64, chunks, nchunks, want, slack, bound, what);
 }
 
 static void check(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int init, int dfinal, int hostile,
@@ -407,25 +417,7 @@ static void check(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int 
 static void check_ref(problem *p, int hostile, alloy_dtype dt, const int *chunks, int nchunks, double bound,
                       const char *what) {
     check_branches(p, hostile);
-    double *want = run_backward(p, ALLOY_FLOAT64, chunks[0]), *first = NULL;
-    for (int c = 0; c < nchunks; c++) {
-        double *got = run_backward(p, dt, chunks[c]);
-        char label[160];
-        snprintf(label, sizeof label, "%s %s S=%lld chunk=%d", alloy_dtype_name(dt), what, (long long)p->S,
-                 chunks[c]);
-        const double err = worst_error(p, got, want, 0, label);
-        CHECK_MSG(err <= bound, "%s B=%lld NH=%lld DK=%lld DV=%lld init=%d dfinal=%d hostile=%d: error %.3g > %.3g",
-                  label, (long long)p->B, (long long)p->NH, (long long)p->DK, (long long)p->DV, p->init,
-                  p->dC != NULL, hostile, err, bound);
-        if (!first) first = got;
-        else {
-            const double spread = worst_error(p, got, first, 0, label);
-            CHECK_MSG(spread <= bound, "%s: differs from chunk %d by %.3g", label, chunks[0], spread);
-            free(got);
-        }
-    }
-    free(first);
-    free(want);
+    check_chunks(p, hostile, dt, chunks, nchunks, run_backward(p, ALLOY_FLOAT64, chunks[0]), 0, bound, what);
 }
 
 static void check_dt(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int init, int dfinal, int hostile,
