@@ -277,6 +277,34 @@ static void test_chunkwise_varlen(void) {
     check_varlen(1, one, 1, 8, 8, ALLOY_BFLOAT16, 1, 32, "varlen one bf16");
 }
 
+/* Chunk sizes up to 64 take the split path (chunk-start states in device
+ * memory); inputs whose states pass ALLOY_MLSTM_WINDOW_BYTES run in several
+ * windows with the state carried between them. Windows of one chunk index
+ * (dense) or one slot (packed) give the reference's results and, dense, the
+ * very bits of one window. */
+static void test_chunkwise_windows(void) {
+    problem p;
+    make(&p, 3, 2, 150, 16, 24, ALLOY_FLOAT32, GATES_PLAIN, 1);
+    expected x = expect(&p);
+    result whole = run_chunkwise(&p, 32);
+    setenv("ALLOY_MLSTM_WINDOW_BYTES", "1", 1);
+    result win = run_chunkwise(&p, 32);
+    compare(&p, &x, &win, "windows of one chunk", 32);
+    const int64_t nh = 3 * 2 * 150 * 24, nc = 3 * 2 * 16 * 24;
+    for (int64_t e = 0; e < nh; e++)
+        CHECK_MSG(win.h[e] == whole.h[e], "h[%lld] = %.9g in windows, %.9g in one", (long long)e, win.h[e], whole.h[e]);
+    for (int64_t e = 0; e < nc; e++)
+        CHECK_MSG(win.c[e] == whole.c[e], "C[%lld] = %.9g in windows, %.9g in one", (long long)e, win.c[e], whole.c[e]);
+    static const int64_t lens[] = {40, 0, 3, 97};
+    check_varlen(4, lens, 2, 16, 8, ALLOY_FLOAT32, 1, 16, "varlen windows of one slot");
+    setenv("ALLOY_MLSTM_WINDOW_BYTES", "20000", 1);   /* a few slots */
+    check_varlen(4, lens, 2, 16, 8, ALLOY_FLOAT32, 0, 16, "varlen windows of a few slots");
+    unsetenv("ALLOY_MLSTM_WINDOW_BYTES");
+    result_free(&whole), result_free(&win);
+    expected_free(&x);
+    drop(&p);
+}
+
 /* S = 0: h is empty and the final states are the initial ones; B = 0: nothing. */
 static void test_chunkwise_empty(void) {
     problem p;
@@ -405,5 +433,6 @@ int main(void) {
     RUN(test_chunkwise_hostile_gates);
     RUN(test_chunkwise_half_inputs);
     RUN(test_chunkwise_varlen);
+    RUN(test_chunkwise_windows);
     return harness_finish();
 }

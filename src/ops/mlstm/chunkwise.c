@@ -15,6 +15,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "ops/catalog.h"
@@ -58,6 +60,173 @@ static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
     const int64_t t_elems = 2 * L * LDK + 2 * L * LDV + L * LDP + DKP * LDV;
     const size_t t_bytes = ((size_t)t_elems * tsize + 15) / 16 * 16;
     return t_bytes + 4 * (size_t)(6 * L + L * L + L + 4);
+}
+
+/* The split path's threadgroup memory: phase 1 (chunk-start states, DS rows
+ * by TV columns of C per group) and phase 2 (h of one chunk; DHQK padded to
+ * DKP, streamed in slices of DS rows, TV columns of h at a time); the layouts
+ * of mlstm_chunkwise.metal. */
+static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV) {
+    const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16)) * tsize + 15) / 16 * 16;
+    return t_bytes + 4 * (7 * 64 + 8);
+}
+static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {
+    const int64_t LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;
+    const int64_t kv = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
+    const size_t t_bytes = ((size_t)(L * LDK + kv + L * LDP + 3 * DS * LDC) * tsize + 15) / 16 * 16;
+    return t_bytes + 4 * (8 * 64);
+}
+
+/* What every launch of the kernel file shares. */
+typedef struct chunk_run {
+    alloy_kernel *kc;
+    alloy_stream *stream;
+    alloy_dtype dt;
+    int64_t L;
+    int has_init, varlen, vec;
+    int64_t S, NH, DHQK, DHHV, nseq;
+    double eps;
+} chunk_run;
+
+/* One launch: the kernel's branch (phase 0 fused, 1 states, 2 outputs), its
+ * specialisation and grid, and the window of slots (split path). */
+typedef struct chunk_launch {
+    int phase;
+    int64_t DKP, DS, TV;
+    int res, states_out;
+    int64_t VT, KT, W0, WN;
+    int carry;
+    int64_t groups;
+    uint32_t threads;
+    size_t smem;
+} chunk_launch;
+
+static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, alloy_array **ins, alloy_array **outs) {
+    if (c->groups > (int64_t)(UINT32_MAX / c->threads))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH * DHHV is too large for one launch", FN);
+    alloy_launch *l = NULL;
+    alloy_status st = alloy_launch_new(&l);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", r->dt);
+    const struct {
+        const char *name;
+        int64_t v;
+    } tints[] = {{"L", r->L}, {"DKP", c->DKP}, {"DS", c->DS}, {"TV", c->TV}};
+    for (size_t e = 0; e < sizeof tints / sizeof tints[0] && st == ALLOY_OK; e++)
+        st = alloy_launch_add_template_int(l, tints[e].name, tints[e].v);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", r->has_init);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", r->varlen);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "STATES_OUT", c->states_out);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", r->vec);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "RES", c->res);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PHASE", c->phase);
+    for (int e = 0; e < 7 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(c->groups * c->threads), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, c->threads, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, c->smem);
+    const struct {
+        const char *name;
+        int64_t v;
+    } ints[] = {{"S", r->S},   {"NH", r->NH},   {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"VT", c->VT},
+                {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
+    for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
+        st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)r->DHQK));
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, r->eps);
+    alloy_array *res[7] = {NULL};
+    if (st == ALLOY_OK) st = alloy_kernel_apply(r->kc, 9, ins, l, r->stream, res);
+    for (int e = 0; e < 7; e++) alloy_array_free(res[e]);
+    alloy_launch_free(l);
+    return st;
+}
+
+/* The split path's specialisation (phase 1: DS1 x TV1 tiles of C; phase 2:
+ * DHQK padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where it does
+ * not apply: chunks over 64 rows, phase 2's memory over the budget, or
+ * ALLOY_MLSTM_FUSED set (the fused kernel for every chunk size: tests). */
+typedef struct split_spec {
+    int64_t DS1, TV1, KT, VT1, DKP2, DS2, TV2, VT2;
+    size_t smem1, smem2;
+} split_spec;
+
+static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
+    const char *env = getenv("ALLOY_MLSTM_FUSED");
+    if (L > 64 || (env && *env && strcmp(env, "0") != 0)) return 0;
+    const int64_t dk16 = (DHQK + 15) / 16 * 16, dv8 = (DHHV + 7) / 8 * 8;
+    p->DS1 = dk16 < 64 ? dk16 : 64;
+    p->TV1 = dv8 < 64 ? dv8 : 64;
+    p->KT = (DHQK + p->DS1 - 1) / p->DS1;
+    p->VT1 = (DHHV + p->TV1 - 1) / p->TV1;
+    p->DKP2 = DHQK <= 64 ? dk16 : (DHQK + 63) / 64 * 64;
+    p->DS2 = p->DKP2 < 64 ? p->DKP2 : 64;
+    p->TV2 = dv8 < 64 ? dv8 : 64;
+    p->VT2 = (DHHV + p->TV2 - 1) / p->TV2;
+    p->smem1 = split_states_smem(tsize, L, p->DS1, p->TV1);
+    p->smem2 = split_outputs_smem(tsize, L, p->DKP2, p->DS2, p->TV2);
+    return p->smem1 <= SMEM_BUDGET && p->smem2 <= SMEM_BUDGET;
+}
+
+/* Device memory the split path may hold for the chunk-start states of one
+ * window; longer inputs run in several windows (each one launch of each
+ * phase), the state carried between them in float32. */
+static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
+
+/* The split path: per window, phase 1 stores the chunk-start states of the
+ * window's slots (and carries the state on), phase 2 computes h of every
+ * chunk of the window at once. Slots: dense, chunk c of sequence s is c * NSEQ
+ * + s (a window is whole chunk indices of every sequence, which advance
+ * together); packed, sequence s's chunks start at cu[s] / L + s (a one-to-one
+ * map that the kernel inverts by binary search). The carry is the final state
+ * when asked for, else device scratch. */
+static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_array **ins, alloy_array *oh,
+                              alloy_array *oc, alloy_array *on, alloy_array *om) {
+    const size_t tsize = alloy_dtype_size(r->dt);
+    const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4);
+    int64_t nslots, unit; /* slots in all; a window holds whole units */
+    if (r->varlen) { /* base(s) = cu[s] / L + s, strictly increasing */
+        nslots = r->S / r->L + r->nseq;
+        unit = 1;
+    } else {
+        nslots = (r->S + r->L - 1) / r->L * r->nseq;
+        unit = r->nseq;
+    }
+    const char *env = getenv("ALLOY_MLSTM_WINDOW_BYTES"); /* smaller windows: tests */
+    const int64_t budget = env && atoll(env) > 0 ? atoll(env) : SPLIT_WINDOW_BYTES;
+    int64_t units = (nslots + unit - 1) / unit, per = budget / (slot_bytes * unit);
+    if (per < 1) per = 1;
+    const int64_t nwin = units > per ? (units + per - 1) / per : 1;
+    const int64_t WN = (units + nwin - 1) / nwin * unit > 0 ? (units + nwin - 1) / nwin * unit : 1;
+
+    alloy_device *dev = alloy_array_device(oh);
+    alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};
+    const int64_t s_cw[1] = {WN * r->NH * r->DHQK * r->DHHV}, s_nw[1] = {WN * r->NH * r->DHQK},
+                  s_mw[1] = {WN * r->NH};
+    alloy_status st = alloy_array_new(dev, r->dt, 1, s_cw, &cw);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_nw, &nw);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_mw, &mw);
+    if (!oc) {
+        const int64_t s_c[4] = {r->nseq, r->NH, r->DHQK, r->DHHV}, s_n[3] = {r->nseq, r->NH, r->DHQK},
+                      s_m[3] = {r->nseq, r->NH, 1};
+        if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, s_c, &own[0]);
+        if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_n, &own[1]);
+        if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &own[2]);
+        for (int e = 0; e < 3; e++) carry[e] = own[e];
+    }
+    alloy_array *outs[7] = {oh, carry[0], carry[1], carry[2], cw, nw, mw};
+    for (int64_t w = 0; w < nwin && st == ALLOY_OK; w++) {
+        const chunk_launch states = {.phase = 1, .DKP = p->DS1, .DS = p->DS1, .TV = p->TV1, .VT = p->VT1,
+                                     .KT = p->KT, .W0 = w * WN, .WN = WN, .carry = w > 0,
+                                     .groups = r->nseq * r->NH * p->KT * p->VT1, .threads = 128, .smem = p->smem1};
+        const chunk_launch outputs = {.phase = 2, .DKP = p->DKP2, .DS = p->DS2, .TV = p->TV2, .VT = p->VT2,
+                                      .KT = 1, .W0 = w * WN, .WN = WN, .groups = WN * r->NH, .threads = 128,
+                                      .smem = p->smem2};
+        st = launch_chunkwise(r, &states, ins, outs);
+        if (st == ALLOY_OK) st = launch_chunkwise(r, &outputs, ins, outs);
+    }
+    alloy_array_free(cw);
+    alloy_array_free(nw);
+    alloy_array_free(mw);
+    for (int e = 0; e < 3; e++) alloy_array_free(own[e]);
+    return st;
 }
 
 /* Checks one optional state operand: all of c, n, m given or none. */
@@ -136,15 +305,15 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
             TV = TV / 2 < 8 ? 8 : (TV / 2 + 7) / 8 * 8;
         smem = chunkwise_smem(tsize, L, DKP, DS, TV);
     }
-    if (smem > SMEM_BUDGET)
+    split_spec sp = {0};
+    const int split = split_choose(tsize, L, DHQK, DHHV, &sp);
+    if (!split && smem > SMEM_BUDGET)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: chunk_size %lld with DHQK %lld and %s inputs needs %zu bytes of threadgroup memory "
                            "(at most %zu); use a smaller chunk_size",
                            FN, (long long)L, (long long)DHQK, alloy_dtype_name(dt), smem, SMEM_BUDGET);
     const int64_t VT = (DHHV + TV - 1) / TV;
     const int64_t groups = nseq * NH * VT;
-    if (groups > (int64_t)(UINT32_MAX / 256))
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH * DHHV is too large for one launch", FN);
 
     alloy_array *oh = NULL, *oc = NULL, *on = NULL, *om = NULL;
     int ch = 0, cc = 0, cn = 0, cm = 0;
@@ -156,42 +325,19 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     }
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
-    if (st == ALLOY_OK && groups > 0) {
-        alloy_launch *l = NULL;
-        st = alloy_launch_new(&l);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
-        const struct {
-            const char *name;
-            int64_t v;
-        } tints[] = {{"L", L}, {"DKP", DKP}, {"DS", DS}, {"TV", TV}};
-        for (size_t e = 0; e < sizeof tints / sizeof tints[0] && st == ALLOY_OK; e++)
-            st = alloy_launch_add_template_int(l, tints[e].name, tints[e].v);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", has_init);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "STATES_OUT", states_out);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", vec_rows(q, k, v, DHQK, DHHV, tsize));
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "RES", res);
-        /* absent state outputs are bound to h (the kernel never writes them) */
-        alloy_array *outs[4] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh};
-        for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 256), 1, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, smem);
-        const struct {
-            const char *name;
-            int64_t v;
-        } ints[] = {{"S", S}, {"NH", NH}, {"DHQK", DHQK}, {"DHHV", DHHV}, {"VT", VT}};
-        for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
-            st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
-        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
-        /* absent inputs are bound to q (never read) */
-        alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
-                               has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
-        alloy_array *res[4] = {NULL, NULL, NULL, NULL};
-        if (st == ALLOY_OK) st = alloy_kernel_apply(kc, 9, ins, l, stream, res);
-        for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
-        alloy_launch_free(l);
+    chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
+                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize), .S = S, .NH = NH, .DHQK = DHQK,
+                     .DHHV = DHHV, .nseq = nseq, .eps = eps};
+    alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                           has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
+    if (st == ALLOY_OK && split && nseq * NH > 0)
+        st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL);
+    else if (st == ALLOY_OK && groups > 0) {
+        const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
+                                    .VT = VT, .groups = groups, .threads = 256, .smem = smem};
+        /* absent state outputs and the split path's slots are bound to h (never written) */
+        alloy_array *outs[7] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh, oh, oh, oh};
+        st = launch_chunkwise(&run, &fused, ins, outs);
     }
     if (st != ALLOY_OK) {
         if (ch) alloy_array_free(oh);

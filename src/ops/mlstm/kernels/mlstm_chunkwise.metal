@@ -53,7 +53,7 @@
 // (chunkwise.c), laid out as below.
 //! name: alloy_mlstm_chunkwise
 //! inputs: q k v i f C0 n0 m0 cu
-//! outputs: h C_out n_out m_out
+//! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk
 //! template: T=float32
 //! template: L=64
 //! template: DKP=64
@@ -64,6 +64,7 @@
 //! template: STATES_OUT=true
 //! template: VEC=false
 //! template: RES=false
+//! template: PHASE=0
 //! header:
 #if defined(ALLOY_BACKEND_CUDA)
 /* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
@@ -219,13 +220,72 @@ METAL_FUNC void mc_gates_scan(threadgroup float *U, threadgroup float *IA, threa
         MR[r] = mp;
     }
 }
+/* The split path's gates of one chunk, one SIMD group: lane l holds rows
+ * 2l and 2l + 1 (rows r < Lc; L <= 64), their forget and input
+ * pre-activations fp and ip given by the caller (loaded a chunk ahead). The
+ * stabiliser from mp as a max-plus scan over the lanes (a step x -> max(x +
+ * lf, i) composes associatively: (a1, b1) then (a2, b2) is (a1 + a2, max(b1 +
+ * a2, b2))), then per row U[r] = (lf_r + m_{r-1}) - m_r <= 0, IA[r] = i_r -
+ * m_r <= 0, MR[r] = m_r, PRE[r] = sum_{s<=r} U_s and SUF[r] = sum_{s>r} U_s
+ * (sums of terms of one sign, so accurate for any gates). Padding rows: U 0,
+ * IA -inf, MR the last m. The arrays hold 64 rows. Returns the chunk's last m. */
+METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
+                               threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
+                               threadgroup float *PRE, threadgroup float *SUF) {
+    const int r0 = 2 * int(lane);
+    float lf[2], ig[2];
+    const float fpv[2] = {fp0, fp1}, ipv[2] = {ip0, ip1};
+    for (int e = 0; e < 2; e++) {
+        lf[e] = 0.0f;
+        ig[e] = -INFINITY;
+        if (r0 + e < Lc) {
+            const float x = fpv[e];
+            lf[e] = x >= 0.0f ? -log1p(exp(-x)) : x - log1p(exp(x));
+            ig[e] = ipv[e];
+        }
+    }
+    float a = lf[0] + lf[1], b = max(ig[0] + lf[1], ig[1]);
+    for (uint d = 1; d < 32; d <<= 1) {
+        const float pa = simd_shuffle_up(a, d), pb = simd_shuffle_up(b, d);
+        if (lane >= d) {
+            b = max(pb + a, b);
+            a = pa + a;
+        }
+    }
+    float ea = simd_shuffle_up(a, 1u), eb = simd_shuffle_up(b, 1u);
+    float m = lane == 0 ? mp : max(mp + ea, eb);   // m at row r0 - 1
+    float u[2];
+    for (int e = 0; e < 2; e++) {
+        const int r = r0 + e;
+        if (r < Lc) {
+            const float x = lf[e] + m, mr = max(x, ig[e]);
+            u[e] = x - mr;
+            IA[r] = ig[e] - mr;
+            m = mr;
+        } else {
+            u[e] = 0.0f;
+            IA[r] = -INFINITY;
+        }
+        U[r] = u[e];
+        MR[r] = m;
+    }
+    const float pair = u[0] + u[1];
+    const float before = simd_prefix_exclusive_sum(pair);   // rows < r0
+    PRE[r0] = before + u[0];
+    PRE[r0 + 1] = (before + u[0]) + u[1];
+    const float rev = simd_shuffle(pair, 31u - lane);   // lane l holds lane 31 - l's pair
+    const float suf = simd_shuffle(simd_prefix_exclusive_sum(rev), 31u - lane);   // rows > r0 + 1
+    SUF[r0 + 1] = suf;
+    SUF[r0] = suf + u[1];
+    return simd_shuffle(m, 31u);
+}
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
  * (CUDA only; rows 16-byte aligned, nc a multiple of 16 bytes' elements):
  * 16-byte cp.async for the whole tile, all in flight at once, committed as
  * one group that mc_wait_copies waits for (the caller's barrier follows);
  * otherwise element by element, done on return. */
-template <class TT, int ROWS, int COLS, int NTH, bool V>
+template <class TT, int ROWS, int COLS, int NTH, bool V, bool COMMIT = true>
 METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (V) {
@@ -236,7 +296,7 @@ METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src,
             mc_cp16(mc_smem(dst + r * ld + c), live ? (const device void *)(src + r * sld + c) : (const device void *)src,
                     live ? 16u : 0u);
         }
-        mc_cp_commit();
+        if constexpr (COMMIT) mc_cp_commit();
         return;
     }
 #endif
@@ -251,6 +311,19 @@ METAL_FUNC void mc_wait_copies() {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
 #endif
 }
+/* this thread's copies but its last N commit groups have landed */
+template <int N>
+METAL_FUNC void mc_wait_copies_but() {
+#if defined(ALLOY_BACKEND_CUDA)
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+/* commits the copies issued since the last commit as one group */
+METAL_FUNC void mc_copies_commit() {
+#if defined(ALLOY_BACKEND_CUDA)
+    mc_cp_commit();
+#endif
+}
 template <class TT, int ROWS, int COLS, int NTH, bool V>
 METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
     mc_load_async<TT, ROWS, COLS, NTH, V>(dst, ld, src, sld, nr, nc, tid);
@@ -263,6 +336,427 @@ const int tid = int(thread_index_in_threadgroup);
 const int warp = tid / 32;
 const uint lane = uint(tid % 32);
 const int g = int(lane >> 2), qd = int(lane & 3u);
+if constexpr (PHASE == 1) {
+    // ---- SPLIT, phase 1: the chunk-start states ----------------------------
+    // One threadgroup of 128 threads per (sequence, head, DS rows of C from
+    // row k0, TV columns from v0) walks the sequence's chunks of this window
+    // in order, its tile of C (and, for the first column tile, n) in float32
+    // registers; before each chunk it stores the state into the window's slot
+    // (C as T, n and m as float) for phase 2, and at the end into the carry
+    // (C_out, n_out, m_out: float32), which the next window starts from.
+    // Per chunk: C' = e_last C + K^T [w v | w] (the fused path's update).
+    constexpr int NW1 = 4, NT1 = NW1 * 32;
+    constexpr int VTC = TV / 8;                    // column tiles of C
+    constexpr int RT = DS / 16;                    // row tiles
+    constexpr int CTR = RT * VTC, CT = CTR + RT;   // C tiles, then the n tiles
+    constexpr int CPW = (CT + NW1 - 1) / NW1;
+    constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
+    // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV); float: U, IA,
+    // MR, PRE, SUF (64 each), WJ (2 x 64), SC (2 x 4)
+    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV) * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *KS = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *VS = KS + 2 * L * LDK;
+    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+    threadgroup float *IA = U + 64;
+    threadgroup float *MR = IA + 64;
+    threadgroup float *PRE = MR + 64;
+    threadgroup float *SUF = PRE + 64;
+    threadgroup float *WJ = SUF + 64;
+    threadgroup float *SC = WJ + 2 * 64;
+    long grp = long(threadgroup_position_in_grid.x);
+    const int vt = int(grp % VT);
+    grp /= VT;
+    const int kt = int(grp % KT);
+    grp /= KT;
+    const int head = int(grp % NH);
+    const long seq = grp / NH;
+    const long sidx = seq * NH + head;
+    const int k0 = kt * DS, v0 = vt * TV;
+    long tokbase;
+    int len, ca, cb, base = 0;   // base: the sequence's first slot (VARLEN)
+    if (VARLEN) {
+        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+        tokbase = long(head) * S + s0;
+        len = max(s1 - s0, 0);
+        base = s0 / L + int(seq);
+        ca = max(W0 - base, 0);
+        cb = min(W0 + WN - base, (len + L - 1) / L);
+    } else {
+        tokbase = sidx * S;
+        len = S;
+        ca = W0 / NSEQ;
+        cb = min((W0 + WN) / NSEQ, (len + L - 1) / L);
+    }
+    const int clive = vt == 0 ? CT : CTR;   // tiles this group computes
+
+    // the starting state: the carry (later windows), the given one, or zeros
+    float cst[CPW][4];
+    float mp = 0.0f;
+    #pragma unroll
+    for (int u = 0; u < CPW; u++) {
+        const int t = warp + NW1 * u;
+        const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+            float x = 0.0f;
+            if (t < clive && row < DHQK) {
+                if (col < TV) {
+                    if (v0 + col < DHHV) {
+                        const long at = (sidx * DHQK + row) * DHHV + v0 + col;
+                        x = CARRY ? float(C_out[at]) : (HAS_INIT ? float(C0[at]) : 0.0f);
+                    }
+                } else if (col == TV) {
+                    x = CARRY ? float(n_out[sidx * DHQK + row]) : (HAS_INIT ? float(n0[sidx * DHQK + row]) : 0.0f);
+                }
+            }
+            cst[u][e] = x;
+        }
+    }
+    mp = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
+    for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    // The gates run a chunk ahead on SIMD group 0 (they need only the gates
+    // and the previous m), overlapping the other groups' products: slot
+    // cur of WJ (the update's weights w_j) and SC (e_last, the chunk's last m)
+    // is this chunk's, slot cur ^ 1 the next one's.
+    float fp0 = 0.0f, fp1 = 0.0f, ip0 = 0.0f, ip1 = 0.0f;   // SIMD group 0: raw gates of the chunk to come
+    float mg = mp;                                          // SIMD group 0: m before that chunk
+    const int lr = 2 * int(lane);
+    if (ca < cb) {
+        const long tb = tokbase + long(ca) * L;
+        const int Lc = min(L, len - ca * L);
+        mc_load_async<T, L, DS, NT1, VEC, false>(KS, LDK, k + tb * DHQK + k0, DHQK, Lc, DHQK - k0, tid);
+        mc_load_async<T, L, TV, NT1, VEC>(VS, LDV, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+    }
+    if (warp == 0 && ca < cb) {   // the first chunk's gates
+        const int c = ca;
+        const long tb = tokbase + long(c) * L;
+        const int Lc = min(L, len - c * L);
+        if (lr < Lc) { fp0 = float(f[tb + lr]); ip0 = float(i[tb + lr]); }
+        if (lr + 1 < Lc) { fp1 = float(f[tb + lr + 1]); ip1 = float(i[tb + lr + 1]); }
+        mg = mc_gates_simd(fp0, fp1, ip0, ip1, Lc, mg, lane, U, IA, MR, PRE, SUF);
+        for (int e = 0; e < 2; e++) WJ[lr + e] = lr + e < Lc ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
+        if (lane == 0) { SC[0] = exp(PRE[Lc - 1]); SC[1] = mg; }
+        if (c + 1 < cb) {
+            const int ln = min(L, len - (c + 1) * L);
+            fp0 = lr < ln ? float(f[tb + L + lr]) : 0.0f;
+            ip0 = lr < ln ? float(i[tb + L + lr]) : 0.0f;
+            fp1 = lr + 1 < ln ? float(f[tb + L + lr + 1]) : 0.0f;
+            ip1 = lr + 1 < ln ? float(i[tb + L + lr + 1]) : 0.0f;
+        }
+    }
+    for (int c = ca; c < cb; c++) {
+        const int buf = (c - ca) & 1;
+        const long tb = tokbase + long(c) * L;
+        threadgroup T *KB = KS + buf * L * LDK;
+        threadgroup T *VB = VS + buf * L * LDV;
+        threadgroup float *wj = WJ + buf * 64;
+        threadgroup float *sc = SC + buf * 4;
+        mc_wait_copies();
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (c + 1 < cb) {   // the next chunk's k and v come in while this one runs
+            const int ln = min(L, len - (c + 1) * L);
+            mc_load_async<T, L, DS, NT1, VEC, false>(KS + (buf ^ 1) * L * LDK, LDK, k + (tb + L) * DHQK + k0, DHQK,
+                                                     ln, DHQK - k0, tid);
+            mc_load_async<T, L, TV, NT1, VEC>(VS + (buf ^ 1) * L * LDV, LDV, v + (tb + L) * DHHV + v0, DHHV, ln,
+                                              DHHV - v0, tid);
+        }
+        // the state before chunk c, into its slot for phase 2
+        const long slot = VARLEN ? long(base + c - W0) : long(c - ca) * NSEQ + seq;
+        const long wsx = slot * NH + head;
+        #pragma unroll
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW1 * u;
+            const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
+            if (t < clive)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                    if (row < DHQK) {
+                        if (col < TV) {
+                            if (v0 + col < DHHV) c_chunk[(wsx * DHQK + row) * DHHV + v0 + col] = T(cst[u][e]);
+                        } else if (col == TV) n_chunk[wsx * DHQK + row] = cst[u][e];
+                    }
+                }
+        }
+        if (kt == 0 && vt == 0 && tid == 0) m_chunk[wsx] = mp;
+        // [w v | w] in place, 8 columns per step (w_j as the n column, first column tile only)
+        for (int e = tid; e < L * VTC; e += NT1) {
+            const int jj = e / VTC, c8 = (e % VTC) * 8;
+            const float w = wj[jj];
+            threadgroup T *row = VB + jj * LDV + c8;
+            #pragma unroll
+            for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+        }
+        if (vt == 0)
+            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[jj]);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (warp == 0 && c + 1 < cb) {   // the next chunk's gates, while the products run
+            const int ln = min(L, len - (c + 1) * L);
+            threadgroup float *wn = WJ + (buf ^ 1) * 64;
+            mg = mc_gates_simd(fp0, fp1, ip0, ip1, ln, mg, lane, U, IA, MR, PRE, SUF);
+            for (int e = 0; e < 2; e++) wn[lr + e] = lr + e < ln ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
+            if (lane == 0) {
+                SC[(buf ^ 1) * 4] = exp(PRE[ln - 1]);
+                SC[(buf ^ 1) * 4 + 1] = mg;
+            }
+            if (c + 2 < cb) {
+                const int l2 = min(L, len - (c + 2) * L);
+                const long t2 = tb + 2 * L;
+                fp0 = lr < l2 ? float(f[t2 + lr]) : 0.0f;
+                ip0 = lr < l2 ? float(i[t2 + lr]) : 0.0f;
+                fp1 = lr + 1 < l2 ? float(f[t2 + lr + 1]) : 0.0f;
+                ip1 = lr + 1 < l2 ? float(i[t2 + lr + 1]) : 0.0f;
+            }
+        }
+        const float decay = sc[0];
+        mp = sc[1];
+        const threadgroup T *pa[CPW], *pb[CPW];
+        #pragma unroll
+        for (int u = 0; u < CPW; u++) {
+            const int t = warp + NW1 * u;
+            const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
+            #pragma unroll
+            for (int e = 0; e < 4; e++) cst[u][e] *= decay;
+            pa[u] = KB + rt * 16;
+            pb[u] = VB + ct * 8;
+        }
+        mc_tiles<T, CPW>(cst, pa, 1, LDK, pb, LDV, 1, L, (clive - warp + NW1 - 1) / NW1, lane);
+    }
+    // the state after the window: the carry (and, after the last window, the final state)
+    #pragma unroll
+    for (int u = 0; u < CPW; u++) {
+        const int t = warp + NW1 * u;
+        const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
+        if (t < clive)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                if (row < DHQK) {
+                    if (col < TV) {
+                        if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
+                    } else if (col == TV) n_out[sidx * DHQK + row] = cst[u][e];
+                }
+            }
+    }
+    if (kt == 0 && vt == 0 && tid == 0) m_out[sidx] = mp;
+} else if constexpr (PHASE == 2) {
+    // ---- SPLIT, phase 2: h of one chunk ------------------------------------
+    // One threadgroup of 128 threads per (slot of the window, head): one
+    // chunk of one sequence, from the state phase 1 stored before it. SIMD
+    // group w owns query rows 16w..16w+15 (L <= 64). S = Q K^T once (q and k
+    // of the chunk resident), P = S scale w in threadgroup memory with the
+    // row sums of P; then per TV columns of h: H = (q^ e_r) C (DHQK streamed
+    // in slices of DS rows of C, double-buffered copies) + P V, and
+    // h = H / (max(|e_r q^.n + sum_j P_rj|, exp(-m_r)) + eps).
+    // Log weights: log w_rj = IA_j + sum_{s=j+1..r} U_s as sums of terms of
+    // one sign: within 8-row blocks directly, across blocks as the key's
+    // block suffix + the whole blocks between (BB) + the row's block prefix.
+    constexpr int NW2 = 4, NT2 = NW2 * 32;
+    constexpr int NSL = DKP / DS;                 // slices of DHQK
+    constexpr int XT = TV / 8;                    // h tiles of a SIMD group per column tile
+    constexpr int KTL = L / 8;                    // key tiles
+    constexpr int LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;   // odd multiples of 8
+    constexpr int KV_ELEMS = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
+    // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[2] (L x LDC)),
+    // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64)
+    constexpr int T_BYTES = ((L * LDK + KV_ELEMS + L * LDP + 3 * DS * LDC) * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *KS = QS + L * LDK;
+    threadgroup T *PS = KS + KV_ELEMS;
+    threadgroup T *CB = PS + L * LDP;
+    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+    threadgroup float *IA = U + 64;
+    threadgroup float *MR = IA + 64;
+    threadgroup float *PRE = MR + 64;
+    threadgroup float *SUF = PRE + 64;
+    threadgroup float *BPRE = SUF + 64;
+    threadgroup float *BSUF = BPRE + 64;
+    threadgroup float *BB = BSUF + 64;
+    const long grp = long(threadgroup_position_in_grid.x);
+    const int head = int(grp % NH);
+    const long slotw = grp / NH;
+    const long gslot = long(W0) + slotw;
+    long seq, tokbase;
+    int len, c;
+    if (VARLEN) {   // the sequence whose slots hold gslot: the last with base <= gslot
+        int lo = 0, hi = NSEQ - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (long(clamp(int(cu[mid]), 0, S) / L + mid) <= gslot) lo = mid;
+            else hi = mid - 1;
+        }
+        seq = lo;
+        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+        tokbase = long(head) * S + s0;
+        len = max(s1 - s0, 0);
+        c = int(gslot - long(s0 / L + int(seq)));
+    } else {
+        seq = gslot % NSEQ;
+        c = int(gslot / NSEQ);
+        tokbase = (seq * NH + head) * long(S);
+        len = S;
+    }
+    if (c >= (len + L - 1) / L) return;   // the whole group: an empty slot
+    const int Lc = min(L, len - c * L);
+    const long tb = tokbase + long(c) * L;
+    const long wsx = slotw * NH + head;
+    const int r0 = 16 * warp;              // this SIMD group's first row
+    const bool rows_live = r0 < Lc;
+
+    // copies, a commit group each: q and k of the chunk; the first two slices of C
+    // (stage st: column tile st / NSL, DHQK slice st % NSL, into CB[st % 3])
+    const int nst = VT * NSL;
+    mc_load_async<T, L, DKP, NT2, VEC, false>(QS, LDK, q + tb * DHQK, DHQK, Lc, DHQK, tid);
+    mc_load_async<T, L, DKP, NT2, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
+    for (int st = 0; st < 2; st++) {
+        const int vn = st / NSL, sn = st % NSL;
+        if (st < nst)
+            mc_load_async<T, DS, TV, NT2, VEC, false>(CB + st * DS * LDC, LDC,
+                                                      c_chunk + (wsx * DHQK + sn * DS) * DHHV + vn * TV, DHHV,
+                                                      DHQK - sn * DS, DHHV - vn * TV, tid);
+        mc_copies_commit();
+    }
+    // the gates (SIMD group 0), from the m stored before the chunk
+    if (warp == 0) {
+        const int r = 2 * int(lane);
+        const float fp0 = r < Lc ? float(f[tb + r]) : 0.0f, ip0 = r < Lc ? float(i[tb + r]) : 0.0f;
+        const float fp1 = r + 1 < Lc ? float(f[tb + r + 1]) : 0.0f, ip1 = r + 1 < Lc ? float(i[tb + r + 1]) : 0.0f;
+        mc_gates_simd(fp0, fp1, ip0, ip1, Lc, float(m_chunk[wsx]), lane, U, IA, MR, PRE, SUF);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid < 64) {   // sums of U inside 8-row blocks: through row r, after row r
+        const int b0 = tid & ~7;
+        float p = 0.0f, s = 0.0f;
+        for (int x = b0; x <= tid; x++) p += U[x];
+        for (int x = tid + 1; x < b0 + 8; x++) s += U[x];
+        BPRE[tid] = p;
+        BSUF[tid] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid < 64) {   // BB[a][b]: U over the whole blocks strictly between blocks a < b
+        const int a = tid / 8, b = tid % 8;
+        float s = 0.0f;
+        for (int x = a + 1; x < b; x++) s += BPRE[8 * x + 7];
+        BB[tid] = s;
+    }
+    // q^ . n per row (float32 n), this lane's rows r0 + g and r0 + g + 8
+    mc_wait_copies_but<2>();
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float qn[2] = {0.0f, 0.0f};
+    for (int d = qd; r0 < L && d < DHQK; d += 4) {
+        const float nd = float(n_chunk[wsx * DHQK + d]);
+        qn[0] = fma(float(QS[(r0 + g) * LDK + d]), nd, qn[0]);
+        qn[1] = fma(float(QS[(r0 + g + 8) * LDK + d]), nd, qn[1]);
+    }
+    for (int e = 0; e < 2; e++) {
+        qn[e] += simd_shuffle_xor(qn[e], 1u);
+        qn[e] += simd_shuffle_xor(qn[e], 2u);
+    }
+    // S = Q K^T for the key tiles up to this SIMD group's diagonal
+    float sacc[KTL][4];
+    const threadgroup T *pa[KTL > XT ? KTL : XT], *pb[KTL > XT ? KTL : XT];
+    #pragma unroll
+    for (int u = 0; u < KTL; u++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
+        pa[u] = QS + r0 * LDK;
+        pb[u] = KS + u * 8 * LDK;
+    }
+    const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
+    mc_tiles<T, KTL>(sacc, pa, LDK, 1, pb, 1, LDK, DKP, slive, lane);
+    // P = S scale w (T), and its row sums as rounded
+    float rs[2] = {0.0f, 0.0f};
+    #pragma unroll
+    for (int u = 0; u < KTL; u++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
+            float p = 0.0f;
+            if (u < slive && j <= r && r < Lc) {
+                const int br = r / 8, bj = j / 8;
+                float lw = IA[j];
+                if (br == bj) {
+                    for (int x = j + 1; x <= r; x++) lw += U[x];
+                } else {
+                    lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
+                }
+                p = sacc[u][e] * scale * exp(lw);
+            }
+            const T pt = T(p);
+            rs[e >> 1] += float(pt);
+            if (r0 < L) PS[r * LDP + j] = pt;
+        }
+    }
+    for (int e = 0; e < 2; e++) {
+        rs[e] += simd_shuffle_xor(rs[e], 1u);
+        rs[e] += simd_shuffle_xor(rs[e], 2u);
+    }
+    float fq[2], den[2];
+    for (int e = 0; e < 2; e++) {
+        const int r = r0 + g + 8 * e;
+        fq[e] = r < Lc ? scale * exp(PRE[r]) : 0.0f;
+        den[e] = max(fabs(fq[e] * qn[e] + rs[e]), exp(-MR[r])) + eps;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);   // k is read: v comes into its place
+    // v of column tile vt goes to VB[vt % 2] with the first slice of C of its
+    // tile, or here for the tiles whose first slice came in above
+    threadgroup T *VB = KS;
+    for (int vn = 0; vn * NSL < 2 && vn < VT; vn++)
+        mc_load_async<T, L, TV, NT2, VEC, false>(VB + vn * L * LDC, LDC, v + tb * DHHV + vn * TV, DHHV, Lc,
+                                                 DHHV - vn * TV, tid);
+    mc_copies_commit();
+    // H per column tile: (q^ e) C in slices of DHQK, then + P V; h = H / den
+    float hacc[XT][4];
+    for (int st = 0; st < nst; st++) {
+        const int vt = st / NSL, sl = st % NSL, v0 = vt * TV;
+        if (st == 0) mc_wait_copies();
+        else mc_wait_copies_but<1>();   // stage st + 1's copies may still fly
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (st + 2 < nst) {   // stage st + 2 (and at a new column tile, its v)
+            const int vn = (st + 2) / NSL, sn = (st + 2) % NSL;
+            mc_load_async<T, DS, TV, NT2, VEC, false>(CB + ((st + 2) % 3) * DS * LDC, LDC,
+                                                      c_chunk + (wsx * DHQK + sn * DS) * DHHV + vn * TV, DHHV,
+                                                      DHQK - sn * DS, DHHV - vn * TV, tid);
+            if (sn == 0)
+                mc_load_async<T, L, TV, NT2, VEC, false>(VB + (vn & 1) * L * LDC, LDC, v + tb * DHHV + vn * TV, DHHV,
+                                                         Lc, DHHV - vn * TV, tid);
+        }
+        mc_copies_commit();
+        if (sl == 0)
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
+        #pragma unroll
+        for (int u = 0; u < XT; u++) {
+            pa[u] = QS + r0 * LDK + sl * DS;
+            pb[u] = CB + (st % 3) * DS * LDC + u * 8;
+        }
+        const int hlive = rows_live ? XT : 0;
+        mc_tiles<T, XT>(hacc, pa, LDK, 1, pb, LDC, 1, DS, hlive, lane);
+        if (sl == NSL - 1) {
+            #pragma unroll
+            for (int u = 0; u < XT; u++) {
+                #pragma unroll
+                for (int e = 0; e < 4; e++) hacc[u][e] *= fq[e >> 1];
+                pa[u] = PS + r0 * LDP;
+                pb[u] = VB + (vt & 1) * L * LDC + u * 8;
+            }
+            mc_tiles<T, XT>(hacc, pa, LDP, 1, pb, LDC, 1, L, hlive, lane);
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = r0 + g + 8 * (e >> 1), col = v0 + u * 8 + 2 * qd + (e & 1);
+                    if (r < Lc && col < DHHV) h[(tb + r) * DHHV + col] = T(hacc[u][e] / den[e >> 1]);
+                }
+        }
+    }
+} else {
+    // ---- FUSED: one threadgroup walks a whole sequence --------------------
 long grp = long(threadgroup_position_in_grid.x);
 const int vt = int(grp % VT);
 grp /= VT;
@@ -752,3 +1246,4 @@ if constexpr (RES) {
         if (vt == 0 && tid == 0) m_out[sidx] = MST[0];
     }
 }
+}   // FUSED
