@@ -2,16 +2,19 @@
  * the mLSTM cell over whole sequences, dense or packed (cu_seqlens), from
  * given or zero initial states, with the final states if asked for.
  *
- * One launch of mlstm_chunkwise on the caller's stream: one threadgroup of
- * 256 threads per (sequence, head, tile of TV columns of h), walking its
- * sequence's chunks in order with its slice of the state in registers (the
- * kernel file explains the design). This file picks the kernel's
- * specialisation: DHQK padded (DKP) and sliced (DS), the column tile TV (64,
- * 32 for DHQK > 256 to bound the registers that hold the state, smaller when
- * the threadgroup memory would pass what a Hopper GPU gives one group), and
- * computes that memory. Nothing waits for the device; nothing is allocated
- * when h (and the final states, if asked for) are given and the inputs are
- * row-contiguous. */
+ * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
+ * the caller's stream:
+ *  - split (16-bit inputs, chunks up to 64 rows): per window of chunks, one
+ *    launch that stores every chunk's starting state in device scratch and
+ *    one that computes h of all the window's chunks at once;
+ *  - fused (float32 inputs, longer chunks): one launch, one threadgroup of
+ *    256 threads per (sequence, head, tile of TV columns of h) walking its
+ *    sequence's chunks with its slice of the state in registers.
+ * This file picks the path and each kernel's specialisation (DHQK padded and
+ * sliced, the column tiles, the threadgroup memory, which stays within what a
+ * Hopper GPU gives one group). Nothing waits for the device; the fused path
+ * allocates nothing when h (and the final states, if asked for) are given and
+ * the inputs are row-contiguous, the split path only its scratch. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,16 +144,19 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
 
 /* The split path's specialisation (phase 1: DS1 x TV1 tiles of C; phase 2:
  * DHQK padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where it does
- * not apply: chunks over 64 rows, phase 2's memory over the budget, or
- * ALLOY_MLSTM_FUSED set (the fused kernel for every chunk size: tests). */
+ * not apply: chunks over 64 rows, float32 inputs (whose products are FMAs:
+ * there the fused kernel, which keeps the state on chip, is faster), phase
+ * 2's memory over the budget. ALLOY_MLSTM_PATH=fused or split overrides
+ * the choice of dtype (the tests run both paths). */
 typedef struct split_spec {
     int64_t DS1, TV1, KT, VT1, DKP2, DS2, TV2, VT2;
     size_t smem1, smem2;
 } split_spec;
 
 static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
-    const char *env = getenv("ALLOY_MLSTM_FUSED");
-    if (L > 64 || (env && *env && strcmp(env, "0") != 0)) return 0;
+    const char *path = getenv("ALLOY_MLSTM_PATH"); /* fused, split or (default) either: tests */
+    const int fused = path && !strcmp(path, "fused"), split = path && !strcmp(path, "split");
+    if (L > 64 || fused || (tsize > 2 && !split)) return 0;
     const int64_t dk16 = (DHQK + 15) / 16 * 16, dv8 = (DHHV + 7) / 8 * 8;
     p->DS1 = dk16 < 64 ? dk16 : 64;
     p->TV1 = dv8 < 64 ? dv8 : 64;

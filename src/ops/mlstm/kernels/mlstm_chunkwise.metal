@@ -1,7 +1,15 @@
-// mlstm_chunkwise: the chunkwise form of the mLSTM cell (mLSTMexp), fused:
-// each threadgroup walks the chunks of one sequence in order, keeps its slice
-// of the state in registers (float32) and writes h chunk by chunk, so no
-// chunk state ever goes to device memory.
+// mlstm_chunkwise: the chunkwise form of the mLSTM cell (mLSTMexp), in two
+// ways that share the math below and this file's tile helpers:
+//  - FUSED (PHASE 0): each threadgroup walks the chunks of one sequence in
+//    order, keeps its slice of the state in registers (float32) and writes h
+//    chunk by chunk, so no chunk state ever goes to device memory;
+//  - SPLIT (chunks of at most 64 rows): PHASE 1 walks the chunks with the
+//    state in registers and stores each chunk's starting state (C in T, n and
+//    m in float32) in device memory; PHASE 2 then computes h of every chunk at
+//    once, one threadgroup per (chunk, head). Far more threadgroups run side by
+//    side than in the fused walk, at the price of the states' memory traffic.
+//    Inputs may run in windows of chunks (chunkwise.c), the state carried from
+//    one to the next in C_out, n_out, m_out (float32).
 //   Per chunk (rows r = 0..Lc-1, Lc <= L; a tail chunk is a shorter chunk),
 //   with the stabiliser run exactly as the recurrence runs it:
 //     m_r = max(lf_r + m_{r-1}, i_r)      (m_{-1}: the state's m)
@@ -39,13 +47,21 @@
 // (all of DHQK) and v stay resident in threadgroup memory, so each is
 // copied in once per chunk, the copies overlapping the previous chunk's
 // work (see the RES branch); the general path streams DHQK in slices.
+// SPLIT's stabiliser and weights come from mc_gates_simd (one SIMD group,
+// a max-plus scan): the same values as the serial scan up to rounding.
 // Template: T (input dtype), L (chunk, a power of two >= 16), DKP (DHQK
 // padded: to 16 up to 64 or with RES, else to 64), DS (DHQK slice, min(DKP,
 // 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
-// m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES.
+// m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES,
+// PHASE (0 fused, 1 and 2 split: DS and TV then give phase 1's tile of C, or
+// phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T), n_chunk,
+// m_chunk (float32), the window's slots x NH chunk-start states; the fused
+// launch binds them to h and never touches them.
 // Launch constants: int S (tokens per (batch, head) row: S, or the packed
-// total), int NH, int DHQK, int DHHV, int VT (column tiles), float scale
+// total), int NH, int DHQK, int DHHV, int VT (column tiles), int KT (phase
+// 1's row tiles), int NSEQ (sequences), int W0, WN (the window's first slot
+// and its slots), int CARRY (phase 1 starts from C_out, n_out, m_out), float scale
 // (DHQK^-1/2), float eps. Inputs absent (no initial state, no cu, no state
 // outputs) are bound to any array and never touched.
 // Launch: grid = (NSEQ * NH * VT * 256, 1, 1), threadgroup = (256, 1, 1),
@@ -228,10 +244,12 @@ METAL_FUNC void mc_gates_scan(threadgroup float *U, threadgroup float *IA, threa
  * a2, b2))), then per row U[r] = (lf_r + m_{r-1}) - m_r <= 0, IA[r] = i_r -
  * m_r <= 0, MR[r] = m_r, PRE[r] = sum_{s<=r} U_s and SUF[r] = sum_{s>r} U_s
  * (sums of terms of one sign, so accurate for any gates). Padding rows: U 0,
- * IA -inf, MR the last m. The arrays hold 64 rows. Returns the chunk's last m. */
+ * IA -inf, MR the last m. The arrays hold 64 rows; each lane writes and
+ * reads only its own rows. Returns the chunk's last m, and in every lane
+ * `total` = sum_r U_r (the log of the chunk's decay of the state). */
 METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
                                threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
-                               threadgroup float *PRE, threadgroup float *SUF) {
+                               threadgroup float *PRE, threadgroup float *SUF, thread float &total) {
     const int r0 = 2 * int(lane);
     float lf[2], ig[2];
     const float fpv[2] = {fp0, fp1}, ipv[2] = {ip0, ip1};
@@ -273,6 +291,7 @@ METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int L
     const float before = simd_prefix_exclusive_sum(pair);   // rows < r0
     PRE[r0] = before + u[0];
     PRE[r0 + 1] = (before + u[0]) + u[1];
+    total = simd_shuffle((before + u[0]) + u[1], 31u);   // PRE of the last row (padding adds zeros)
     const float rev = simd_shuffle(pair, 31u - lane);   // lane l holds lane 31 - l's pair
     const float suf = simd_shuffle(simd_prefix_exclusive_sum(rev), 31u - lane);   // rows > r0 + 1
     SUF[r0 + 1] = suf;
@@ -436,9 +455,10 @@ if constexpr (PHASE == 1) {
         const int Lc = min(L, len - c * L);
         if (lr < Lc) { fp0 = float(f[tb + lr]); ip0 = float(i[tb + lr]); }
         if (lr + 1 < Lc) { fp1 = float(f[tb + lr + 1]); ip1 = float(i[tb + lr + 1]); }
-        mg = mc_gates_simd(fp0, fp1, ip0, ip1, Lc, mg, lane, U, IA, MR, PRE, SUF);
+        float total;
+        mg = mc_gates_simd(fp0, fp1, ip0, ip1, Lc, mg, lane, U, IA, MR, PRE, SUF, total);
         for (int e = 0; e < 2; e++) WJ[lr + e] = lr + e < Lc ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
-        if (lane == 0) { SC[0] = exp(PRE[Lc - 1]); SC[1] = mg; }
+        if (lane == 0) { SC[0] = exp(total); SC[1] = mg; }
         if (c + 1 < cb) {
             const int ln = min(L, len - (c + 1) * L);
             fp0 = lr < ln ? float(f[tb + L + lr]) : 0.0f;
@@ -496,10 +516,11 @@ if constexpr (PHASE == 1) {
         if (warp == 0 && c + 1 < cb) {   // the next chunk's gates, while the products run
             const int ln = min(L, len - (c + 1) * L);
             threadgroup float *wn = WJ + (buf ^ 1) * 64;
-            mg = mc_gates_simd(fp0, fp1, ip0, ip1, ln, mg, lane, U, IA, MR, PRE, SUF);
+            float total;
+            mg = mc_gates_simd(fp0, fp1, ip0, ip1, ln, mg, lane, U, IA, MR, PRE, SUF, total);
             for (int e = 0; e < 2; e++) wn[lr + e] = lr + e < ln ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
             if (lane == 0) {
-                SC[(buf ^ 1) * 4] = exp(PRE[ln - 1]);
+                SC[(buf ^ 1) * 4] = exp(total);
                 SC[(buf ^ 1) * 4 + 1] = mg;
             }
             if (c + 2 < cb) {
@@ -624,7 +645,8 @@ if constexpr (PHASE == 1) {
         const int r = 2 * int(lane);
         const float fp0 = r < Lc ? float(f[tb + r]) : 0.0f, ip0 = r < Lc ? float(i[tb + r]) : 0.0f;
         const float fp1 = r + 1 < Lc ? float(f[tb + r + 1]) : 0.0f, ip1 = r + 1 < Lc ? float(i[tb + r + 1]) : 0.0f;
-        mc_gates_simd(fp0, fp1, ip0, ip1, Lc, float(m_chunk[wsx]), lane, U, IA, MR, PRE, SUF);
+        float total;
+        mc_gates_simd(fp0, fp1, ip0, ip1, Lc, float(m_chunk[wsx]), lane, U, IA, MR, PRE, SUF, total);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (tid < 64) {   // sums of U inside 8-row blocks: through row r, after row r
