@@ -46,7 +46,9 @@ static size_t chunkwise_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, i
 
 /* Whether the kernel may copy q, k and v in 16-byte pieces (cp.async on
  * CUDA): rows a whole number of pieces and first elements 16-byte aligned
- * (a non-contiguous operand reaches the kernel as a fresh, aligned copy). */
+ * (a non-contiguous operand reaches the kernel as a fresh, aligned copy).
+ * The caller also asks h to be 16-byte aligned: the split path then writes
+ * h (and its scratch) two 16-bit elements per store. */
 static int vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK, int64_t DHHV, size_t tsize) {
     const int64_t per = (int64_t)(16 / tsize);
     if (DHQK % per != 0 || DHHV % per != 0) return 0;
@@ -332,7 +334,8 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
-                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize), .S = S, .NH = NH, .DHQK = DHQK,
+                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && (uintptr_t)alloy_array_data(oh) % 16 == 0,
+                     .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};

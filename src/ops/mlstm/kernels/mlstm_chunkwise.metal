@@ -201,6 +201,85 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
     for (int u = 0; u < N; u++)
         if (u < live) mc_tile(acc[u], a[u], am, ak, b[u], bk, bn, kk, lane);
 }
+/* acc[u] += A B_u for the first `live` of N tiles that share one SIMD
+ * group's 16 rows of A: A(m, k) = a[m*am + k*ak], B_u(k, n) = b[k*bk + (8u +
+ * n)*bn] (tile u is columns 8u..8u+7). As mc_tile, but on CUDA (16-bit) A's
+ * fragment is read once per k step for all N products. */
+template <class TT, int N>
+METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, int am, int ak, const threadgroup TT *b,
+                             int bk, int bn, int kk, int live, uint lane) {
+#if defined(ALLOY_BACKEND_CUDA)
+    if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kk; k0 += 16) {
+            uint a0, a1, a2, a3;
+            mc_frag_a(a, am, ak, k0, lane, a0, a1, a2, a3);
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (u < live) {
+                    uint b0, b1;
+                    mc_frag_b(b + 8 * u * bn, bk, bn, k0, lane, b0, b1);
+                    mc_mma<TT>(acc[u], a0, a1, a2, a3, b0, b1);
+                }
+        }
+        return;
+    }
+#endif
+    for (int u = 0; u < N; u++)
+        if (u < live) mc_tile(acc[u], a, am, ak, b + 8 * u * bn, bk, bn, kk, lane);
+}
+/* Two values of a 16-bit TT as one 32-bit word, the first at the lower
+ * address (one store instead of two). */
+template <class TT>
+METAL_FUNC uint mc_pack2(float first, float second) {
+#if defined(ALLOY_BACKEND_CUDA)
+    uint r;
+    if constexpr (metal::is_same_v<TT, bfloat>) {
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+        return r;
+    } else if constexpr (metal::is_same_v<TT, half>) {
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(second), "f"(first));
+        return r;
+    }
+#endif
+    return uint(as_type<ushort>(TT(first))) | (uint(as_type<ushort>(TT(second))) << 16);
+}
+/* p[x] = TT(p[x] * w) for 8 consecutive elements of a 16-bit TT in
+ * threadgroup memory, p 16-byte aligned: one 16-byte load and store. */
+template <class TT>
+METAL_FUNC void mc_scale8(threadgroup TT *p, float w) {
+    threadgroup uint4 *v = (threadgroup uint4 *)p;
+    uint4 x = *v;
+    uint y[4] = {x.x, x.y, x.z, x.w};
+    for (int e = 0; e < 4; e++)
+        y[e] = mc_pack2<TT>(float(as_type<TT>(ushort(y[e] & 0xffffu))) * w, float(as_type<TT>(ushort(y[e] >> 16))) * w);
+    *v = uint4(y[0], y[1], y[2], y[3]);
+}
+/* Lane shuffles of one whole SIMD group (every lane active): the raw
+ * instructions on CUDA, the dialect's functions elsewhere. */
+METAL_FUNC float mc_lane_up(float x, uint d) {
+#if defined(ALLOY_BACKEND_CUDA)
+    return __shfl_up_sync(0xffffffffu, x, d);
+#else
+    return simd_shuffle_up(x, d);
+#endif
+}
+METAL_FUNC float mc_lane(float x, uint src) {
+#if defined(ALLOY_BACKEND_CUDA)
+    return __shfl_sync(0xffffffffu, x, src);
+#else
+    return simd_shuffle(x, src);
+#endif
+}
+/* sum of x over the lanes before this one (Hillis-Steele, the same order everywhere) */
+METAL_FUNC float mc_lane_prefix_excl(float x, uint lane) {
+    for (uint d = 1; d < 32; d <<= 1) {
+        const float y = mc_lane_up(x, d);
+        if (lane >= d) x += y;
+    }
+    const float before = mc_lane_up(x, 1u);
+    return lane == 0 ? 0.0f : before;
+}
 /* The chunk's gates (rows r < Lc of f and i; the rest padding): U[r] the
  * log-sigmoid of f, IA[r] the input pre-activation (-inf for padding). */
 template <class TT, int LL, int NTH>
@@ -264,13 +343,13 @@ METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int L
     }
     float a = lf[0] + lf[1], b = max(ig[0] + lf[1], ig[1]);
     for (uint d = 1; d < 32; d <<= 1) {
-        const float pa = simd_shuffle_up(a, d), pb = simd_shuffle_up(b, d);
+        const float pa = mc_lane_up(a, d), pb = mc_lane_up(b, d);
         if (lane >= d) {
             b = max(pb + a, b);
             a = pa + a;
         }
     }
-    float ea = simd_shuffle_up(a, 1u), eb = simd_shuffle_up(b, 1u);
+    float ea = mc_lane_up(a, 1u), eb = mc_lane_up(b, 1u);
     float m = lane == 0 ? mp : max(mp + ea, eb);   // m at row r0 - 1
     float u[2];
     for (int e = 0; e < 2; e++) {
@@ -288,15 +367,15 @@ METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int L
         MR[r] = m;
     }
     const float pair = u[0] + u[1];
-    const float before = simd_prefix_exclusive_sum(pair);   // rows < r0
+    const float before = mc_lane_prefix_excl(pair, lane);   // rows < r0
     PRE[r0] = before + u[0];
     PRE[r0 + 1] = (before + u[0]) + u[1];
-    total = simd_shuffle((before + u[0]) + u[1], 31u);   // PRE of the last row (padding adds zeros)
-    const float rev = simd_shuffle(pair, 31u - lane);   // lane l holds lane 31 - l's pair
-    const float suf = simd_shuffle(simd_prefix_exclusive_sum(rev), 31u - lane);   // rows > r0 + 1
+    total = mc_lane((before + u[0]) + u[1], 31u);   // PRE of the last row (padding adds zeros)
+    const float rev = mc_lane(pair, 31u - lane);   // lane l holds lane 31 - l's pair
+    const float suf = mc_lane(mc_lane_prefix_excl(rev, lane), 31u - lane);   // rows > r0 + 1
     SUF[r0 + 1] = suf;
     SUF[r0] = suf + u[1];
-    return simd_shuffle(m, 31u);
+    return mc_lane(m, 31u);
 }
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
@@ -364,11 +443,12 @@ if constexpr (PHASE == 1) {
     // (C as T, n and m as float) for phase 2, and at the end into the carry
     // (C_out, n_out, m_out: float32), which the next window starts from.
     // Per chunk: C' = e_last C + K^T [w v | w] (the fused path's update).
+    // SIMD group w owns rows 16w..16w+15 of the tile (DS <= 64): its TV / 8
+    // column tiles of C, then (first column tile only) the n tile, column TV.
     constexpr int NW1 = 4, NT1 = NW1 * 32;
     constexpr int VTC = TV / 8;                    // column tiles of C
-    constexpr int RT = DS / 16;                    // row tiles
-    constexpr int CTR = RT * VTC, CT = CTR + RT;   // C tiles, then the n tiles
-    constexpr int CPW = (CT + NW1 - 1) / NW1;
+    constexpr int RT = DS / 16;                    // row tiles (<= NW1)
+    constexpr int CPW = VTC + 1;                   // this group's tiles
     constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
     // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV); float: U, IA,
     // MR, PRE, SUF (64 each), WJ (2 x 64), SC (2 x 4)
@@ -406,20 +486,19 @@ if constexpr (PHASE == 1) {
         ca = W0 / NSEQ;
         cb = min((W0 + WN) / NSEQ, (len + L - 1) / L);
     }
-    const int clive = vt == 0 ? CT : CTR;   // tiles this group computes
+    const int clive = warp < RT ? (vt == 0 ? VTC + 1 : VTC) : 0;   // tiles this group computes
+    const int rbase = k0 + 16 * warp + g;   // this lane's rows: rbase, rbase + 8
 
     // the starting state: the carry (later windows), the given one, or zeros
     float cst[CPW][4];
     float mp = 0.0f;
     #pragma unroll
     for (int u = 0; u < CPW; u++) {
-        const int t = warp + NW1 * u;
-        const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
         #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+            const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
             float x = 0.0f;
-            if (t < clive && row < DHQK) {
+            if (u < clive && row < DHQK) {
                 if (col < TV) {
                     if (v0 + col < DHHV) {
                         const long at = (sidx * DHQK + row) * DHHV + v0 + col;
@@ -483,32 +562,41 @@ if constexpr (PHASE == 1) {
             mc_load_async<T, L, TV, NT1, VEC>(VS + (buf ^ 1) * L * LDV, LDV, v + (tb + L) * DHHV + v0, DHHV, ln,
                                               DHHV - v0, tid);
         }
-        // the state before chunk c, into its slot for phase 2
+        // the state before chunk c, into its slot for phase 2 (16-bit T and
+        // VEC: each lane's two neighbouring columns as one 32-bit store)
         const long slot = VARLEN ? long(base + c - W0) : long(c - ca) * NSEQ + seq;
         const long wsx = slot * NH + head;
         #pragma unroll
-        for (int u = 0; u < CPW; u++) {
-            const int t = warp + NW1 * u;
-            const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
-            if (t < clive)
-                #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
-                    if (row < DHQK) {
-                        if (col < TV) {
-                            if (v0 + col < DHHV) c_chunk[(wsx * DHQK + row) * DHHV + v0 + col] = T(cst[u][e]);
-                        } else if (col == TV) n_chunk[wsx * DHQK + row] = cst[u][e];
+        for (int u = 0; u < VTC; u++) {
+            #pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int row = rbase + 8 * hf, col = v0 + u * 8 + 2 * qd;
+                if (u < clive && row < DHQK) {
+                    device T *dst = c_chunk + (wsx * DHQK + row) * DHHV + col;
+                    if constexpr (sizeof(T) == 2 && VEC) {
+                        if (col < DHHV) *(device uint *)dst = mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                    } else {
+                        if (col < DHHV) dst[0] = T(cst[u][2 * hf]);
+                        if (col + 1 < DHHV) dst[1] = T(cst[u][2 * hf + 1]);
                     }
                 }
+            }
         }
+        if (vt == 0 && qd == 0 && warp < RT)
+            for (int hf = 0; hf < 2; hf++)
+                if (rbase + 8 * hf < DHQK) n_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
         if (kt == 0 && vt == 0 && tid == 0) m_chunk[wsx] = mp;
         // [w v | w] in place, 8 columns per step (w_j as the n column, first column tile only)
         for (int e = tid; e < L * VTC; e += NT1) {
             const int jj = e / VTC, c8 = (e % VTC) * 8;
             const float w = wj[jj];
             threadgroup T *row = VB + jj * LDV + c8;
-            #pragma unroll
-            for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+            if constexpr (sizeof(T) == 2) {
+                mc_scale8(row, w);
+            } else {
+                #pragma unroll
+                for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+            }
         }
         if (vt == 0)
             for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[jj]);
@@ -534,27 +622,19 @@ if constexpr (PHASE == 1) {
         }
         const float decay = sc[0];
         mp = sc[1];
-        const threadgroup T *pa[CPW], *pb[CPW];
         #pragma unroll
-        for (int u = 0; u < CPW; u++) {
-            const int t = warp + NW1 * u;
-            const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
+        for (int u = 0; u < CPW; u++)
             #pragma unroll
             for (int e = 0; e < 4; e++) cst[u][e] *= decay;
-            pa[u] = KB + rt * 16;
-            pb[u] = VB + ct * 8;
-        }
-        mc_tiles<T, CPW>(cst, pa, 1, LDK, pb, LDV, 1, L, (clive - warp + NW1 - 1) / NW1, lane);
+        mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
     }
     // the state after the window: the carry (and, after the last window, the final state)
     #pragma unroll
     for (int u = 0; u < CPW; u++) {
-        const int t = warp + NW1 * u;
-        const int rt = t < CTR ? t / VTC : t - CTR, ct = t < CTR ? t % VTC : VTC;
-        if (t < clive)
+        if (u < clive)
             #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int row = k0 + rt * 16 + g + 8 * (e >> 1), col = ct * 8 + 2 * qd + (e & 1);
+                const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
                 if (row < DHQK) {
                     if (col < TV) {
                         if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
@@ -674,21 +754,17 @@ if constexpr (PHASE == 1) {
         qn[1] = fma(float(QS[(r0 + g + 8) * LDK + d]), nd, qn[1]);
     }
     for (int e = 0; e < 2; e++) {
-        qn[e] += simd_shuffle_xor(qn[e], 1u);
-        qn[e] += simd_shuffle_xor(qn[e], 2u);
+        qn[e] += mc_lane(qn[e], lane ^ 1u);
+        qn[e] += mc_lane(qn[e], lane ^ 2u);
     }
     // S = Q K^T for the key tiles up to this SIMD group's diagonal
     float sacc[KTL][4];
-    const threadgroup T *pa[KTL > XT ? KTL : XT], *pb[KTL > XT ? KTL : XT];
     #pragma unroll
-    for (int u = 0; u < KTL; u++) {
+    for (int u = 0; u < KTL; u++)
         #pragma unroll
         for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
-        pa[u] = QS + r0 * LDK;
-        pb[u] = KS + u * 8 * LDK;
-    }
     const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
-    mc_tiles<T, KTL>(sacc, pa, LDK, 1, pb, 1, LDK, DKP, slive, lane);
+    mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
     // P = S scale w (T), and its row sums as rounded
     float rs[2] = {0.0f, 0.0f};
     #pragma unroll
@@ -713,8 +789,8 @@ if constexpr (PHASE == 1) {
         }
     }
     for (int e = 0; e < 2; e++) {
-        rs[e] += simd_shuffle_xor(rs[e], 1u);
-        rs[e] += simd_shuffle_xor(rs[e], 2u);
+        rs[e] += mc_lane(rs[e], lane ^ 1u);
+        rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
     float fq[2], den[2];
     for (int e = 0; e < 2; e++) {
@@ -752,28 +828,30 @@ if constexpr (PHASE == 1) {
             for (int u = 0; u < XT; u++)
                 #pragma unroll
                 for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
-        #pragma unroll
-        for (int u = 0; u < XT; u++) {
-            pa[u] = QS + r0 * LDK + sl * DS;
-            pb[u] = CB + (st % 3) * DS * LDC + u * 8;
-        }
         const int hlive = rows_live ? XT : 0;
-        mc_tiles<T, XT>(hacc, pa, LDK, 1, pb, LDC, 1, DS, hlive, lane);
+        mc_row_tiles<T, XT>(hacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive, lane);
         if (sl == NSL - 1) {
-            #pragma unroll
-            for (int u = 0; u < XT; u++) {
-                #pragma unroll
-                for (int e = 0; e < 4; e++) hacc[u][e] *= fq[e >> 1];
-                pa[u] = PS + r0 * LDP;
-                pb[u] = VB + (vt & 1) * L * LDC + u * 8;
-            }
-            mc_tiles<T, XT>(hacc, pa, LDP, 1, pb, LDC, 1, L, hlive, lane);
             #pragma unroll
             for (int u = 0; u < XT; u++)
                 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int r = r0 + g + 8 * (e >> 1), col = v0 + u * 8 + 2 * qd + (e & 1);
-                    if (r < Lc && col < DHHV) h[(tb + r) * DHHV + col] = T(hacc[u][e] / den[e >> 1]);
+                for (int e = 0; e < 4; e++) hacc[u][e] *= fq[e >> 1];
+            mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+            const float inv[2] = {1.0f / den[0], 1.0f / den[1]};
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = r0 + g + 8 * hf, col = v0 + u * 8 + 2 * qd;
+                    if (r < Lc) {
+                        device T *dst = h + (tb + r) * DHHV + col;
+                        if constexpr (sizeof(T) == 2 && VEC) {
+                            if (col < DHHV)
+                                *(device uint *)dst = mc_pack2<T>(hacc[u][2 * hf] * inv[hf], hacc[u][2 * hf + 1] * inv[hf]);
+                        } else {
+                            if (col < DHHV) dst[0] = T(hacc[u][2 * hf] * inv[hf]);
+                            if (col + 1 < DHHV) dst[1] = T(hacc[u][2 * hf + 1] * inv[hf]);
+                        }
+                    }
                 }
         }
     }
