@@ -700,7 +700,8 @@ if constexpr (PHASE == 1) {
         tokbase = (seq * NH + head) * long(S);
         len = S;
     }
-    if (c >= (len + L - 1) / L) return;   // the whole group: an empty slot
+    if (c < 0 || c >= (len + L - 1) / L) return;   // the whole group: an empty slot (c < 0: offsets
+                                                    // the GPU does not check, cu[0] != 0)
     const int Lc = min(L, len - c * L);
     const long tb = tokbase + long(c) * L;
     const long wsx = slotw * NH + head;

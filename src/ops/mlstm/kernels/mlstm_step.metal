@@ -41,11 +41,29 @@ float acc = 0.0f;
 if (col < DHHV) {
     const float ia_v = ia * float(v[bh * long(DHHV) + col]);
     const long co = bh * long(DHQK) * long(DHHV) + col;
-    for (int j = ty; j < DHQK; j += 8) {
-        const long e = co + long(j) * DHHV;
-        const float c_new = fa * C[e] + ia_v * float(k[qo + j]);
-        C_out[e] = c_new;
-        acc += float(q[qo + j]) * scale * c_new;
+    // eight rows' loads issued before any store: at B = 1 each SM holds one
+    // threadgroup, and C_out may be C (in place), so a store could not be
+    // passed by the next row's load and the step would wait on memory
+    // latency DHQK / 8 times; each element is still read before this thread
+    // writes it
+    for (int j0 = ty; j0 < DHQK; j0 += 64) {
+        float cv[8], kv[8], qv[8];
+        #pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int j = j0 + 8 * u;
+            cv[u] = j < DHQK ? C[co + long(j) * DHHV] : 0.0f;
+            kv[u] = j < DHQK ? float(k[qo + j]) : 0.0f;
+            qv[u] = j < DHQK ? float(q[qo + j]) : 0.0f;
+        }
+        #pragma unroll
+        for (int u = 0; u < 8; u++) {
+            const int j = j0 + 8 * u;
+            if (j < DHQK) {
+                const float c_new = fa * cv[u] + ia_v * kv[u];
+                C_out[co + long(j) * DHHV] = c_new;
+                acc += qv[u] * scale * c_new;
+            }
+        }
     }
 }
 part[ty][tx] = acc;
