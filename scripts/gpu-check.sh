@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/gpu-check.sh — everything the GPU machine is for, in one call:
 # build, the whole test suite on CUDA, the benchmarks, compute-sanitizer
-# (memcheck, racecheck) over the kernel tests, and a summary table at the end.
+# (memcheck, racecheck) over the kernel tests and `alloy bench mlstm|nn --quick --once`,
+# and a summary table at the end.
 # Logs go under $OUT (the device tool brings that folder back).
 #   ALLOY_GPU_STEPS="build test bench python sanitize" selects steps (default: all).
 set -uo pipefail
@@ -129,6 +130,17 @@ if has sanitize; then
             if ! ALLOY_DEVICE=cuda compute-sanitizer --tool "$tool" --error-exitcode 86 \
                     --target-processes all "$t" >> "$OUT/sanitizer.log" 2>&1; then
                 fails=$((fails + 1)); echo "$tool: $(basename "$t") FAILED" >> "$OUT/sanitizer.log"
+            fi
+        done
+        # the mLSTM and fused-op kernels through `alloy bench --once` (their test
+        # programs take too long under racecheck): every path at the small shapes,
+        # the chunkwise forward's fused path too
+        for run in "mlstm" "nn" "mlstm ALLOY_MLSTM_PATH=fused"; do
+            op=${run%% *}; envs=(); [ "$run" != "$op" ] && envs=("${run#* }")
+            ran=$((ran + 1))
+            if ! env ${envs[@]+"${envs[@]}"} compute-sanitizer --tool "$tool" --error-exitcode 86 \
+                    build-gpu/alloy bench "$op" --device cuda --quick --once >> "$OUT/sanitizer.log" 2>&1; then
+                fails=$((fails + 1)); echo "$tool: alloy bench $run FAILED" >> "$OUT/sanitizer.log"
             fi
         done
         note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"

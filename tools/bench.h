@@ -17,6 +17,8 @@ double bench_now_s(void); /* monotonic seconds */
  * `s`. fn returns non-zero on failure (then -1 is returned). */
 typedef int (*bench_fn)(void *ctx);
 double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int reps);
+/* Set by --once: bench_time_calls makes its first call only (for sanitizers). */
+extern int bench_once;
 
 /* n values uniform in [-1, 1) (xorshift on *state), stored as dt. */
 void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state);

@@ -31,6 +31,8 @@ static const char *const USAGE =
     "  --device D       cpu, cuda, cuda:N or auto (default auto; ALLOY_DEVICE)\n"
     "  --json           one JSON object per line instead of the table\n"
     "  --quick          the smallest sizes only\n"
+    "  --once           each row's operations a few times instead of timed batches\n"
+    "                   (for compute-sanitizer; the times printed mean nothing)\n"
     "  --only TEXT      the sizes whose label contains TEXT (e.g. \"f32 high\", bf16,\n"
     "                   \"cholesky f64\", lu_factor)\n"
     "\n"
@@ -227,9 +229,13 @@ void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state) {
 }
 
 /* The timing method of every table (bench.h). */
+int bench_once = 0;
+
 double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int reps) {
+    const double t_first = bench_now_s();
     if (fn(ctx)) return -1;
-    alloy_stream_synchronize(s);
+    if (alloy_stream_synchronize(s) != ALLOY_OK) return -1;
+    if (bench_once) return bench_now_s() - t_first; /* --once: that call, untimed beyond it */
     double ts[64];
     if (reps > 64) reps = 64;
     for (int r = 0; r < reps; r++) {
@@ -473,6 +479,8 @@ int cmd_bench(int argc, char **argv) {
             json = 1;
         } else if (!strcmp(argv[i], "--quick")) {
             quick = 1;
+        } else if (!strcmp(argv[i], "--once")) {
+            bench_once = 1;
         } else if (argv[i][0] == '-') {
             return cli_usage("unknown option '%s'", argv[i]);
         } else if (!strcmp(argv[i], "matmul")) {
