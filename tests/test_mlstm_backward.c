@@ -10,7 +10,10 @@
  * alone, empty and one-token sequences included), float64 (<= 1e-6 of each
  * gradient's max against the differences), float32 (<= 5e-4), float16
  * (<= 2e-3) and bfloat16 (<= 2e-2) inputs against the float64 backward, every
- * output element written, and errors that name the argument. */
+ * output element written, and errors that name the argument. The float64
+ * backward also equals (to 1e-9) a second formulation of the gradient: the
+ * bilinear form's with the stabiliser held constant plus the eps term along
+ * the stabiliser's argmax chains (decomposed_gradient). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -427,6 +430,161 @@ static void check_dt(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, i
     problem_free(&p);
 }
 
+/* The gradient of the same loss written the way a chunk-parallel backward
+ * computes it, in float64 without stabilisation (fine at these sizes):
+ * with C~_r = b_r C~_0 + sum_{j<=r} a_rj k_j [v_j | 1]^T (a_rj = exp(i_j +
+ * lf_{j+1..r}), b_r = exp(lf_{1..r}), C~_0 = exp(m_0) [C_0 | n_0]),
+ * h_r = q^ C~_r / (max(|q^ n~_r|, 1) + eps exp(M_r)): the stabiliser M enters
+ * only through eps, so the gradient is that of the bilinear form with M held
+ * constant (sums over (r, j) pairs, no recurrence) plus, per row, the eps
+ * term's dL/dM_r routed along the argmax chain of M_r = max(lf_r + M_{r-1},
+ * i_r). An independent formulation of what the backward must return. */
+static double *decomposed_gradient(const problem *p) {
+    const int64_t DK = p->DK, DV = p->DV, W = DV + 1;
+    const double scale = 1.0 / sqrt((double)DK);
+    double *g = calloc((size_t)(p->off[XEND] + 1), sizeof(double));
+    for (int64_t sh = 0; sh < p->nseq * p->NH; sh++) {
+        int64_t row0, S;
+        seq_rows(p, sh / p->NH, sh % p->NH, &row0, &S);
+        const double *x = p->x;
+        const double m0 = p->init ? x[p->off[XM] + sh] : 0;
+        double *P = malloc(sizeof(double) * (size_t)(S + 1)), *lfv = malloc(sizeof(double) * (size_t)(S + 1));
+        double *Ms = malloc(sizeof(double) * (size_t)(S + 1)), *dM = calloc((size_t)(S + 1), sizeof(double));
+        int64_t *src = malloc(sizeof(int64_t) * (size_t)(S + 1));
+        double *C0 = calloc((size_t)(DK * W), sizeof(double)), *Ct = malloc(sizeof(double) * (size_t)(S * DK * W + 1));
+        double *G = malloc(sizeof(double) * (size_t)(S * W + 1)), *dlf = calloc((size_t)(S + 1), sizeof(double));
+        double *Gam = malloc(sizeof(double) * (size_t)(DK * W));
+        if (p->init)
+            for (int64_t d = 0; d < DK; d++) {
+                for (int64_t c = 0; c < DV; c++) C0[d * W + c] = exp(m0) * x[p->off[XC] + (sh * DK + d) * DV + c];
+                C0[d * W + DV] = exp(m0) * x[p->off[XN] + sh * DK + d];
+            }
+        /* log-forget prefix sums, the stabiliser and the start of its argmax chain (-1: m_0) */
+        double m = m0, acc = 0;
+        int64_t chain = -1;
+        for (int64_t t = 0; t < S; t++) {
+            const double fp = x[p->off[XF] + row0 + t], ig = x[p->off[XI] + row0 + t];
+            lfv[t] = fp >= 0 ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+            acc += lfv[t];
+            P[t] = acc;
+            const double a = lfv[t] + m;
+            if (a >= ig) m = a;
+            else m = ig, chain = t;
+            Ms[t] = m;
+            src[t] = chain;
+        }
+        /* C~_r, h_r, the row cotangents G_r = [dh_r / D_r | ds~_r] and dL/dM_r */
+        for (int64_t r = 0; r < S; r++) {
+            double *C = Ct + r * DK * W;
+            for (int64_t e = 0; e < DK * W; e++) C[e] = exp(P[r]) * C0[e];
+            for (int64_t j = 0; j <= r; j++) {
+                const double a = exp(x[p->off[XI] + row0 + j] + P[r] - P[j]);
+                const double *k = x + p->off[XK] + (row0 + j) * DK, *v = x + p->off[XV] + (row0 + j) * DV;
+                for (int64_t d = 0; d < DK; d++) {
+                    for (int64_t c = 0; c < DV; c++) C[d * W + c] += a * k[d] * v[c];
+                    C[d * W + DV] += a * k[d];
+                }
+            }
+            const double *q = x + p->off[XQ] + (row0 + r) * DK, *dh = p->dh + (row0 + r) * DV;
+            double sn = 0, dhh = 0;
+            for (int64_t d = 0; d < DK; d++) sn += q[d] * scale * C[d * W + DV];
+            const double D = (fabs(sn) >= 1 ? fabs(sn) : 1) + EPS * exp(Ms[r]);
+            for (int64_t c = 0; c < DV; c++) {
+                double num = 0;
+                for (int64_t d = 0; d < DK; d++) num += q[d] * scale * C[d * W + c];
+                dhh += dh[c] * num / D;
+                G[r * W + c] = dh[c] / D;
+            }
+            G[r * W + DV] = fabs(sn) >= 1 ? -dhh / D * (sn >= 0 ? 1 : -1) : 0;
+            dM[r] = -dhh / D * EPS * exp(Ms[r]);
+        }
+        /* the final states' cotangents: on C~_S through exp(-M_S), and on M_S */
+        double *F = NULL;
+        if (p->dC && S > 0) {
+            F = calloc((size_t)(DK * W), sizeof(double));
+            const double *C = Ct + (S - 1) * DK * W, sc = exp(-Ms[S - 1]);
+            double dot = 0;
+            for (int64_t d = 0; d < DK; d++) {
+                for (int64_t c = 0; c < DV; c++) {
+                    F[d * W + c] = sc * p->dC[(sh * DK + d) * DV + c];
+                    dot += p->dC[(sh * DK + d) * DV + c] * sc * C[d * W + c];
+                }
+                F[d * W + DV] = sc * p->dn[sh * DK + d];
+                dot += p->dn[sh * DK + d] * sc * C[d * W + DV];
+            }
+            dM[S - 1] += p->dm[sh] - dot;
+        }
+        /* the bilinear form's gradient, M held constant: Gamma_r = q^_r G_r (+ F at the last row) */
+        double dm0 = 0;
+        for (int64_t r = 0; r < S; r++) {
+            const double *q = x + p->off[XQ] + (row0 + r) * DK, *C = Ct + r * DK * W;
+            double *dq = g + p->off[XQ] + (row0 + r) * DK;
+            for (int64_t d = 0; d < DK; d++) {
+                double t = 0;
+                for (int64_t c = 0; c < W; c++) t += C[d * W + c] * G[r * W + c];
+                dq[d] += scale * t;
+                for (int64_t c = 0; c < W; c++) Gam[d * W + c] = q[d] * scale * G[r * W + c] + (F && r == S - 1 ? F[d * W + c] : 0);
+            }
+            for (int64_t j = 0; j <= r; j++) {
+                const double a = exp(x[p->off[XI] + row0 + j] + P[r] - P[j]);
+                const double *k = x + p->off[XK] + (row0 + j) * DK, *v = x + p->off[XV] + (row0 + j) * DV;
+                double *dk = g + p->off[XK] + (row0 + j) * DK, *dv = g + p->off[XV] + (row0 + j) * DV, glog = 0;
+                for (int64_t d = 0; d < DK; d++) {
+                    double gv = Gam[d * W + DV];
+                    for (int64_t c = 0; c < DV; c++) gv += Gam[d * W + c] * v[c];
+                    dk[d] += a * gv;
+                    glog += a * k[d] * gv;
+                }
+                for (int64_t c = 0; c < DV; c++) {
+                    double kg = 0;
+                    for (int64_t d = 0; d < DK; d++) kg += k[d] * Gam[d * W + c];
+                    dv[c] += a * kg;
+                }
+                g[p->off[XI] + row0 + j] += glog;
+                for (int64_t s = j + 1; s <= r; s++) dlf[s] += glog;
+            }
+            double gb = 0;
+            for (int64_t e = 0; e < DK * W; e++) gb += exp(P[r]) * C0[e] * Gam[e];
+            for (int64_t s = 0; s <= r; s++) dlf[s] += gb;
+            dm0 += gb;
+            if (p->init)
+                for (int64_t d = 0; d < DK; d++) {
+                    for (int64_t c = 0; c < DV; c++) g[p->off[XC] + (sh * DK + d) * DV + c] += exp(m0 + P[r]) * Gam[d * W + c];
+                    g[p->off[XN] + sh * DK + d] += exp(m0 + P[r]) * Gam[d * W + DV];
+                }
+        }
+        /* the eps terms along M's argmax chains */
+        for (int64_t r = 0; r < S; r++) {
+            if (src[r] >= 0) g[p->off[XI] + row0 + src[r]] += dM[r];
+            else dm0 += dM[r];
+            for (int64_t s = src[r] + 1; s <= r; s++) dlf[s] += dM[r];
+        }
+        if (p->init) g[p->off[XM] + sh] = dm0 + (p->dC && S == 0 ? p->dm[sh] : 0);
+        if (p->init && p->dC && S == 0) { /* nothing to pass through: the final state is the initial one */
+            for (int64_t e = 0; e < DK * DV; e++) g[p->off[XC] + sh * DK * DV + e] = p->dC[sh * DK * DV + e];
+            for (int64_t e = 0; e < DK; e++) g[p->off[XN] + sh * DK + e] = p->dn[sh * DK + e];
+        }
+        for (int64_t t = 0; t < S; t++) {
+            const double fp = x[p->off[XF] + row0 + t];
+            g[p->off[XF] + row0 + t] = dlf[t] / (1 + exp(fp)); /* d logsigmoid(f) = sigmoid(-f) */
+        }
+        free(P), free(lfv), free(Ms), free(dM), free(src), free(C0), free(Ct), free(G), free(dlf), free(Gam), free(F);
+    }
+    return g;
+}
+
+/* alloy's float64 backward equals the decomposed gradient to rounding. */
+static void check_decomposed(problem *p, int hostile, const char *what) {
+    check_branches(p, hostile);
+    double *want = decomposed_gradient(p);
+    double *got = run_backward(p, ALLOY_FLOAT64, 16);
+    char label[128];
+    snprintf(label, sizeof label, "float64 %s against the decomposed gradient", what);
+    const double err = worst_error(p, got, want, 0, label);
+    CHECK_MSG(err <= 1e-9, "%s: error %.3g > 1e-9", label, err);
+    free(got), free(want);
+}
+
 static const int CHUNKS[] = {16, 32, 64};
 
 static void test_backward_float64(void) {
@@ -434,6 +592,25 @@ static void test_backward_float64(void) {
     check(2, 1, 1, 3, 4, 1, 1, 0, CHUNKS, 1);
     check(1, 1, 16, 4, 2, 0, 0, 0, CHUNKS, 2);
     check(1, 1, 0, 4, 2, 1, 1, 0, CHUNKS, 1);
+}
+
+/* The backward against a second, independent formulation of the exact
+ * gradient (the one a chunk-parallel backward follows): dense and packed,
+ * with and without states, hostile gates. */
+static void test_backward_decomposed(void) {
+    problem p = make(1, 2, 37, 5, 3, 1, 1, 0, ALLOY_FLOAT64);
+    check_decomposed(&p, 0, "dense");
+    problem_free(&p);
+    p = make(2, 1, 20, 4, 6, 0, 0, 0, ALLOY_FLOAT64);
+    check_decomposed(&p, 0, "no states");
+    problem_free(&p);
+    p = make(1, 2, 45, 4, 3, 1, 1, 1, ALLOY_FLOAT64);
+    check_decomposed(&p, 1, "hostile");
+    problem_free(&p);
+    static const int32_t cu[] = {0, 5, 5, 30, 31};
+    p = make_packed(1, 2, 31, 3, 4, 4, cu, 1, 1, 0, ALLOY_FLOAT64);
+    check_decomposed(&p, 0, "packed");
+    problem_free(&p);
 }
 
 static void test_backward_hostile_gates(void) {
@@ -637,6 +814,7 @@ int main(void) {
     RUN(test_backward_errors);
     RUN(test_backward_float64);
     RUN(test_backward_hostile_gates);
+    RUN(test_backward_decomposed);
     RUN(test_backward_float32);
     RUN(test_backward_half_inputs);
     RUN(test_backward_varlen);
