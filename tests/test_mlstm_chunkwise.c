@@ -136,6 +136,10 @@ static void test_chunkwise_half_inputs(void) {
     check(1, 1, 70, 24, 40, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, CHUNK_DEFAULT, "bf16 hostile");
     check(1, 2, 100, 32, 48, ALLOY_FLOAT16, GATES_PLAIN, 1, CHUNK_SMALL, "f16");
     check(1, 1, 50, 256, 64, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=256");
+    /* rows that are not whole 16-byte pieces (no cp.async, element stores), partial tiles */
+    check(1, 2, 45, 12, 20, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_SMALL, "bf16 D=12/20");
+    check(1, 1, 33, 40, 13, ALLOY_FLOAT16, GATES_PLAIN, 0, CHUNK_DEFAULT, "f16 D=40/13");
+    check(1, 1, 66, 72, 200, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=72/200");
 }
 
 /* chunkwise against alloy_mlstm_step applied S times in place: the two
