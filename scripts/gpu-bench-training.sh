@@ -8,6 +8,8 @@
 #   tfla       bench/bench_mlstm_tfla.py against $OUT/mlstm.txt (mlstm_kernels
 #              and einops installed from .whl/ when present) -> $OUT/tfla.txt
 #   nn         alloy bench nn -> $OUT/nn.txt
+#   profile    ncu kernel durations: the chunkwise split path's phases and the
+#              step's kernels -> $OUT/profile.txt (not in the default steps)
 #   nn-torch   bench/bench_nn_torch.py against $OUT/nn.txt -> $OUT/nn_torch.txt
 #              (NN_TORCH_ONLY=TEXT passes --only TEXT: torch.compile compiles
 #              every row, so f32 and bf16 may need a call each)
@@ -73,8 +75,23 @@ for step in "${STEPS[@]}"; do
         run "$OUT/nn_torch.txt" python3 bench/bench_nn_torch.py --alloy "$OUT/nn.txt" "${PYDEV[@]}" "${Q[@]}" \
             ${NN_TORCH_ONLY:+--only "$NN_TORCH_ONLY"}
         ;;
+    profile)
+        # kernel durations under ncu (clocks locked by ncu: compare rows with each
+        # other, not with the bench's times): the chunkwise split path's two
+        # phases at the 7B shape (S 8000: one window), and the step's two kernels
+        # at B = 1, 16, 256, 1024 — the step's target is this GPU time
+        {
+            echo "== chunkwise bf16 7B S=8000: the first launches (phase 1: grid nseq*NH*KT*VT groups, phase 2: slots*NH)"
+            timeout "$T" ncu -k regex:alloy --launch-count 6 --section SpeedOfLight --section LaunchStats \
+                --section Occupancy "$ALLOY" bench mlstm --device cuda --once --only "chunkwise bf16 7B S=8000" 2>&1 |
+                grep -E "alloy_kernel|Duration|Registers Per|Achieved Occ|Memory Throughput|Compute \(SM\)"
+            echo "== step bf16 7B: mlstm_step, mlstm_step_nm per B (B = 1, 16, 256, 1024)"
+            timeout "$T" ncu -k regex:alloy --section SpeedOfLight "$ALLOY" bench mlstm --device cuda --once \
+                --only "step bf16 7B" 2>&1 | grep -E "alloy_kernel|Duration"
+        } | tee -a "$OUT/profile.txt"
+        ;;
     *)
-        echo "gpu-bench-training.sh: unknown step '$step' (build, mlstm, tfla, nn, nn-torch)" >&2
+        echo "gpu-bench-training.sh: unknown step '$step' (build, mlstm, tfla, nn, nn-torch, profile)" >&2
         exit 2
         ;;
     esac
