@@ -4,10 +4,10 @@
  *
  * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
  * the caller's stream:
- *  - split (16-bit inputs, chunks up to 64 rows): per window of chunks, one
+ *  - split (16-bit inputs; chunks of at most 64 rows): per window of chunks, one
  *    launch that stores every chunk's starting state in device scratch and
  *    one that computes h of all the window's chunks at once;
- *  - fused (float32 inputs, longer chunks): one launch, one threadgroup of
+ *  - fused (float32 inputs): one launch, one threadgroup of
  *    256 threads per (sequence, head, tile of TV columns of h) walking its
  *    sequence's chunks with its slice of the state in registers.
  * This file picks the path and each kernel's specialisation (DHQK padded and
@@ -144,21 +144,25 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
     return st;
 }
 
-/* The split path's specialisation (phase 1: DS1 x TV1 tiles of C; phase 2:
- * DHQK padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where it does
- * not apply: chunks over 64 rows, float32 inputs (whose products are FMAs:
- * there the fused kernel, which keeps the state on chip, is faster), phase
- * 2's memory over the budget. ALLOY_MLSTM_PATH=fused or split overrides
- * the choice of dtype (the tests run both paths). */
+/* The split path's specialisation (its chunk length Ls: the caller's, at
+ * most 64 — a longer chunk is the same function blocked differently, so it
+ * runs as 64-token chunks; phase 1: DS1 x TV1 tiles of C; phase 2: DHQK
+ * padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where it does not
+ * apply: float32 inputs (whose products are FMAs: there the fused kernel,
+ * which keeps the state on chip, is faster), phase 2's memory over the
+ * budget. ALLOY_MLSTM_PATH=fused or split overrides the choice of dtype (the
+ * tests run both paths). */
 typedef struct split_spec {
-    int64_t DS1, TV1, KT, VT1, DKP2, DS2, TV2, VT2;
+    int64_t Ls, DS1, TV1, KT, VT1, DKP2, DS2, TV2, VT2;
     size_t smem1, smem2;
 } split_spec;
 
 static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
     const char *path = getenv("ALLOY_MLSTM_PATH"); /* fused, split or (default) either: tests */
     const int fused = path && !strcmp(path, "fused"), split = path && !strcmp(path, "split");
-    if (L > 64 || fused || (tsize > 2 && !split)) return 0;
+    if (fused || (tsize > 2 && !split)) return 0;
+    L = L < 64 ? L : 64;
+    p->Ls = L;
     const int64_t dk16 = (DHQK + 15) / 16 * 16, dv8 = (DHHV + 7) / 8 * 8;
     p->DS1 = dk16 < 64 ? dk16 : 64;
     p->TV1 = dv8 < 64 ? dv8 : 64;
@@ -339,6 +343,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
+    if (split) run.L = sp.Ls;
     if (st == ALLOY_OK && split && nseq * NH > 0)
         st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL);
     else if (st == ALLOY_OK && groups > 0) {
