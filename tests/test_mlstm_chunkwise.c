@@ -140,6 +140,8 @@ static void test_chunkwise_half_inputs(void) {
     check(1, 2, 45, 12, 20, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_SMALL, "bf16 D=12/20");
     check(1, 1, 33, 40, 13, ALLOY_FLOAT16, GATES_PLAIN, 0, CHUNK_DEFAULT, "f16 D=40/13");
     check(1, 1, 66, 72, 200, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=72/200");
+    /* the largest head: q and k resident in phase 2 take 133 KB of threadgroup memory */
+    check(1, 1, 20, 512, 40, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=512/40");
 }
 
 /* chunkwise against alloy_mlstm_step applied S times in place: the two
