@@ -568,6 +568,23 @@ static void test_bench_nn_and_mlstm_backward(void) {
     CHECK(strstr(run_out, "\"case\": \"fwd+bwd f32 small\"") != NULL);
 }
 
+/* `alloy bench --once` (for sanitizers): each row's call made once, its
+ * float64 check still done; an option it does not know is a usage error. */
+static void test_bench_once(void) {
+    if (!have_binary()) return;
+    CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "chunkwise f32"),
+             0);
+    int rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
+        rows++;
+        const char *e = strstr(p, "\"error\": ");
+        CHECK(e != NULL);
+        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-4, "error %s", e + 9);
+    }
+    CHECK_MSG(rows == 1, "%d chunkwise f32 rows in: %s", rows, run_out);
+    CHECK_RC(RUN_CLI("bench", "mlstm", "--twice"), 2);
+}
+
 int main(void) {
     const char *t = getenv("TMPDIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/alloy-cli-XXXXXX", t && *t ? t : "/tmp");
@@ -586,6 +603,7 @@ int main(void) {
     RUN(test_cache);
     RUN(test_bench_linalg);
     RUN(test_bench_nn_and_mlstm_backward);
+    RUN(test_bench_once);
     free(run_out);
     free(run_err);
     if (!harness_failed) nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -523,7 +523,8 @@ static double *decomposed_gradient(const problem *p) {
                 double t = 0;
                 for (int64_t c = 0; c < W; c++) t += C[d * W + c] * G[r * W + c];
                 dq[d] += scale * t;
-                for (int64_t c = 0; c < W; c++) Gam[d * W + c] = q[d] * scale * G[r * W + c] + (F && r == S - 1 ? F[d * W + c] : 0);
+                for (int64_t c = 0; c < W; c++)
+                    Gam[d * W + c] = q[d] * scale * G[r * W + c] + (F && r == S - 1 ? F[d * W + c] : 0);
             }
             for (int64_t j = 0; j <= r; j++) {
                 const double a = exp(x[p->off[XI] + row0 + j] + P[r] - P[j]);

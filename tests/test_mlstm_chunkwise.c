@@ -283,9 +283,9 @@ static void test_chunkwise_varlen(void) {
     check_varlen(1, one, 1, 8, 8, ALLOY_BFLOAT16, 1, 32, "varlen one bf16");
 }
 
-/* Chunk sizes up to 64 take the split path (chunk-start states in device
- * memory); inputs whose states pass ALLOY_MLSTM_WINDOW_BYTES run in several
- * windows with the state carried between them. Windows of one chunk index
+/* The split path (chunk-start states in device memory): inputs whose
+ * states pass ALLOY_MLSTM_WINDOW_BYTES run in several windows with the state
+ * carried between them. Windows of one chunk index
  * (dense) or one slot (packed) give the reference's results and, dense, the
  * very bits of one window. */
 static void test_chunkwise_windows(void) {

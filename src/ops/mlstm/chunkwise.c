@@ -108,7 +108,9 @@ typedef struct chunk_launch {
 
 static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, alloy_array **ins, alloy_array **outs) {
     if (c->groups > (int64_t)(UINT32_MAX / c->threads))
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH * DHHV is too large for one launch", FN);
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                           "%s: %lld threadgroups (sequences or chunks, times NH and column tiles) are too many for "
+                           "one launch", FN, (long long)c->groups);
     alloy_launch *l = NULL;
     alloy_status st = alloy_launch_new(&l);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", r->dt);
@@ -203,10 +205,12 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     }
     const char *env = getenv("ALLOY_MLSTM_WINDOW_BYTES"); /* smaller windows: tests */
     const int64_t budget = env && atoll(env) > 0 ? atoll(env) : SPLIT_WINDOW_BYTES;
-    int64_t units = (nslots + unit - 1) / unit, per = budget / (slot_bytes * unit);
-    if (per < 1) per = 1;
+    /* windows of at most `per` units, as even as whole units allow; at least
+     * one window (phase 1 also writes the final states when S = 0) */
+    const int64_t units = (nslots + unit - 1) / unit, fit = budget / (slot_bytes * unit);
+    const int64_t per = fit > 0 ? fit : 1;
     const int64_t nwin = units > per ? (units + per - 1) / per : 1;
-    const int64_t WN = (units + nwin - 1) / nwin * unit > 0 ? (units + nwin - 1) / nwin * unit : 1;
+    const int64_t WN = units > 0 ? (units + nwin - 1) / nwin * unit : 1;
 
     alloy_device *dev = alloy_array_device(oh);
     alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};

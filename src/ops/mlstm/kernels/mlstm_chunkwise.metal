@@ -64,9 +64,10 @@
 // and its slots), int CARRY (phase 1 starts from C_out, n_out, m_out), float scale
 // (DHQK^-1/2), float eps. Inputs absent (no initial state, no cu, no state
 // outputs) are bound to any array and never touched.
-// Launch: grid = (NSEQ * NH * VT * 256, 1, 1), threadgroup = (256, 1, 1),
-// threadgroup memory = the bytes alloy_mlstm_chunkwise_smem computes
-// (chunkwise.c), laid out as below.
+// Launch: FUSED grid = (NSEQ * NH * VT * 256, 1, 1), threadgroup = (256, 1, 1);
+// PHASE 1 NSEQ * NH * KT * VT and PHASE 2 WN * NH threadgroups of (128, 1, 1);
+// threadgroup memory = the bytes chunkwise.c computes for each branch, laid
+// out as in the branches below.
 //! name: alloy_mlstm_chunkwise
 //! inputs: q k v i f C0 n0 m0 cu
 //! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk
@@ -377,12 +378,43 @@ METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int L
     SUF[r0] = suf + u[1];
     return mc_lane(m, 31u);
 }
+/* The raw gates mc_gates_simd takes: lane l's rows 2l and 2l + 1 of the
+ * chunk at token tb with n rows (0 past them). */
+template <class TT>
+METAL_FUNC void mc_gates_raw(const device TT *f, const device TT *i, long tb, int n, uint lane, thread float &fp0,
+                             thread float &fp1, thread float &ip0, thread float &ip1) {
+    const int r = 2 * int(lane);
+    fp0 = r < n ? float(f[tb + r]) : 0.0f;
+    ip0 = r < n ? float(i[tb + r]) : 0.0f;
+    fp1 = r + 1 < n ? float(f[tb + r + 1]) : 0.0f;
+    ip1 = r + 1 < n ? float(i[tb + r + 1]) : 0.0f;
+}
+/* The split path's phase 1, one SIMD group: the state update's weights of
+ * a chunk of Lc rows from mp — wj[j] = w_j (0 past Lc), sc[0] = e_last,
+ * sc[1] = the chunk's last m, which it returns. */
+METAL_FUNC float mc_update_weights(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
+                                   threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
+                                   threadgroup float *PRE, threadgroup float *SUF, threadgroup float *wj,
+                                   threadgroup float *sc) {
+    float total;
+    const float m = mc_gates_simd(fp0, fp1, ip0, ip1, Lc, mp, lane, U, IA, MR, PRE, SUF, total);
+    for (int e = 0; e < 2; e++) {
+        const int r = 2 * int(lane) + e;
+        wj[r] = r < Lc ? exp(IA[r] + SUF[r]) : 0.0f;
+    }
+    if (lane == 0) {
+        sc[0] = exp(total);
+        sc[1] = m;
+    }
+    return m;
+}
 /* dst[r * ld + c] = src[r * sld + c] for r < ROWS, c < COLS (a tile of a
  * row-major matrix in device memory), zero where r >= nr or c >= nc. VEC
  * (CUDA only; rows 16-byte aligned, nc a multiple of 16 bytes' elements):
  * 16-byte cp.async for the whole tile, all in flight at once, committed as
- * one group that mc_wait_copies waits for (the caller's barrier follows);
- * otherwise element by element, done on return. */
+ * one group that mc_wait_copies waits for (the caller's barrier follows) —
+ * or, COMMIT false, left for the caller's next commit to join; otherwise
+ * element by element, done on return. */
 template <class TT, int ROWS, int COLS, int NTH, bool V, bool COMMIT = true>
 METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
 #if defined(ALLOY_BACKEND_CUDA)
@@ -491,7 +523,6 @@ if constexpr (PHASE == 1) {
 
     // the starting state: the carry (later windows), the given one, or zeros
     float cst[CPW][4];
-    float mp = 0.0f;
     #pragma unroll
     for (int u = 0; u < CPW; u++) {
         #pragma unroll
@@ -511,40 +542,27 @@ if constexpr (PHASE == 1) {
             cst[u][e] = x;
         }
     }
-    mp = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
+    float mp = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
     for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     // The gates run a chunk ahead on SIMD group 0 (they need only the gates
-    // and the previous m), overlapping the other groups' products: slot
-    // cur of WJ (the update's weights w_j) and SC (e_last, the chunk's last m)
-    // is this chunk's, slot cur ^ 1 the next one's.
+    // and the previous m), overlapping the other groups' products: buffer buf
+    // of WJ (the update's weights w_j) and SC (e_last, the chunk's last m) is
+    // this chunk's, buf ^ 1 the next one's.
     float fp0 = 0.0f, fp1 = 0.0f, ip0 = 0.0f, ip1 = 0.0f;   // SIMD group 0: raw gates of the chunk to come
     float mg = mp;                                          // SIMD group 0: m before that chunk
-    const int lr = 2 * int(lane);
     if (ca < cb) {
         const long tb = tokbase + long(ca) * L;
         const int Lc = min(L, len - ca * L);
         mc_load_async<T, L, DS, NT1, VEC, false>(KS, LDK, k + tb * DHQK + k0, DHQK, Lc, DHQK - k0, tid);
         mc_load_async<T, L, TV, NT1, VEC>(VS, LDV, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
     }
-    if (warp == 0 && ca < cb) {   // the first chunk's gates
-        const int c = ca;
-        const long tb = tokbase + long(c) * L;
-        const int Lc = min(L, len - c * L);
-        if (lr < Lc) { fp0 = float(f[tb + lr]); ip0 = float(i[tb + lr]); }
-        if (lr + 1 < Lc) { fp1 = float(f[tb + lr + 1]); ip1 = float(i[tb + lr + 1]); }
-        float total;
-        mg = mc_gates_simd(fp0, fp1, ip0, ip1, Lc, mg, lane, U, IA, MR, PRE, SUF, total);
-        for (int e = 0; e < 2; e++) WJ[lr + e] = lr + e < Lc ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
-        if (lane == 0) { SC[0] = exp(total); SC[1] = mg; }
-        if (c + 1 < cb) {
-            const int ln = min(L, len - (c + 1) * L);
-            fp0 = lr < ln ? float(f[tb + L + lr]) : 0.0f;
-            ip0 = lr < ln ? float(i[tb + L + lr]) : 0.0f;
-            fp1 = lr + 1 < ln ? float(f[tb + L + lr + 1]) : 0.0f;
-            ip1 = lr + 1 < ln ? float(i[tb + L + lr + 1]) : 0.0f;
-        }
+    if (warp == 0 && ca < cb) {   // the first chunk's gates, and the raw gates of the next
+        const long tb = tokbase + long(ca) * L;
+        mc_gates_raw(f, i, tb, min(L, len - ca * L), lane, fp0, fp1, ip0, ip1);
+        mg = mc_update_weights(fp0, fp1, ip0, ip1, min(L, len - ca * L), mg, lane, U, IA, MR, PRE, SUF, WJ, SC);
+        if (ca + 1 < cb) mc_gates_raw(f, i, tb + L, min(L, len - (ca + 1) * L), lane, fp0, fp1, ip0, ip1);
     }
     for (int c = ca; c < cb; c++) {
         const int buf = (c - ca) & 1;
@@ -602,23 +620,9 @@ if constexpr (PHASE == 1) {
             for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[jj]);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (warp == 0 && c + 1 < cb) {   // the next chunk's gates, while the products run
-            const int ln = min(L, len - (c + 1) * L);
-            threadgroup float *wn = WJ + (buf ^ 1) * 64;
-            float total;
-            mg = mc_gates_simd(fp0, fp1, ip0, ip1, ln, mg, lane, U, IA, MR, PRE, SUF, total);
-            for (int e = 0; e < 2; e++) wn[lr + e] = lr + e < ln ? exp(IA[lr + e] + SUF[lr + e]) : 0.0f;
-            if (lane == 0) {
-                SC[(buf ^ 1) * 4] = exp(total);
-                SC[(buf ^ 1) * 4 + 1] = mg;
-            }
-            if (c + 2 < cb) {
-                const int l2 = min(L, len - (c + 2) * L);
-                const long t2 = tb + 2 * L;
-                fp0 = lr < l2 ? float(f[t2 + lr]) : 0.0f;
-                ip0 = lr < l2 ? float(i[t2 + lr]) : 0.0f;
-                fp1 = lr + 1 < l2 ? float(f[t2 + lr + 1]) : 0.0f;
-                ip1 = lr + 1 < l2 ? float(i[t2 + lr + 1]) : 0.0f;
-            }
+            mg = mc_update_weights(fp0, fp1, ip0, ip1, min(L, len - (c + 1) * L), mg, lane, U, IA, MR, PRE, SUF,
+                                   WJ + (buf ^ 1) * 64, SC + (buf ^ 1) * 4);
+            if (c + 2 < cb) mc_gates_raw(f, i, tb + 2 * L, min(L, len - (c + 2) * L), lane, fp0, fp1, ip0, ip1);
         }
         const float decay = sc[0];
         mp = sc[1];
@@ -723,10 +727,8 @@ if constexpr (PHASE == 1) {
     }
     // the gates (SIMD group 0), from the m stored before the chunk
     if (warp == 0) {
-        const int r = 2 * int(lane);
-        const float fp0 = r < Lc ? float(f[tb + r]) : 0.0f, ip0 = r < Lc ? float(i[tb + r]) : 0.0f;
-        const float fp1 = r + 1 < Lc ? float(f[tb + r + 1]) : 0.0f, ip1 = r + 1 < Lc ? float(i[tb + r + 1]) : 0.0f;
-        float total;
+        float fp0, fp1, ip0, ip1, total;
+        mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
         mc_gates_simd(fp0, fp1, ip0, ip1, Lc, float(m_chunk[wsx]), lane, U, IA, MR, PRE, SUF, total);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -847,7 +849,8 @@ if constexpr (PHASE == 1) {
                         device T *dst = h + (tb + r) * DHHV + col;
                         if constexpr (sizeof(T) == 2 && VEC) {
                             if (col < DHHV)
-                                *(device uint *)dst = mc_pack2<T>(hacc[u][2 * hf] * inv[hf], hacc[u][2 * hf + 1] * inv[hf]);
+                                *(device uint *)dst =
+                                    mc_pack2<T>(hacc[u][2 * hf] * inv[hf], hacc[u][2 * hf + 1] * inv[hf]);
                         } else {
                             if (col < DHHV) dst[0] = T(hacc[u][2 * hf] * inv[hf]);
                             if (col + 1 < DHHV) dst[1] = T(hacc[u][2 * hf + 1] * inv[hf]);
