@@ -143,6 +143,14 @@ static void test_mlstm_shapes(void) {
     both(1, 1, 1, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=1 D=1 f32");
 }
 
+static void test_mlstm_wide_batches(void) {
+    /* batches of 512+ heads: the step's 16-byte columns (DHHV % 4 == 0: a
+     * whole tile, a tail tile of 4 columns), and DHHV % 4 != 0 beside them */
+    both(64, 8, 3, 5, 12, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "wide D=5/12");
+    both(40, 13, 2, 9, 132, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 0, 2, "wide D=9/132");
+    both(40, 13, 2, 3, 130, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "wide D=3/130");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -245,6 +253,7 @@ int main(void) {
     RUN(test_mlstm_errors);
     RUN(test_mlstm_empty);
     RUN(test_mlstm_shapes);
+    RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

@@ -7,7 +7,9 @@
  * paper's shape (NH = 16, DHQK = 128, DHHV = 256), and a packed batch of 64
  * sequences of random lengths 1..2048 (cu_seqlens) next to one dense batch of
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
- * float32 state updated in place) at B = 1, 16, 256 and 1024; the backward
+ * float32 state updated in place) at B = 1, 16, 256 and 1024, and with the
+ * new states into other arrays ("new states": one launch) at B = 1 and 1024;
+ * the backward
  * and forward+backward rows are cmd_bench_mlstm_bwd.c's. --quick: small
  * shapes only (the CPU's rows).
  *
@@ -60,13 +62,16 @@ typedef struct st_size {
     const char *label;
     int64_t B, NH, DK, DV;
     int quick;
+    int fresh; /* the new states into other arrays (one launch) instead of in place (two) */
 } st_size;
 
 static const st_size ST_SIZES[] = {
-    {"step bf16 7B", 1, 8, 256, 512, 1},
-    {"step bf16 7B", 16, 8, 256, 512, 0},
-    {"step bf16 7B", 256, 8, 256, 512, 0},
-    {"step bf16 7B", 1024, 8, 256, 512, 0},
+    {"step bf16 7B", 1, 8, 256, 512, 1, 0},
+    {"step bf16 7B", 16, 8, 256, 512, 0, 0},
+    {"step bf16 7B", 256, 8, 256, 512, 0, 0},
+    {"step bf16 7B", 1024, 8, 256, 512, 0, 0},
+    {"step bf16 7B new states", 1, 8, 256, 512, 1, 1},
+    {"step bf16 7B new states", 1024, 8, 256, 512, 0, 1},
 };
 
 /* ---- the float64 reference ------------------------------------------------------ */
@@ -225,12 +230,13 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
 
 typedef struct st_ctx {
     alloy_array *q, *k, *v, *i, *f, *c, *n, *m, *h;
+    alloy_array *co, *no, *mo; /* the new states: c, n, m themselves or other arrays */
     alloy_stream *s;
 } st_ctx;
 
 static int run_step(void *p) {
     st_ctx *x = p;
-    alloy_array *h = x->h, *c = x->c, *n = x->n, *m = x->m;
+    alloy_array *h = x->h, *c = x->co, *n = x->no, *m = x->mo;
     return alloy_mlstm_step(x->q, x->k, x->v, x->i, x->f, x->c, x->n, x->m, 1e-6, x->s, &h, &c, &n, &m) != ALLOY_OK;
 }
 
@@ -266,6 +272,13 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
         if (st == ALLOY_OK) st = alloy_array_fill(x.c, 0);
         if (st == ALLOY_OK) st = alloy_array_fill(x.n, 0);
         if (st == ALLOY_OK) st = alloy_array_fill(x.m, 0);
+        x.co = x.c, x.no = x.n, x.mo = x.m;
+        if (z->fresh) {
+            x.co = x.no = x.mo = NULL;
+            if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, sc, &x.co);
+            if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sqk, &x.no);
+            if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sg, &x.mo);
+        }
         double t = -1;
         /* the state traffic: C and n read and written, float32 */
         const double bytes = 8.0 * (double)(B * NH) * (double)(DK * DV + DK);
@@ -288,6 +301,7 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
             printf("%-26s %-30s %9.4f ms %8.1f GB/s\n", z->label, size, t * 1e3, bytes / t / 1e9);
         }
         fflush(stdout);
+        if (z->fresh) alloy_array_free(x.co), alloy_array_free(x.no), alloy_array_free(x.mo);
         alloy_array *all[] = {x.q, x.k, x.v, x.i, x.f, x.h, x.c, x.n, x.m};
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
         free(hq), free(hk), free(hv), free(hg);

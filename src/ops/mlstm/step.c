@@ -1,14 +1,14 @@
 /* step.c — alloy_mlstm_step (alloy/mlstm.h): one recurrent mLSTM step for
  * B sequences, the decoding loop's kernel.
  *
- * Two launches on the caller's stream, nothing waits for the device:
- * mlstm_step (C' and h: one threadgroup per (sequence, head, 32 columns of
- * C), coalesced over DHHV; it reads n and m but does not write them) and
- * mlstm_step_nm (n' and m': one threadgroup per (sequence, head)). The split
- * is what makes the in-place update safe: a threadgroup of the first launch
- * never sees a state another one has already overwritten. The same kernels
- * run on every backend; sizes, scale and eps are launch constants, so a new
- * shape or eps never recompiles. */
+ * One launch on the caller's stream when the new n and m go to other arrays
+ * than the old ones, two when they are updated in place; nothing waits for
+ * the device. mlstm_step computes C' and h (one threadgroup per (sequence,
+ * head, 32 or 128 columns of C), coalesced over DHHV) and, into other arrays,
+ * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
+ * (sequence, head)) after every threadgroup of the first launch has read the
+ * old ones. The same kernels run on every backend; sizes, scale and eps are
+ * launch constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
 
@@ -20,6 +20,15 @@ static const char STEP_FILE[] = "src/ops/mlstm/kernels/mlstm_step.metal";
 static const char NM_FILE[] = "src/ops/mlstm/kernels/mlstm_step_nm.metal";
 
 static const char FN[] = "alloy_mlstm_step";
+
+/* Whether a's and b's bytes share any address (an output over its input). */
+static int overlaps(alloy_array *a, alloy_array *b) {
+    const uintptr_t pa = (uintptr_t)alloy_array_data(a), pb = (uintptr_t)alloy_array_data(b);
+    const uintptr_t na = (uintptr_t)alloy_array_nbytes(a), nb = (uintptr_t)alloy_array_nbytes(b);
+    return pa < pb + nb && pb < pa + na;
+}
+
+static int aligned16(alloy_array *a) { return (uintptr_t)alloy_array_data(a) % 16 == 0; }
 
 alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                               alloy_array *c, alloy_array *n, alloy_array *m, double eps, alloy_stream *stream,
@@ -44,8 +53,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
     if ((st = alloy_mlstm_check(FN, "c", c, dev, ALLOY_FLOAT32, 4, s_c)) != ALLOY_OK) return st;
     if ((st = alloy_mlstm_check(FN, "n", n, dev, ALLOY_FLOAT32, 3, s_qk)) != ALLOY_OK) return st;
     if ((st = alloy_mlstm_check(FN, "m", m, dev, ALLOY_FLOAT32, 3, s_g)) != ALLOY_OK) return st;
-    const int64_t BH = B * NH, tiles = (DHHV + 31) / 32;
-    if (BH > 0 && BH * tiles > (int64_t)(UINT32_MAX / 32))
+    const int64_t BH = B * NH;
+    if (BH > 0 && BH * ((DHHV + 31) / 32) > (int64_t)(UINT32_MAX / 32))
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: B * NH = %lld is too large for one launch", FN,
                            (long long)BH);
 
@@ -60,36 +69,48 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
     if (st == ALLOY_OK) st = alloy_catalog_kernel(STEP_FILE, &ks);
     if (st == ALLOY_OK) st = alloy_catalog_kernel(NM_FILE, &kn);
     if (st == ALLOY_OK && BH > 0) {
+        /* n' and m' in this launch unless they overwrite n and m; 16-byte
+         * columns (W = 4) when aligned and the batch gives enough threadgroups,
+         * else one column per lane and 32 rows of threads (one sequence's
+         * state spread over the GPU) */
+        const int nm = !overlaps(on, n) && !overlaps(om, m);
+        const int w4 = DHHV % 4 == 0 && aligned16(c) && aligned16(oc) && BH * ((DHHV + 127) / 128) >= 512;
+        const int64_t W = w4 ? 4 : 1, RY = w4 ? 8 : 32, tiles = (DHHV + 32 * W - 1) / (32 * W);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
-        /* C' and h */
+        /* C' and h (and n', m') */
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", W);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RY", RY);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * tiles * 32), 8, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * tiles * 32), (uint32_t)RY, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHHV", ALLOY_INT32, DHHV);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tiles", ALLOY_INT32, tiles);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
-        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[2] = {NULL, NULL};
+        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[4] = {NULL, NULL, NULL, NULL};
         if (st == ALLOY_OK) st = alloy_kernel_apply(ks, 8, ins, l, stream, res);
-        alloy_array_free(res[0]);
-        alloy_array_free(res[1]);
-        /* n' and m' (after every reader of n and m above) */
-        if (st == ALLOY_OK) st = alloy_launch_reset(l);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * 128), 1, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
-        alloy_array *ins2[5] = {k, i, f, n, m};
-        res[0] = res[1] = NULL;
-        if (st == ALLOY_OK) st = alloy_kernel_apply(kn, 5, ins2, l, stream, res);
-        alloy_array_free(res[0]);
-        alloy_array_free(res[1]);
+        for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
+        if (st == ALLOY_OK && !nm) { /* in place: n' and m' after every reader of n and m above */
+            st = alloy_launch_reset(l);
+            if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
+            if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
+            if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
+            if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * 128), 1, 1);
+            if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
+            alloy_array *ins2[5] = {k, i, f, n, m};
+            res[0] = res[1] = NULL;
+            if (st == ALLOY_OK) st = alloy_kernel_apply(kn, 5, ins2, l, stream, res);
+            alloy_array_free(res[0]);
+            alloy_array_free(res[1]);
+        }
         alloy_launch_free(l);
     }
     if (st != ALLOY_OK) {

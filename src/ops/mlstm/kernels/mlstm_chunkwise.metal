@@ -768,7 +768,9 @@ if constexpr (PHASE == 1) {
         for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
     const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
     mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
-    // P = S scale w (T), and its row sums as rounded
+    // P = S scale w (T); its row sums in float32, before rounding: when q^ . n
+    // cancels the row sum nearly away, sums of rounded P would leave a
+    // denominator of rounding error alone
     float rs[2] = {0.0f, 0.0f};
     #pragma unroll
     for (int u = 0; u < KTL; u++) {
@@ -787,7 +789,7 @@ if constexpr (PHASE == 1) {
                 p = sacc[u][e] * scale * exp(lw);
             }
             const T pt = T(p);
-            rs[e >> 1] += float(pt);
+            rs[e >> 1] += p;
             if (r0 < L) PS[r * LDP + j] = pt;
         }
     }

@@ -1,80 +1,124 @@
 // mlstm_step: one recurrent step of the mLSTM cell (mLSTMexp) for every
-// (batch, head): the matrix state C and the output h. n and m are only read
-// here (mlstm_step_nm writes their new values in a second launch, so a state
-// updated in place is never read after it was overwritten).
+// (batch, head): the matrix state C and the output h, and, with NM, n and m.
 //   lf = logsigmoid(f), m' = max(lf + m, i), fa = exp(lf + m - m'), ia = exp(i - m')
 //   C' = fa C + ia k v^T,  n' = fa n + ia k,  q^ = q DHQK^-1/2
 //   h  = (q^ C') / (max(|q^ . n'|, exp(-m')) + eps)
 //   q, k (BH, DHQK), v (BH, DHHV), i, f (BH) of T; C (BH, DHQK, DHHV), n (BH, DHQK),
-//   m (BH) float32 -> h (BH, DHHV) of T, C_out (BH, DHQK, DHHV) float32 (may be C itself).
-// One threadgroup of 32 x 8 threads per (b*NH + head, tile of 32 columns of C):
-// thread (x, y) owns column tile*32 + x and the rows y, y + 8, ... of it, so a
-// row of 32 columns is one coalesced 128-byte access; the 8 partial sums of
-// q^ . C' meet in threadgroup memory. q^ . n' is reduced by the whole group.
-// Every thread reaches every barrier (no early return). fp32 state and sums.
-// Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV/32)),
-// float scale (DHQK^-1/2), float eps. Template: T (the input dtype).
-// Launch: grid = (BH * tiles * 32, 8, 1), threadgroup = (32, 8, 1).
+//   m (BH) float32 -> h (BH, DHHV) of T, C_out (BH, DHQK, DHHV) float32 (may be
+//   C itself), n_out (BH, DHQK), m_out (BH) float32.
+// Every threadgroup of a head reads n and m, so they are written here (NM: by
+// the head's first column tile) only when n_out and m_out are other arrays;
+// updated in place, mlstm_step_nm writes them in a second launch, after every
+// reader.
+// One threadgroup of 32 x RY threads per (b*NH + head, tile of 32 W columns):
+// lane x owns columns tile*32W + Wx .. + W-1 (W = 4: one 16-byte access, so a
+// row of the tile is one 512-byte access; W = 1 spreads a small batch over
+// more threadgroups) and the rows y, y + RY, ...; each thread issues the
+// loads of eight rows before it stores any (C_out may be C: each element is
+// read before its own thread writes it), so RY = 32 keeps 32 KiB in flight
+// per threadgroup — what one sequence's state needs to fill the GPU. The RY
+// partial sums of q^ . C' meet in threadgroup memory. fp32 state and sums.
+// Every thread reaches every barrier (no early return).
+// Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV / (32 W))),
+// float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
+// 4; 4 needs DHHV % 4 == 0 and C, C_out 16-byte aligned), RY (rows of
+// threads: 8 or 32), NM (write n' and m').
+// Launch: grid = (BH * tiles * 32, RY, 1), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
-//! outputs: h C_out
+//! outputs: h C_out n_out m_out
 //! template: T=float32
+//! template: W=1
+//! template: RY=8
+//! template: NM=false
+//! header:
+// W consecutive floats at p (16-byte aligned when W = 4), and back
+template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
+    if constexpr (WW == 4) {
+        const float4 x = *(const device float4 *)p;
+        o[0] = x.x, o[1] = x.y, o[2] = x.z, o[3] = x.w;
+    } else {
+        for (int e = 0; e < WW; e++) o[e] = p[e];
+    }
+}
+template <int WW> METAL_FUNC void st_store(device float *p, const thread float *o) {
+    if constexpr (WW == 4) {
+        *(device float4 *)p = float4(o[0], o[1], o[2], o[3]);
+    } else {
+        for (int e = 0; e < WW; e++) p[e] = o[e];
+    }
+}
 //! body:
+constexpr int NT = 32 * RY, RB = 8;   // threads; rows loaded before the first store
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
 const long bh = grp / tiles;
-const int col = int(grp % tiles) * 32 + tx;
-threadgroup float part[8][33];
-threadgroup float qn_part[256];
+const int tile = int(grp % tiles), col = tile * 32 * W + W * tx;
+threadgroup float part[RY][32 * W + 1];
+threadgroup float qn_part[NT / 32];
 const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
 const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
 const float m_new = max(lf + m_old, ip);
 const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
 const long qo = bh * long(DHQK);
-// q^ . n' over the whole group
+// q^ . n' over the whole group (and n' itself, by the first tile, with NM)
 float qn = 0.0f;
-for (int j = tid; j < DHQK; j += 256) qn += float(q[qo + j]) * scale * (fa * n[qo + j] + ia * float(k[qo + j]));
-qn_part[tid] = qn;
-// this thread's column of C' and its part of q^ . C'
-float acc = 0.0f;
+for (int j = tid; j < DHQK; j += NT) {
+    const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
+    qn += float(q[qo + j]) * scale * nn;
+    if (NM && tile == 0) n_out[qo + j] = nn;
+}
+qn = simd_sum(qn);
+if (tx == 0) qn_part[ty] = qn;
+if (NM && tile == 0 && tid == 0) m_out[bh] = m_new;
+// this thread's W columns of C' and its part of q^ . C'
+float acc[W];
+for (int e = 0; e < W; e++) acc[e] = 0.0f;
 if (col < DHHV) {
-    const float ia_v = ia * float(v[bh * long(DHHV) + col]);
+    const int wl = min(W, DHHV - col);   // W = 1 or DHHV % 4 == 0: wl == W
+    float ia_v[W];
+    for (int e = 0; e < W; e++) ia_v[e] = e < wl ? ia * float(v[bh * long(DHHV) + col + e]) : 0.0f;
     const long co = bh * long(DHQK) * long(DHHV) + col;
-    // eight rows' loads issued before any store: at B = 1 each SM holds one
-    // threadgroup, and C_out may be C (in place), so a store could not be
-    // passed by the next row's load and the step would wait on memory
-    // latency DHQK / 8 times; each element is still read before this thread
-    // writes it
-    for (int j0 = ty; j0 < DHQK; j0 += 64) {
-        float cv[8], kv[8], qv[8];
+    for (int j0 = ty; j0 < DHQK; j0 += RB * RY) {
+        float cv[RB][W], kv[RB], qv[RB];
         #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int j = j0 + 8 * u;
-            cv[u] = j < DHQK ? C[co + long(j) * DHHV] : 0.0f;
-            kv[u] = j < DHQK ? float(k[qo + j]) : 0.0f;
-            qv[u] = j < DHQK ? float(q[qo + j]) : 0.0f;
+        for (int u = 0; u < RB; u++) {
+            const int j = j0 + RY * u;
+            if (j < DHQK) {
+                st_load<W>(C + co + long(j) * DHHV, cv[u]);
+                kv[u] = float(k[qo + j]);
+                qv[u] = float(q[qo + j]) * scale;
+            } else {
+                for (int e = 0; e < W; e++) cv[u][e] = 0.0f;
+                kv[u] = qv[u] = 0.0f;
+            }
         }
         #pragma unroll
-        for (int u = 0; u < 8; u++) {
-            const int j = j0 + 8 * u;
+        for (int u = 0; u < RB; u++) {
+            const int j = j0 + RY * u;
             if (j < DHQK) {
-                const float c_new = fa * cv[u] + ia_v * kv[u];
-                C_out[co + long(j) * DHHV] = c_new;
-                acc += qv[u] * scale * c_new;
+                float cn[W];
+                for (int e = 0; e < W; e++) {
+                    cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
+                    acc[e] += qv[u] * cn[e];
+                }
+                st_store<W>(C_out + co + long(j) * DHHV, cn);
             }
         }
     }
 }
-part[ty][tx] = acc;
+for (int e = 0; e < W; e++) part[ty][W * tx + e] = acc[e];
 threadgroup_barrier(mem_flags::mem_threadgroup);
-for (int s = 128; s > 0; s >>= 1) {
-    if (tid < s) qn_part[tid] += qn_part[tid + s];
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-}
-if (ty == 0 && col < DHHV) {
-    float num = 0.0f;
-    for (int r = 0; r < 8; r++) num += part[r][tx];
-    const float den = max(fabs(qn_part[0]), exp(-m_new)) + eps;
-    h[bh * long(DHHV) + col] = T(num / den);
+if (ty == 0) {
+    float qs = 0.0f;
+    for (int r = 0; r < NT / 32; r++) qs += qn_part[r];
+    const float den = max(fabs(qs), exp(-m_new)) + eps;
+    for (int e = 0; e < W; e++) {
+        if (col + e < DHHV) {
+            float num = 0.0f;
+            for (int r = 0; r < RY; r++) num += part[r][W * tx + e];
+            h[bh * long(DHHV) + col + e] = T(num / den);
+        }
+    }
 }
