@@ -71,11 +71,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
     if (st == ALLOY_OK && BH > 0) {
         /* n' and m' in this launch unless they overwrite n and m; 16-byte
          * columns (W = 4) when aligned and the batch gives enough threadgroups,
-         * else one column per lane and 32 rows of threads (one sequence's
+         * else one column per lane and 16 rows of threads (one sequence's
          * state spread over the GPU) */
         const int nm = !overlaps(on, n) && !overlaps(om, m);
         const int w4 = DHHV % 4 == 0 && aligned16(c) && aligned16(oc) && BH * ((DHHV + 127) / 128) >= 512;
-        const int64_t W = w4 ? 4 : 1, RY = w4 ? 8 : 32, tiles = (DHHV + 32 * W - 1) / (32 * W);
+        const int64_t W = w4 ? 4 : 1, RY = w4 ? 8 : 16, tiles = (DHHV + 32 * W - 1) / (32 * W);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         /* C' and h (and n', m') */

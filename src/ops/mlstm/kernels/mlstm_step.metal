@@ -14,15 +14,17 @@
 // lane x owns columns tile*32W + Wx .. + W-1 (W = 4: one 16-byte access, so a
 // row of the tile is one 512-byte access; W = 1 spreads a small batch over
 // more threadgroups) and the rows y, y + RY, ...; each thread issues the
-// loads of eight rows before it stores any (C_out may be C: each element is
-// read before its own thread writes it), so RY = 32 keeps 32 KiB in flight
-// per threadgroup — what one sequence's state needs to fill the GPU. The RY
+// loads of RB rows (W = 1: 16, else 8) before it stores any (C_out may be C:
+// each element is read before its own thread writes it), so W = 1 with
+// RY = 16 keeps 32 KiB in flight per threadgroup — what one sequence's state
+// needs to fill the GPU — and the first batch's loads go out with the gates'
+// and n's. The RY
 // partial sums of q^ . C' meet in threadgroup memory. fp32 state and sums.
 // Every thread reaches every barrier (no early return).
 // Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV / (32 W))),
 // float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
 // 4; 4 needs DHHV % 4 == 0 and C, C_out 16-byte aligned), RY (rows of
-// threads: 8 or 32), NM (write n' and m').
+// threads: 8 or 16), NM (write n' and m').
 // Launch: grid = (BH * tiles * 32, RY, 1), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
@@ -48,23 +50,57 @@ template <int WW> METAL_FUNC void st_store(device float *p, const thread float *
         for (int e = 0; e < WW; e++) p[e] = o[e];
     }
 }
+// One batch of a thread's rows j0, j0 + RY, ... (RB of them): C's W columns,
+// k and q^ of each row, all loads issued together; zeros past DHQK or with
+// !live (columns past DHHV).
+template <class TT, int WW, int RBB, int RYY>
+METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK, int j0, bool live,
+                             const device TT *k, const device TT *q, long qo, float scale, thread float (*cv)[WW],
+                             thread float *kv, thread float *qv) {
+    #pragma unroll
+    for (int u = 0; u < RBB; u++) {
+        const int j = j0 + RYY * u;
+        if (live && j < DHQK) {
+            st_load<WW>(C + co + long(j) * DHHV, cv[u]);
+            kv[u] = float(k[qo + j]);
+            qv[u] = float(q[qo + j]) * scale;
+        } else {
+            for (int e = 0; e < WW; e++) cv[u][e] = 0.0f;
+            kv[u] = qv[u] = 0.0f;
+        }
+    }
+}
 //! body:
-constexpr int NT = 32 * RY, RB = 8;   // threads; rows loaded before the first store
+constexpr int NT = 32 * RY, RB = W == 1 ? 16 : 8;   // threads; rows loaded before the first store
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
 const long bh = grp / tiles;
 const int tile = int(grp % tiles), col = tile * 32 * W + W * tx;
+const bool live = col < DHHV;
+const int wl = live ? min(W, DHHV - col) : 0;   // W = 1 or DHHV % 4 == 0: wl == W when live
+const long qo = bh * long(DHQK), co = bh * long(DHQK) * long(DHHV) + col;
 threadgroup float part[RY][32 * W + 1];
 threadgroup float qn_part[NT / 32];
+// every load of the first batch at once, before any arithmetic (at B = 1
+// the step is a few memory round trips: the first one carries all of them)
+float cv[RB][W], kv[RB], qv[RB], vv[W];
+st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
+for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+const float n0 = tid < DHQK ? n[qo + tid] : 0.0f, k0 = tid < DHQK ? float(k[qo + tid]) : 0.0f;
+const float q0 = tid < DHQK ? float(q[qo + tid]) : 0.0f;
 const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
 const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
 const float m_new = max(lf + m_old, ip);
 const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
-const long qo = bh * long(DHQK);
 // q^ . n' over the whole group (and n' itself, by the first tile, with NM)
 float qn = 0.0f;
-for (int j = tid; j < DHQK; j += NT) {
+if (tid < DHQK) {
+    const float nn = fa * n0 + ia * k0;
+    qn = q0 * scale * nn;
+    if (NM && tile == 0) n_out[qo + tid] = nn;
+}
+for (int j = tid + NT; j < DHQK; j += NT) {
     const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
     qn += float(q[qo + j]) * scale * nn;
     if (NM && tile == 0) n_out[qo + j] = nn;
@@ -72,53 +108,34 @@ for (int j = tid; j < DHQK; j += NT) {
 qn = simd_sum(qn);
 if (tx == 0) qn_part[ty] = qn;
 if (NM && tile == 0 && tid == 0) m_out[bh] = m_new;
-// this thread's W columns of C' and its part of q^ . C'
-float acc[W];
-for (int e = 0; e < W; e++) acc[e] = 0.0f;
-if (col < DHHV) {
-    const int wl = min(W, DHHV - col);   // W = 1 or DHHV % 4 == 0: wl == W
-    float ia_v[W];
-    for (int e = 0; e < W; e++) ia_v[e] = e < wl ? ia * float(v[bh * long(DHHV) + col + e]) : 0.0f;
-    const long co = bh * long(DHQK) * long(DHHV) + col;
-    for (int j0 = ty; j0 < DHQK; j0 += RB * RY) {
-        float cv[RB][W], kv[RB], qv[RB];
-        #pragma unroll
-        for (int u = 0; u < RB; u++) {
-            const int j = j0 + RY * u;
-            if (j < DHQK) {
-                st_load<W>(C + co + long(j) * DHHV, cv[u]);
-                kv[u] = float(k[qo + j]);
-                qv[u] = float(q[qo + j]) * scale;
-            } else {
-                for (int e = 0; e < W; e++) cv[u][e] = 0.0f;
-                kv[u] = qv[u] = 0.0f;
+// this thread's W columns of C' and its part of q^ . C', batch by batch
+// (C_out may be C: each element is read before its own thread writes it)
+float acc[W], ia_v[W];
+for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
+for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
+    if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
+    #pragma unroll
+    for (int u = 0; u < RB; u++) {
+        const int j = j0 + RY * u;
+        if (j < DHQK) {
+            float cn[W];
+            for (int e = 0; e < W; e++) {
+                cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
+                acc[e] += qv[u] * cn[e];
             }
-        }
-        #pragma unroll
-        for (int u = 0; u < RB; u++) {
-            const int j = j0 + RY * u;
-            if (j < DHQK) {
-                float cn[W];
-                for (int e = 0; e < W; e++) {
-                    cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
-                    acc[e] += qv[u] * cn[e];
-                }
-                st_store<W>(C_out + co + long(j) * DHHV, cn);
-            }
+            st_store<W>(C_out + co + long(j) * DHHV, cn);
         }
     }
 }
 for (int e = 0; e < W; e++) part[ty][W * tx + e] = acc[e];
 threadgroup_barrier(mem_flags::mem_threadgroup);
-if (ty == 0) {
+if (ty == 0 && live) {
     float qs = 0.0f;
     for (int r = 0; r < NT / 32; r++) qs += qn_part[r];
     const float den = max(fabs(qs), exp(-m_new)) + eps;
-    for (int e = 0; e < W; e++) {
-        if (col + e < DHHV) {
-            float num = 0.0f;
-            for (int r = 0; r < RY; r++) num += part[r][W * tx + e];
-            h[bh * long(DHHV) + col + e] = T(num / den);
-        }
+    for (int e = 0; e < wl; e++) {
+        float num = 0.0f;
+        for (int r = 0; r < RY; r++) num += part[r][W * tx + e];
+        h[bh * long(DHHV) + col + e] = T(num / den);
     }
 }
