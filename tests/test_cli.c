@@ -569,7 +569,8 @@ static void test_bench_nn_and_mlstm_backward(void) {
 }
 
 /* `alloy bench --once` (for sanitizers): each row's call made once, its
- * float64 check still done; an option it does not know is a usage error. */
+ * float64 check still done, the step rows' copy reference still measured; an
+ * option it does not know is a usage error. */
 static void test_bench_once(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "chunkwise f32"),
@@ -582,6 +583,15 @@ static void test_bench_once(void) {
         if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-4, "error %s", e + 9);
     }
     CHECK_MSG(rows == 1, "%d chunkwise f32 rows in: %s", rows, run_out);
+    CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "step"), 0);
+    rows = 0;
+    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
+        rows++;
+        const char *c = strstr(p, "\"copy_share\": ");
+        CHECK(c != NULL);
+        if (c) CHECK_MSG(strtod(c + 14, NULL) > 0, "copy_share %s", c + 14);
+    }
+    CHECK_MSG(rows == 2, "%d step rows in: %s", rows, run_out);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--twice"), 2);
 }
 

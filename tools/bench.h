@@ -2,10 +2,12 @@
  * driver and matmul; tools/cmd_bench_linalg.c, the factorizations;
  * tools/cmd_bench_mlstm.c and cmd_bench_mlstm_bwd.c, the mLSTM cell;
  * tools/cmd_bench_nn.c, the fused ops): the
- * clock, the timing method, the random fill. */
+ * clock, the timing method, the random fill, the copy reference
+ * (tools/bench_copy.c). */
 #ifndef ALLOY_TOOLS_BENCH_H
 #define ALLOY_TOOLS_BENCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "alloy/alloy.h"
@@ -22,6 +24,34 @@ extern int bench_once;
 
 /* n values uniform in [-1, 1) (xorshift on *state), stored as dt. */
 void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state);
+
+/* The device-to-device copy reference (bench_copy.c): the copy rate for a
+ * byte count, measured once per count in the run. */
+enum { BENCH_COPY_CACHE = 32 };
+typedef struct bench_copy {
+    void *cuda_lib; /* libcuda, loaded on CUDA */
+    /* cuMemcpyDtoDAsync; NULL: unavailable (the CPU, or no driver) */
+    int (*memcpy_dtod)(unsigned long long, unsigned long long, size_t, void *);
+    /* the rates measured so far, by half the byte count (the size copied) */
+    size_t bytes[BENCH_COPY_CACHE];
+    double rate[BENCH_COPY_CACHE], rate_kernel[BENCH_COPY_CACHE], rate_other[BENCH_COPY_CACHE];
+    int n;
+} bench_copy;
+/* Empties *c and on CUDA loads the driver's copy on the device's context.
+ * 1: the driver's copy is available; 0: the copy kernel only (always on the CPU). */
+int bench_copy_init(bench_copy *c, alloy_device *dev);
+void bench_copy_free(bench_copy *c);
+/* The copy rate (bytes read and written per second) for a total of
+ * total_bytes; *kernel_rate and *other_rate the two copies' (other: the
+ * driver's or memcpy; -1 when unavailable). -1 on failure. */
+double bench_copy_rate(bench_copy *c, alloy_device *dev, alloy_stream *s, size_t total_bytes, double *kernel_rate,
+                       double *other_rate);
+/* rate's share of copy_rate as text ("93.1%", "-" without a copy rate) in buf; returns buf. */
+const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t size);
+/* A JSON row's copy members, each followed by ", ": copy_bytes_per_s,
+ * copy_kernel_bytes_per_s, copy_driver_bytes_per_s (copy_memcpy_bytes_per_s
+ * on the CPU) and copy_share (rate / copy_rate, -1 without a copy rate). */
+void bench_copy_json(alloy_device *dev, double rate, double copy_rate, double kernel_rate, double other_rate);
 
 /* `alloy bench linalg`: the batched factorizations (cmd_bench_linalg.c). */
 int bench_linalg(alloy_device *dev, int quick, const char *only, int json);

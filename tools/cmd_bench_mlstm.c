@@ -17,14 +17,16 @@
  * calls around one synchronisation, outputs given so nothing is allocated
  * per call), rate — TFLOP/s by mlstm_kernels' count for the chunkwise form
  * (per token and head 4 DHQK DHHV + L (DHQK + DHHV), mlstm_anchors §3.5), and
- * GB/s of the step's state traffic (C and n read and written, float32) — the
- * time per token (the batch's tokens, all heads: the packed, B = 1 and dense
- * rows compare on it) and the error against a float64 run of the recurrence:
- * max |h - h64| / max |h64| over the first (sequence, head) and its first
- * CHECK_TOKENS tokens (the
- * reference is serial on the host; the kernel's arithmetic is the same for
- * every sequence). There is no peer in C: mlstm_kernels (TFLA) is Triton,
- * timed from Python. */
+ * GB/s of the step's state traffic (C and n read and written, float32:
+ * 8 B NH (DHQK DHHV + DHQK) bytes) with its share of the device-to-device
+ * copy of as many bytes measured in the same run ("% copy": bench_copy.c,
+ * the reference of `alloy bench nn`) — the time per token (the batch's
+ * tokens, all heads: the packed, B = 1 and dense rows compare on it) and
+ * the error against a float64 run of the recurrence: max |h - h64| /
+ * max |h64| over the first (sequence, head) and its first CHECK_TOKENS
+ * tokens (the reference is serial on the host; the kernel's arithmetic is
+ * the same for every sequence). There is no peer in C: mlstm_kernels (TFLA)
+ * is Triton, timed from Python. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -242,6 +244,8 @@ static int run_step(void *p) {
 
 static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char *only, int json) {
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
+    bench_copy copy;
+    bench_copy_init(&copy, dev);
     int failures = 0;
     uint64_t rng = 0x5739u;
     for (size_t zi = 0; zi < sizeof ST_SIZES / sizeof *ST_SIZES; zi++) {
@@ -293,12 +297,20 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
         if (t < 0) {
             fprintf(stderr, "alloy: bench mlstm %s %s: %s\n", z->label, size, alloy_last_error());
             failures++;
-        } else if (json) {
-            printf("{\"op\": \"mlstm\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", \"time_s\": %.6g, "
-                   "\"bytes_per_s\": %.6g, \"peer\": null}\n",
-                   z->label, size, alloy_device_name(dev), t, bytes / t);
         } else {
-            printf("%-26s %-30s %9.4f ms %8.1f GB/s\n", z->label, size, t * 1e3, bytes / t / 1e9);
+            double rk = -1, ro = -1;
+            const double cr = bench_copy_rate(&copy, dev, s, (size_t)bytes, &rk, &ro);
+            if (json) {
+                printf("{\"op\": \"mlstm\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", "
+                       "\"time_s\": %.6g, \"bytes\": %.0f, \"bytes_per_s\": %.6g, ",
+                       z->label, size, alloy_device_name(dev), t, bytes, bytes / t);
+                bench_copy_json(dev, bytes / t, cr, rk, ro);
+                printf("\"peer\": null}\n");
+            } else {
+                char share[16];
+                printf("%-26s %-30s %9.4f ms %8.1f GB/s  %6s copy\n", z->label, size, t * 1e3, bytes / t / 1e9,
+                       bench_copy_share(bytes / t, cr, share, sizeof share));
+            }
         }
         fflush(stdout);
         if (z->fresh) alloy_array_free(x.co), alloy_array_free(x.no), alloy_array_free(x.mo);
@@ -306,6 +318,7 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
         free(hq), free(hk), free(hv), free(hg);
     }
+    bench_copy_free(&copy);
     return failures;
 }
 

@@ -27,14 +27,14 @@
  * Copy: for each byte count, a copy of half as many bytes (read and written:
  * the same total), as the faster of cuMemcpyDtoDAsync (the driver, loaded at
  * run time) and a kernel moving 16 bytes per thread, on CUDA; of memcpy and
- * that kernel on the CPU. "% copy" is the op's GB/s over the copy's.
+ * that kernel on the CPU (bench_copy.c). "% copy" is the op's GB/s over the
+ * copy's.
  *
  * Error: max |out - ref| / max |ref| of y (dx for the backward) over 16
  * rows spread over x (whole rows, every group of a per-head norm; for the
  * convolution 16 (batch, time) rows) against float64 on the host from the
  * same inputs. Timing: bench_time_calls after one timed call sizes the
  * batches (about 50 ms each). */
-#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -72,136 +72,6 @@ static const nn_size NN_SIZES[] = {
     {"layernorm-mh", NN_LN, 2, 64, 1024, 128, 0, 0, 1},
     {"conv1d k4", NN_CONV, 2, 256, 256, 0, 1, 4, 1},
 };
-
-/* ---- the copy reference ------------------------------------------------------------------ */
-
-typedef struct cuda_copy_api {
-    void *lib;
-    int (*memcpy_dtod)(unsigned long long, unsigned long long, size_t, void *);
-    int (*ctx_get)(void **);
-    int (*ctx_set)(void *);
-    int (*device_get)(int *, int);
-    int (*primary_retain)(void **, int);
-} cuda_copy_api;
-
-typedef struct copy_ctx {
-    alloy_kernel *kern;
-    alloy_launch *launch;
-    alloy_array *src, *dst;
-    alloy_stream *s;
-    cuda_copy_api *cu;
-    size_t bytes;
-} copy_ctx;
-
-static const char COPY_BODY[] = "const ulong e = ulong(thread_position_in_grid.x);\n"
-                                "if (e < n16) ((device uint4*)dst)[e] = ((const device uint4*)src)[e];\n";
-
-static int run_copy_kernel(void *p) {
-    copy_ctx *c = p;
-    alloy_array *out = NULL;
-    const alloy_status st = alloy_kernel_apply(c->kern, 1, &c->src, c->launch, c->s, &out);
-    alloy_array_free(out);
-    return st != ALLOY_OK;
-}
-
-static int run_copy_driver(void *p) {
-    copy_ctx *c = p;
-    return c->cu->memcpy_dtod((unsigned long long)(uintptr_t)alloy_array_data(c->dst),
-                              (unsigned long long)(uintptr_t)alloy_array_data(c->src), c->bytes,
-                              alloy_stream_native(c->s)) != 0;
-}
-
-static int run_copy_host(void *p) {
-    copy_ctx *c = p;
-    memcpy(alloy_array_data(c->dst), alloy_array_data(c->src), c->bytes);
-    return 0;
-}
-
-/* The driver's copy on the thread's current context (alloy's primary context
- * of device `ordinal`, made current if the thread has none). 0: unavailable. */
-static int cuda_copy_load(cuda_copy_api *cu, int ordinal) {
-    memset(cu, 0, sizeof *cu);
-    cu->lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!cu->lib) return 0;
-    *(void **)&cu->memcpy_dtod = dlsym(cu->lib, "cuMemcpyDtoDAsync_v2");
-    *(void **)&cu->ctx_get = dlsym(cu->lib, "cuCtxGetCurrent");
-    *(void **)&cu->ctx_set = dlsym(cu->lib, "cuCtxSetCurrent");
-    *(void **)&cu->device_get = dlsym(cu->lib, "cuDeviceGet");
-    *(void **)&cu->primary_retain = dlsym(cu->lib, "cuDevicePrimaryCtxRetain");
-    if (!cu->memcpy_dtod || !cu->ctx_get || !cu->ctx_set || !cu->device_get || !cu->primary_retain) return 0;
-    void *ctx = NULL;
-    if (cu->ctx_get(&ctx) != 0) return 0;
-    if (!ctx) {
-        int d = 0;
-        if (cu->device_get(&d, ordinal) != 0 || cu->primary_retain(&ctx, d) != 0 || cu->ctx_set(ctx) != 0) return 0;
-    }
-    return 1;
-}
-
-/* Copy rates already measured, by byte count (the ops share a few counts). */
-typedef struct copy_cache {
-    size_t bytes[32];
-    double rate[32], rate_kernel[32], rate_other[32];
-    int n;
-} copy_cache;
-
-/* The copy rate (bytes read and written per second) for a total of `total`
- * bytes; *kernel_rate and *other_rate the two copies' (other: the driver's or
- * memcpy; -1 when unavailable). -1 on failure. */
-static double copy_rate(alloy_device *dev, alloy_stream *s, cuda_copy_api *cu, int have_cu, size_t total,
-                        copy_cache *cache, double *kernel_rate, double *other_rate) {
-    const size_t half = total / 2 / 16 * 16;
-    for (int e = 0; e < cache->n; e++)
-        if (cache->bytes[e] == half) {
-            *kernel_rate = cache->rate_kernel[e];
-            *other_rate = cache->rate_other[e];
-            return cache->rate[e];
-        }
-    const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
-    copy_ctx c;
-    memset(&c, 0, sizeof c);
-    c.s = s;
-    c.cu = cu;
-    c.bytes = half;
-    const int64_t n = (int64_t)(half / 4);
-    static const char *const in_names[] = {"src"}, *const out_names[] = {"dst"};
-    alloy_status st = alloy_kernel_new("bench_copy16", 1, in_names, 1, out_names, COPY_BODY, NULL, 1, 0, &c.kern);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c.src);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c.dst);
-    if (st == ALLOY_OK) st = alloy_array_fill(c.src, 1);
-    if (st == ALLOY_OK) st = alloy_launch_new(&c.launch);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c.launch, c.dst);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(c.launch, (uint32_t)(half / 16), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c.launch, 256, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c.launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
-    double tk = -1, to = -1;
-    if (st == ALLOY_OK) {
-        /* batches of about 50 ms at 2 TB/s (GPU) or 10 GB/s (CPU) */
-        int per = (int)(is_cuda ? 0.05 * 2e12 / (double)(2 * half) : 0.05 * 1e10 / (double)(2 * half));
-        if (per < 1) per = 1;
-        if (per > 1000) per = 1000;
-        tk = bench_time_calls(run_copy_kernel, &c, s, per, is_cuda ? 9 : 5);
-        if (is_cuda && have_cu) to = bench_time_calls(run_copy_driver, &c, s, per, 9);
-        else if (!is_cuda) to = bench_time_calls(run_copy_host, &c, s, per, 5);
-    }
-    if (tk < 0 && st == ALLOY_OK)
-        fprintf(stderr, "alloy: bench nn: the copy kernel failed: %s\n", alloy_last_error());
-    alloy_launch_free(c.launch);
-    alloy_kernel_free(c.kern);
-    alloy_array_free(c.src);
-    alloy_array_free(c.dst);
-    *kernel_rate = tk > 0 ? (double)(2 * half) / tk : -1;
-    *other_rate = to > 0 ? (double)(2 * half) / to : -1;
-    const double best = *kernel_rate > *other_rate ? *kernel_rate : *other_rate;
-    if (cache->n < 32) {
-        cache->bytes[cache->n] = half;
-        cache->rate[cache->n] = best;
-        cache->rate_kernel[cache->n] = *kernel_rate;
-        cache->rate_other[cache->n] = *other_rate;
-        cache->n++;
-    }
-    return best;
-}
 
 /* ---- the ops ------------------------------------------------------------------------------ */
 
@@ -328,7 +198,7 @@ static double sample_error(const nn_size *z, int bwd, alloy_dtype dt, const void
 }
 
 static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy_dtype dt, int bwd, const char *label,
-                     cuda_copy_api *cu, int have_cu, copy_cache *cache, int json, uint64_t *rng) {
+                     bench_copy *copy, int json, uint64_t *rng) {
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     const int64_t N = z->d0 * z->d1 * z->d2, D = z->d2;
     const size_t es = alloy_dtype_size(dt);
@@ -380,7 +250,7 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
         if (alloy_array_copy_to_host(c.out, hout, (size_t)N * es) == ALLOY_OK)
             err = sample_error(z, bwd, dt, hx, hdy, has_w ? hw : NULL, has_b ? hb : NULL, hout);
         double rk = -1, ro = -1;
-        const double cr = copy_rate(dev, s, cu, have_cu, (size_t)bytes, cache, &rk, &ro);
+        const double cr = bench_copy_rate(copy, dev, s, (size_t)bytes, &rk, &ro);
         char size[64];
         if (z->head_dim)
             snprintf(size, sizeof size, "%lldx%lldx%lld h%lld", (long long)z->d0, (long long)z->d1, (long long)z->d2,
@@ -390,16 +260,14 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
         const double rate = bytes / t;
         if (json) {
             printf("{\"op\": \"nn\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", \"time_s\": %.6g, "
-                   "\"bytes\": %.0f, \"bytes_per_s\": %.6g, \"copy_bytes_per_s\": %.6g, \"copy_kernel_bytes_per_s\": "
-                   "%.6g, \"copy_%s_bytes_per_s\": %.6g, \"copy_share\": %.4f, \"error\": %.3g, \"peer\": null}\n",
-                   label, size, alloy_device_name(dev), t, bytes, rate, cr, rk, is_cuda ? "driver" : "memcpy", ro,
-                   cr > 0 ? rate / cr : -1, err);
+                   "\"bytes\": %.0f, \"bytes_per_s\": %.6g, ",
+                   label, size, alloy_device_name(dev), t, bytes, rate);
+            bench_copy_json(dev, rate, cr, rk, ro);
+            printf("\"error\": %.3g, \"peer\": null}\n", err);
         } else {
             char share[16];
-            if (cr > 0) snprintf(share, sizeof share, "%.1f%%", 100 * rate / cr);
-            else snprintf(share, sizeof share, "-");
             printf("%-24s %-22s %9.3f ms %9.1f GB/s %9.1f GB/s %8s %10.2e\n", label, size, t * 1e3, rate / 1e9,
-                   cr / 1e9, share, err);
+                   cr / 1e9, bench_copy_share(rate, cr, share, sizeof share), err);
         }
         fflush(stdout);
     }
@@ -413,23 +281,12 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     alloy_stream *s = NULL;
     if (alloy_stream_default(dev, &s) != ALLOY_OK) return cli_alloy_error(ALLOY_ERROR_INTERNAL);
-    cuda_copy_api cu;
-    memset(&cu, 0, sizeof cu);
-    int have_cu = 0;
-    if (is_cuda) {
-        /* a first allocation makes alloy's context current on this thread */
-        alloy_array *probe = NULL;
-        const int64_t one = 1;
-        if (alloy_array_new(dev, ALLOY_UINT32, 1, &one, &probe) == ALLOY_OK) alloy_array_free(probe);
-        const char *name = alloy_device_name(dev), *colon = strchr(name, ':');
-        have_cu = cuda_copy_load(&cu, colon ? atoi(colon + 1) : 0);
-        if (!have_cu && !json) printf("copy: the driver's cuMemcpyDtoDAsync is unavailable; the copy kernel only\n");
-    }
+    bench_copy copy;
+    if (!bench_copy_init(&copy, dev) && is_cuda && !json)
+        printf("copy: the driver's cuMemcpyDtoDAsync is unavailable; the copy kernel only\n");
     if (!json)
         printf("%-24s %-22s %12s %14s %14s %8s %10s\n", "nn", "size", "time", "rate", "copy", "% copy", "error f64");
     static const alloy_dtype DTS[2] = {ALLOY_FLOAT32, ALLOY_BFLOAT16};
-    copy_cache cache;
-    memset(&cache, 0, sizeof cache);
     int failures = 0;
     uint64_t rng = 0x6e6e5u;
     for (size_t zi = 0; zi < sizeof NN_SIZES / sizeof *NN_SIZES; zi++) {
@@ -441,9 +298,9 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
                 snprintf(label, sizeof label, "%s %s %s", z->name, DTS[d] == ALLOY_FLOAT32 ? "f32" : "bf16",
                          bwd ? "bwd" : "fwd");
                 if (only && !strstr(label, only)) continue;
-                failures += bench_one(dev, s, z, DTS[d], bwd, label, &cu, have_cu, &cache, json, &rng);
+                failures += bench_one(dev, s, z, DTS[d], bwd, label, &copy, json, &rng);
             }
     }
-    if (cu.lib) dlclose(cu.lib);
+    bench_copy_free(&copy);
     return failures ? CLI_ERROR : CLI_OK;
 }
