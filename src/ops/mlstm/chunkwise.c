@@ -79,7 +79,7 @@ static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t D
     const int64_t LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;
     const int64_t kv = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
     const size_t t_bytes = ((size_t)(L * LDK + kv + L * LDP + 3 * DS * LDC) * tsize + 15) / 16 * 16;
-    return t_bytes + 4 * (8 * 64);
+    return t_bytes + 4 * (8 * 64 + DKP);
 }
 
 /* What every launch of the kernel file shares. */

@@ -128,25 +128,30 @@ METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint
 /* The m16n8k16 fragments at k0 by ldmatrix: A as four 8 x 8 matrices, B as
  * two; .trans where the operand is stored with its other index contiguous.
  * Every row the lanes name is 16-byte aligned (pitches and offsets are
- * multiples of 8 elements). */
+ * multiples of 8 elements). The operands are shared-memory byte addresses
+ * (mc_smem of the matrix, once): offsets added to them stay 32-bit integer
+ * arithmetic the compiler folds into the instruction, where offsets to a
+ * threadgroup pointer would be 64-bit and converted at every load. */
 template <class TT>
-METAL_FUNC void mc_frag_a(const threadgroup TT *a, int am, int ak, int k0, uint lane, thread uint &a0, thread uint &a1,
+METAL_FUNC void mc_frag_a(uint sa, int am, int ak, int k0, uint lane, thread uint &a0, thread uint &a1,
                           thread uint &a2, thread uint &a3) {
+    constexpr uint ES = uint(sizeof(TT));
     if (ak == 1) {
         const int r = int(lane & 15u), c = k0 + int(lane >> 4) * 8;
-        mc_ldsm_x4(mc_smem(a + r * am + c), a0, a1, a2, a3);
+        mc_ldsm_x4(sa + uint(r * am + c) * ES, a0, a1, a2, a3);
     } else { /* am == 1: rows of k, m contiguous */
         const int kr = k0 + int(lane & 7u) + int(lane >> 4) * 8, m = int((lane >> 3) & 1u) * 8;
-        mc_ldsm_x4_trans(mc_smem(a + kr * ak + m), a0, a1, a2, a3);
+        mc_ldsm_x4_trans(sa + uint(kr * ak + m) * ES, a0, a1, a2, a3);
     }
 }
 template <class TT>
-METAL_FUNC void mc_frag_b(const threadgroup TT *b, int bk, int bn, int k0, uint lane, thread uint &b0, thread uint &b1) {
+METAL_FUNC void mc_frag_b(uint sb, int bk, int bn, int k0, uint lane, thread uint &b0, thread uint &b1) {
+    constexpr uint ES = uint(sizeof(TT));
     if (bk == 1) { /* rows of n, k contiguous */
         const int n = int(lane & 7u), c = k0 + int((lane >> 3) & 1u) * 8;
-        mc_ldsm_x2(mc_smem(b + n * bn + c), b0, b1);
+        mc_ldsm_x2(sb + uint(n * bn + c) * ES, b0, b1);
     } else { /* bn == 1: rows of k, n contiguous */
-        mc_ldsm_x2_trans(mc_smem(b + (k0 + int(lane & 15u)) * bk), b0, b1);
+        mc_ldsm_x2_trans(sb + uint((k0 + int(lane & 15u)) * bk) * ES, b0, b1);
     }
 }
 #endif
@@ -161,10 +166,11 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
     const int g = int(lane >> 2), q = int(lane & 3u);
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+        const uint sa = mc_smem(a), sb = mc_smem(b);
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3, b0, b1;
-            mc_frag_a(a, am, ak, k0, lane, a0, a1, a2, a3);
-            mc_frag_b(b, bk, bn, k0, lane, b0, b1);
+            mc_frag_a<TT>(sa, am, ak, k0, lane, a0, a1, a2, a3);
+            mc_frag_b<TT>(sb, bk, bn, k0, lane, b0, b1);
             mc_mma<TT>(acc, a0, a1, a2, a3, b0, b1);
         }
         return;
@@ -185,14 +191,17 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
                          const threadgroup TT *const *b, int bk, int bn, int kk, int live, uint lane) {
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+        uint sa[N], sb[N];
+#pragma unroll
+        for (int u = 0; u < N; u++) sa[u] = u < live ? mc_smem(a[u]) : 0u, sb[u] = u < live ? mc_smem(b[u]) : 0u;
 #pragma unroll 1
         for (int k0 = 0; k0 < kk; k0 += 16) {
 #pragma unroll
             for (int u = 0; u < N; u++)
                 if (u < live) {
                     uint a0, a1, a2, a3, b0, b1;
-                    mc_frag_a(a[u], am, ak, k0, lane, a0, a1, a2, a3);
-                    mc_frag_b(b[u], bk, bn, k0, lane, b0, b1);
+                    mc_frag_a<TT>(sa[u], am, ak, k0, lane, a0, a1, a2, a3);
+                    mc_frag_b<TT>(sb[u], bk, bn, k0, lane, b0, b1);
                     mc_mma<TT>(acc[u], a0, a1, a2, a3, b0, b1);
                 }
         }
@@ -211,15 +220,16 @@ METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, in
                              int bk, int bn, int kk, int live, uint lane) {
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
+        const uint sa = mc_smem(a), sb = mc_smem(b);
 #pragma unroll 1
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3;
-            mc_frag_a(a, am, ak, k0, lane, a0, a1, a2, a3);
+            mc_frag_a<TT>(sa, am, ak, k0, lane, a0, a1, a2, a3);
 #pragma unroll
             for (int u = 0; u < N; u++)
                 if (u < live) {
                     uint b0, b1;
-                    mc_frag_b(b + 8 * u * bn, bk, bn, k0, lane, b0, b1);
+                    mc_frag_b<TT>(sb + uint(8 * u * bn) * uint(sizeof(TT)), bk, bn, k0, lane, b0, b1);
                     mc_mma<TT>(acc[u], a0, a1, a2, a3, b0, b1);
                 }
         }
@@ -420,11 +430,29 @@ METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src,
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (V) {
         constexpr int E = 16 / int(sizeof(TT)), CPR = COLS / E;
-        for (int e = tid; e < ROWS * CPR; e += NTH) {
-            const int r = e / CPR, c = (e % CPR) * E;
-            const bool live = r < nr && c < nc;
-            mc_cp16(mc_smem(dst + r * ld + c), live ? (const device void *)(src + r * sld + c) : (const device void *)src,
-                    live ? 16u : 0u);
+        const uint sd = mc_smem(dst);
+        if constexpr (NTH % CPR == 0) {
+            // each thread one column of 16 bytes, every RS-th row: the
+            // addresses advance by constants (no per-copy division)
+            constexpr int RS = NTH / CPR;
+            const int c = (tid % CPR) * E, r0 = tid / CPR;
+            const device TT *sp = src + long(r0) * sld + c;
+            uint dp = sd + uint((r0 * ld + c) * int(sizeof(TT)));
+#pragma unroll
+            for (int it = 0; it < (ROWS + RS - 1) / RS; it++) {
+                const int r = r0 + it * RS;
+                const bool live = r < nr && c < nc;
+                if (r < ROWS) mc_cp16(dp, live ? (const device void *)sp : (const device void *)src, live ? 16u : 0u);
+                sp += long(RS) * sld;
+                dp += uint(RS * ld * int(sizeof(TT)));
+            }
+        } else {
+            for (int e = tid; e < ROWS * CPR; e += NTH) {
+                const int r = e / CPR, c = (e % CPR) * E;
+                const bool live = r < nr && c < nc;
+                mc_cp16(sd + uint((r * ld + c) * int(sizeof(TT))),
+                        live ? (const device void *)(src + r * sld + c) : (const device void *)src, live ? 16u : 0u);
+            }
         }
         if constexpr (COMMIT) mc_cp_commit();
         return;
@@ -604,16 +632,25 @@ if constexpr (PHASE == 1) {
             for (int hf = 0; hf < 2; hf++)
                 if (rbase + 8 * hf < DHQK) n_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
         if (kt == 0 && vt == 0 && tid == 0) m_chunk[wsx] = mp;
-        // [w v | w] in place, 8 columns per step (w_j as the n column, first column tile only)
-        for (int e = tid; e < L * VTC; e += NT1) {
-            const int jj = e / VTC, c8 = (e % VTC) * 8;
-            const float w = wj[jj];
-            threadgroup T *row = VB + jj * LDV + c8;
-            if constexpr (sizeof(T) == 2) {
-                mc_scale8(row, w);
-            } else {
-                #pragma unroll
-                for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+        // [w v | w] in place, 8 columns per step (w_j as the n column, first
+        // column tile only); each of the first RS * VTC threads the same 8
+        // columns of every RS-th row
+        {
+            constexpr int RS = NT1 / VTC;
+            const int c8 = (tid % VTC) * 8;
+            #pragma unroll
+            for (int it = 0; it < (L + RS - 1) / RS; it++) {
+                const int jj = tid / VTC + it * RS;
+                if (tid < RS * VTC && jj < L) {
+                    const float w = wj[jj];
+                    threadgroup T *row = VB + jj * LDV + c8;
+                    if constexpr (sizeof(T) == 2) {
+                        mc_scale8(row, w);
+                    } else {
+                        #pragma unroll
+                        for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+                    }
+                }
             }
         }
         if (vt == 0)
@@ -666,7 +703,8 @@ if constexpr (PHASE == 1) {
     constexpr int LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;   // odd multiples of 8
     constexpr int KV_ELEMS = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
     // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[2] (L x LDC)),
-    // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64)
+    // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64),
+    // NS (DKP: the chunk's starting n)
     constexpr int T_BYTES = ((L * LDK + KV_ELEMS + L * LDP + 3 * DS * LDC) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
@@ -680,6 +718,7 @@ if constexpr (PHASE == 1) {
     threadgroup float *BPRE = SUF + 64;
     threadgroup float *BSUF = BPRE + 64;
     threadgroup float *BB = BSUF + 64;
+    threadgroup float *NS = BB + 64;
     const long grp = long(threadgroup_position_in_grid.x);
     const int head = int(grp % NH);
     const long slotw = grp / NH;
@@ -725,7 +764,9 @@ if constexpr (PHASE == 1) {
                                                       DHQK - sn * DS, DHHV - vn * TV, tid);
         mc_copies_commit();
     }
-    // the gates (SIMD group 0), from the m stored before the chunk
+    // n into threadgroup memory (its loads overlap the gates'), then the
+    // gates (SIMD group 0), from the m stored before the chunk
+    for (int d = tid; d < DKP; d += NT2) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
     if (warp == 0) {
         float fp0, fp1, ip0, ip1, total;
         mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
@@ -752,7 +793,7 @@ if constexpr (PHASE == 1) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
     float qn[2] = {0.0f, 0.0f};
     for (int d = qd; r0 < L && d < DHQK; d += 4) {
-        const float nd = float(n_chunk[wsx * DHQK + d]);
+        const float nd = NS[d];
         qn[0] = fma(float(QS[(r0 + g) * LDK + d]), nd, qn[0]);
         qn[1] = fma(float(QS[(r0 + g + 8) * LDK + d]), nd, qn[1]);
     }
