@@ -7,6 +7,8 @@
  * nor alloy's own generated names already use. Messages say what is wrong and
  * what to do. */
 #include <ctype.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -100,40 +102,113 @@ static const char *const prelude_macros[] = {
     "M_LOG10E_F", "M_SQRT2_F", "M_SQRT1_2_F", "M_PI", "M_E",
     NULL};
 
-static int in_list(const char *name, const char *const *list) {
-    for (; *list; list++)
-        if (strcmp(name, *list) == 0) return 1;
-    return 0;
+/* Scalar MSL types; each also names vectors (float2 to float4), packed vectors
+ * (packed_float2 to packed_float4) and matrices (float2x2 to float4x4). */
+static const char *const msl_type_bases[] = {"bool", "char", "uchar", "short", "ushort", "int",
+                                             "uint", "long", "ulong", "half", "bfloat", "float",
+                                             "double", NULL};
+
+/* ---- lookup -------------------------------------------------------------- */
+
+/* alloy_check_identifier runs on every launch, for each template argument and
+ * launch constant, so the lists above are hashed once into one table: a valid
+ * name costs a hash and a probe or two instead of some 230 string comparisons. Each
+ * name keeps the first list that has it, in the order the checks report. */
+
+enum {
+    NAME_FREE,
+    NAME_MSL_TYPE,
+    NAME_CXX_KEYWORD,
+    NAME_MSL_KEYWORD,
+    NAME_BUILTIN,
+    NAME_ATTRIBUTE,
+    NAME_MACRO
+};
+
+#define COUNT(a) (sizeof(a) / sizeof *(a))
+/* per base: the scalar, 3 vectors, 9 matrices, 3 packed vectors */
+#define N_DERIVED_TYPES ((COUNT(msl_type_bases) - 1) * 16)
+#define N_NAMES                                                                                    \
+    (COUNT(msl_types) + COUNT(cxx_keywords) + COUNT(msl_keywords) + COUNT(msl_builtins) +        \
+     COUNT(prelude_macros) + N_ATTRIBUTES + N_DERIVED_TYPES)
+#define TABLE_SIZE 1024 /* a power of two */
+_Static_assert(N_NAMES * 2 <= TABLE_SIZE, "names.c: the name table is too full");
+
+static struct {
+    const char *name;
+    unsigned char len, kind;
+} table[TABLE_SIZE];
+static char derived_types[N_DERIVED_TYPES][16]; /* "packed_bfloat4" is the longest */
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+/* FNV-1a, one byte at a time (alloy_check_identifier hashes as it validates). */
+#define HASH_START 2166136261u
+#define HASH_STEP(h, c) (((h) ^ (unsigned char)(c)) * 16777619u)
+
+static int table_find(const char *name, size_t len, uint32_t h) {
+    for (uint32_t i = h & (TABLE_SIZE - 1);; i = (i + 1) & (TABLE_SIZE - 1)) {
+        if (table[i].kind == NAME_FREE) return (int)i;
+        if (table[i].len == len && memcmp(table[i].name, name, len) == 0) return (int)i;
+    }
 }
 
-/* MSL scalar, vector, packed vector, matrix and simdgroup matrix names. */
-static int is_msl_type(const char *name) {
-    static const char *const bases[] = {"bool", "char", "uchar", "short", "ushort", "int",
-                                        "uint", "long", "ulong", "half", "bfloat", "float",
-                                        "double", NULL};
-    if (in_list(name, msl_types)) return 1;
-    const char *p = name;
-    int packed = 0;
-    if (strncmp(p, "packed_", 7) == 0) {
-        p += 7;
-        packed = 1;
+static void table_add(const char *name, int kind) {
+    size_t len = strlen(name);
+    uint32_t h = HASH_START;
+    for (size_t i = 0; i < len; i++) h = HASH_STEP(h, name[i]);
+    int i = table_find(name, len, h);
+    if (table[i].kind != NAME_FREE) return; /* an earlier list has it */
+    table[i].name = name;
+    table[i].len = (unsigned char)len;
+    table[i].kind = (unsigned char)kind;
+}
+
+static void table_add_list(const char *const *list, int kind) {
+    for (; *list; list++) table_add(*list, kind);
+}
+
+static void add_derived_type(int *n, const char *prefix, const char *base, char n1, char n2) {
+    char *d = derived_types[(*n)++];
+    size_t pl = strlen(prefix), bl = strlen(base);
+    memcpy(d, prefix, pl);
+    memcpy(d + pl, base, bl);
+    d += pl + bl;
+    if (n1) *d++ = n1;
+    if (n2) {
+        *d++ = 'x';
+        *d++ = n2;
     }
-    for (int i = 0; bases[i]; i++) {
-        size_t bl = strlen(bases[i]);
-        if (strncmp(p, bases[i], bl) != 0) continue;
-        const char *s = p + bl;
-        if (*s == 0) return !packed;
-        if (s[0] >= '2' && s[0] <= '4' && s[1] == 0) return 1;
-        if (!packed && s[0] >= '2' && s[0] <= '4' && s[1] == 'x' && s[2] >= '2' && s[2] <= '4' &&
-            s[3] == 0)
-            return 1; /* float2x3 */
+    *d = 0;
+    table_add(derived_types[*n - 1], NAME_MSL_TYPE);
+}
+
+static void build_table(void) {
+    table_add_list(msl_types, NAME_MSL_TYPE);
+    int n = 0;
+    for (int b = 0; msl_type_bases[b]; b++) {
+        const char *base = msl_type_bases[b];
+        add_derived_type(&n, "", base, 0, 0);
+        for (char c = '2'; c <= '4'; c++) {
+            add_derived_type(&n, "", base, c, 0);
+            add_derived_type(&n, "packed_", base, c, 0);
+            for (char r = '2'; r <= '4'; r++) add_derived_type(&n, "", base, c, r);
+        }
     }
-    /* texture and depth types: texture2d, texturecube_array, texture_buffer, depth2d_ms */
-    if (strncmp(name, "texture", 7) == 0 &&
-        ((name[7] >= '1' && name[7] <= '3') || strncmp(name + 7, "cube", 4) == 0 ||
-         strcmp(name + 7, "_buffer") == 0))
-        return 1;
-    if (strncmp(name, "depth2d", 7) == 0 || strncmp(name, "depthcube", 9) == 0) return 1;
+    table_add_list(cxx_keywords, NAME_CXX_KEYWORD);
+    table_add_list(msl_keywords, NAME_MSL_KEYWORD);
+    table_add_list(msl_builtins, NAME_BUILTIN);
+    for (int i = 0; i < N_ATTRIBUTES; i++) table_add(attributes[i].name, NAME_ATTRIBUTE);
+    table_add_list(prelude_macros, NAME_MACRO);
+}
+
+/* texture and depth types: texture2d, texturecube_array, texture_buffer, depth2d_ms */
+static int is_texture_type(const char *name) {
+    if (name[0] == 't')
+        return strncmp(name, "texture", 7) == 0 &&
+               ((name[7] >= '1' && name[7] <= '3') || strncmp(name + 7, "cube", 4) == 0 ||
+                strcmp(name + 7, "_buffer") == 0);
+    if (name[0] == 'd')
+        return strncmp(name, "depth2d", 7) == 0 || strncmp(name, "depthcube", 9) == 0;
     return 0;
 }
 
@@ -155,6 +230,7 @@ alloy_status alloy_check_identifier(const char *name, const char *role) {
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%.40s...' is %zu characters long; use at most 255", role, name,
                            len);
+    uint32_t h = HASH_START;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)name[i];
         int ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -164,31 +240,37 @@ alloy_status alloy_check_identifier(const char *name, const char *role) {
                                "%s name '%s' is not a valid C identifier: use ASCII letters, "
                                "digits and '_', not starting with a digit",
                                role, name);
+        h = HASH_STEP(h, c);
     }
-    if (is_msl_type(name))
+    pthread_once(&table_once, build_table);
+    int kind = table[table_find(name, len, h)].kind;
+    if (kind == NAME_MSL_TYPE || is_texture_type(name))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is an MSL type name; choose another name", role, name);
-    if (in_list(name, cxx_keywords))
+    switch (kind) {
+    case NAME_CXX_KEYWORD:
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is a C++ keyword; choose another name", role, name);
-    if (in_list(name, msl_keywords))
+    case NAME_MSL_KEYWORD:
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is an MSL keyword; choose another name", role, name);
-    if (in_list(name, msl_builtins))
+    case NAME_BUILTIN:
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is an MSL built-in function; choose another name", role,
                            name);
-    for (int i = 0; i < N_ATTRIBUTES; i++)
-        if (strcmp(name, attributes[i].name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "%s name '%s' is an MSL thread attribute (alloy declares it when "
-                               "the body uses it); choose another name",
-                               role, name);
-    if (in_list(name, prelude_macros))
+    case NAME_ATTRIBUTE:
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s name '%s' is an MSL thread attribute (alloy declares it when "
+                           "the body uses it); choose another name",
+                           role, name);
+    case NAME_MACRO:
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is a constant the MSL prelude defines; choose another "
                            "name",
                            role, name);
+    default:
+        break;
+    }
     if (is_reserved(name))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s name '%s' is reserved: names starting with 'alloy_' (any case), "
