@@ -72,7 +72,7 @@ static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
  * DKP, streamed in slices of DS rows, TV columns of h at a time); the layouts
  * of mlstm_chunkwise.metal. */
 static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV) {
-    const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16)) * tsize + 15) / 16 * 16;
+    const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16) + 4 * 16 * (TV + 8)) * tsize + 15) / 16 * 16;
     return t_bytes + 4 * (7 * 64 + 8);
 }
 static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {

@@ -510,11 +510,13 @@ if constexpr (PHASE == 1) {
     constexpr int RT = DS / 16;                    // row tiles (<= NW1)
     constexpr int CPW = VTC + 1;                   // this group's tiles
     constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
-    // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV); float: U, IA,
-    // MR, PRE, SUF (64 each), WJ (2 x 64), SC (2 x 4)
-    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV) * int(sizeof(T)) + 15) / 16 * 16;
+    constexpr int LDST = TV + 8;                   // the state's staging rows
+    // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV), STG (NW1 x 16
+    // x LDST); float: U, IA, MR, PRE, SUF (64 each), WJ (2 x 64), SC (2 x 4)
+    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + NW1 * 16 * LDST) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *KS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *VS = KS + 2 * L * LDK;
+    threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
     threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
     threadgroup float *IA = U + 64;
     threadgroup float *MR = IA + 64;
@@ -612,8 +614,31 @@ if constexpr (PHASE == 1) {
         // VEC: each lane's two neighbouring columns as one 32-bit store)
         const long slot = VARLEN ? long(base + c - W0) : long(c - ca) * NSEQ + seq;
         const long wsx = slot * NH + head;
+        bool staged = false;
+        if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
+            // whole 128-byte rows: the SIMD group's 16 x 64 tile through
+            // threadgroup memory, then 16 bytes per lane, four rows per store
+            // (each lane's pairs alone would half-fill every 32-byte sector)
+            staged = v0 + TV <= DHHV;
+            if (staged && warp < RT) {
+                #pragma unroll
+                for (int u = 0; u < VTC; u++)
+                    #pragma unroll
+                    for (int hf = 0; hf < 2; hf++)
+                        *(threadgroup uint *)(STG + (g + 8 * hf) * LDST + u * 8 + 2 * qd) =
+                            mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                #pragma unroll
+                for (int it = 0; it < 4; it++) {
+                    const int r = 4 * it + int(lane >> 3), ch = int(lane & 7u) * 8, row = k0 + 16 * warp + r;
+                    if (row < DHQK)
+                        *(device uint4 *)(c_chunk + (wsx * DHQK + row) * DHHV + v0 + ch) =
+                            *(const threadgroup uint4 *)(STG + r * LDST + ch);
+                }
+            }
+        }
         #pragma unroll
-        for (int u = 0; u < VTC; u++) {
+        for (int u = 0; u < VTC && !staged; u++) {
             #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
                 const int row = rbase + 8 * hf, col = v0 + u * 8 + 2 * qd;
