@@ -32,9 +32,10 @@ extern "C" {
  * dtype, live on q's device and be row-contiguous) and stays the caller's.
  * In place: pass the state itself as its output (*c_out == c, and likewise n,
  * m) and it is updated there; no other overlap between inputs and outputs
- * is allowed. The step is two launches (C and h, then n and m), so a state
- * is never read after it was overwritten. DHQK, DHHV >= 1; eps >= 0 (1e-6 is
- * mlstm_kernels' default). */
+ * is allowed. With n and m updated in place the step is two launches (C and
+ * h, then n and m), so a state is never read after it was overwritten; with
+ * the new n and m in other arrays (a decoding loop's two state buffers) it is
+ * one. DHQK, DHHV >= 1; eps >= 0 (1e-6 is mlstm_kernels' default). */
 alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                               alloy_array *c, alloy_array *n, alloy_array *m, double eps, alloy_stream *stream,
                               alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out);
