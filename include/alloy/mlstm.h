@@ -73,11 +73,12 @@ alloy_status alloy_mlstm_parallel(alloy_array *q, alloy_array *k, alloy_array *v
  * three slots are non-NULL (all three NULL: not computed). Each slot as in
  * alloy_mlstm_step: NULL receives a new array, a given one is written.
  * Equal to S recurrent steps (alloy_mlstm_step) for every chunk size.
- * chunk_size sets the blocking, which changes only the rounding: float16 and
- * bfloat16 inputs run chunks of min(chunk_size, 64) tokens and keep every
- * chunk's starting state in device scratch (DHQK x DHHV of the input dtype
- * per chunk and head; inputs that would need more than 2 GiB run in several
- * windows); float32 inputs run chunk_size and need none (docs/mlstm.md). */
+ * chunk_size sets the blocking, which changes only the rounding: inputs run
+ * chunks of min(chunk_size, 64) tokens and keep every chunk's starting state
+ * in device scratch (DHQK x DHHV of the input dtype per chunk and head;
+ * inputs that would need more than 2 GiB run in several windows), except
+ * float32 inputs with DHQK over 256, which run chunk_size and need none
+ * (docs/mlstm.md). */
 alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                    alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,

@@ -78,9 +78,10 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     sequence runs alone from its own initial state (states (N, NH, ...)).
     chunk_size: a power of two from 16 to 1024 (None: 64); the result does
     not depend on it beyond rounding. out: an array of h's shape and dtype to
-    write (returned as given). eps >= 0. float16/bfloat16 inputs with chunks
-    up to 64 keep every chunk's starting state in device scratch (at most
-    2 GiB at a time; docs/mlstm.md).
+    write (returned as given). eps >= 0. Chunks run as at most 64 tokens and
+    keep every chunk's starting state (in the inputs' dtype) in device
+    scratch, at most 2 GiB at a time — except float32 inputs with DHQK over
+    256, which run chunk_size and need none (docs/mlstm.md).
     """
     r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
                          0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream)

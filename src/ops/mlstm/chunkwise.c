@@ -4,10 +4,11 @@
  *
  * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
  * the caller's stream:
- *  - split (16-bit inputs; chunks of at most 64 rows): per window of chunks, one
- *    launch that stores every chunk's starting state in device scratch and
- *    one that computes h of all the window's chunks at once;
- *  - fused (float32 inputs): one launch, one threadgroup of
+ *  - split (chunks of at most 64 rows; every 16-bit input, float32 up to
+ *    DHQK 256): per window of chunks, one launch that stores every chunk's
+ *    starting state in device scratch and one that computes h of all the
+ *    window's chunks at once;
+ *  - fused (float32 inputs with DHQK over 256): one launch, one threadgroup of
  *    256 threads per (sequence, head, tile of TV columns of h) walking its
  *    sequence's chunks with its slice of the state in registers.
  * This file picks the path and each kernel's specialisation (DHQK padded and
@@ -72,7 +73,8 @@ static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
  * DKP, streamed in slices of DS rows, TV columns of h at a time); the layouts
  * of mlstm_chunkwise.metal. */
 static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV) {
-    const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16) + 4 * 16 * (TV + 8)) * tsize + 15) / 16 * 16;
+    const int64_t staging = tsize == 2 ? 4 * 16 * (TV + 8) : 0; /* 16-bit states go out through it */
+    const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16) + staging) * tsize + 15) / 16 * 16;
     return t_bytes + 4 * (7 * 64 + 8);
 }
 static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {
@@ -149,22 +151,21 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
 /* The split path's specialisation (its chunk length Ls: the caller's, at
  * most 64 — a longer chunk is the same function blocked differently, so it
  * runs as 64-token chunks; phase 1: DS1 x TV1 tiles of C; phase 2: DHQK
- * padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where it does not
- * apply: float32 inputs (whose products are FMAs: there the fused kernel,
- * which keeps the state on chip, is faster), phase 2's memory over the
- * budget (never at DHQK <= 512). ALLOY_MLSTM_PATH=split runs float32 on the
- * split path too and =fused keeps it on the fused kernel (the tests run both);
- * 16-bit inputs take the split path whatever it says: the fused kernel rounds
- * n and P to 16 bits, which loses the normaliser where q^ . n cancels the row
- * sum nearly away. */
+ * padded to DKP2 in slices of DS2, TV2 columns of h), or 0 where phase 2's
+ * threadgroup memory passes the budget (16-bit inputs: never at DHQK <= 512;
+ * float32: DHQK over 256, which then runs the fused kernel).
+ * ALLOY_MLSTM_PATH=fused keeps float32 on the fused kernel (the tests run
+ * both paths); 16-bit inputs take the split path whatever it says: the fused
+ * kernel rounds n and P to 16 bits, which loses the normaliser where q^ . n
+ * cancels the row sum nearly away. */
 typedef struct split_spec {
     int64_t Ls, DS1, TV1, KT, VT1, DKP2, DS2, TV2, VT2;
     size_t smem1, smem2;
 } split_spec;
 
 static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
-    const char *path = getenv("ALLOY_MLSTM_PATH"); /* float32: fused (default) or split: tests */
-    if (tsize > 2 && !(path && !strcmp(path, "split"))) return 0;
+    const char *path = getenv("ALLOY_MLSTM_PATH"); /* float32 on the fused kernel: tests */
+    if (tsize > 2 && path && !strcmp(path, "fused")) return 0;
     L = L < 64 ? L : 64;
     p->Ls = L;
     const int64_t dk16 = (DHQK + 15) / 16 * 16, dv8 = (DHHV + 7) / 8 * 8;

@@ -39,9 +39,9 @@
 // Matrix products: mc_tile computes one 16 x 8 output tile in the tensor
 // cores' m16n8 fragment layout (lane (g, q) = (lane / 4, lane % 4) holds rows
 // g and g + 8, columns 2q and 2q + 1). On CUDA, bfloat16 and float16 operands
-// use mma.sync.m16n8k16 (float accumulation); float32 operands, and every
-// dtype on the CPU, compute the same four elements with float FMAs in k order
-// (exact float32, no TF32). Every loop that contains a barrier has a trip
+// use mma.sync.m16n8k16 (float accumulation), float32 operands 3xTF32
+// mma.sync.m16n8k8 (float32 accuracy); every dtype on the CPU computes the
+// same four elements with float FMAs in k order. Every loop that contains a barrier has a trip
 // count uniform over the threadgroup; every thread reaches every barrier.
 // RES (L <= 64, when its threadgroup memory fits): the chunk's q and k
 // (all of DHQK) and v stay resident in threadgroup memory, so each is
@@ -123,6 +123,46 @@ METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+/* float32 on the tensor cores to float32 accuracy (3xTF32): x = hi + lo with
+ * hi = x rounded to TF32 and lo = the rest (exact), then d += lo_a hi_b +
+ * hi_a lo_b + hi_a hi_b (small terms first; lo_a lo_b, about 2^-22 of the
+ * product, is left out), float accumulation, m16n8k8. */
+METAL_FUNC void mc_split_tf32(float x, thread uint &hi, thread uint &lo) {
+    uint h, l;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
+    const float r = x - __uint_as_float(h);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(l) : "f"(r));
+    hi = h, lo = l;
+}
+METAL_FUNC void mc_mma_tf32(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+                 "{%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* The m16n8k8 fragments of float32 matrices in threadgroup memory at k0,
+ * split: A (g, q) holds (g, k0+q), (g+8, k0+q), (g, k0+q+4), (g+8, k0+q+4);
+ * B (g, q) holds (k0+q, g), (k0+q+4, g). */
+METAL_FUNC void mc_frag_a_f32(const threadgroup float *a, int am, int ak, int k0, uint lane, thread uint *hi,
+                              thread uint *lo) {
+    const int g = int(lane >> 2), q = int(lane & 3u);
+    mc_split_tf32(a[g * am + (k0 + q) * ak], hi[0], lo[0]);
+    mc_split_tf32(a[(g + 8) * am + (k0 + q) * ak], hi[1], lo[1]);
+    mc_split_tf32(a[g * am + (k0 + q + 4) * ak], hi[2], lo[2]);
+    mc_split_tf32(a[(g + 8) * am + (k0 + q + 4) * ak], hi[3], lo[3]);
+}
+METAL_FUNC void mc_frag_b_f32(const threadgroup float *b, int bk, int bn, int k0, uint lane, thread uint *hi,
+                              thread uint *lo) {
+    const int g = int(lane >> 2), q = int(lane & 3u);
+    mc_split_tf32(b[(k0 + q) * bk + g * bn], hi[0], lo[0]);
+    mc_split_tf32(b[(k0 + q + 4) * bk + g * bn], hi[1], lo[1]);
+}
+METAL_FUNC void mc_mma_3xtf32(thread float *d, const thread uint *ah, const thread uint *al, const thread uint *bh,
+                              const thread uint *bl) {
+    mc_mma_tf32(d, al[0], al[1], al[2], al[3], bh[0], bh[1]);
+    mc_mma_tf32(d, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+    mc_mma_tf32(d, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+}
 #endif
 #if defined(ALLOY_BACKEND_CUDA)
 /* The m16n8k16 fragments at k0 by ldmatrix: A as four 8 x 8 matrices, B as
@@ -158,8 +198,9 @@ METAL_FUNC void mc_frag_b(uint sb, int bk, int bn, int k0, uint lane, thread uin
 /* acc (one 16 x 8 tile; lane (g, q) holds (g, 2q), (g, 2q+1), (g+8, 2q),
  * (g+8, 2q+1)) += sum_{k < kk} A(m, k) B(k, n) with A(m, k) = a[m*am + k*ak],
  * B(k, n) = b[k*bk + n*bn] in threadgroup memory; kk a multiple of 16. On
- * CUDA, bfloat16 and float16 run mma.sync.m16n8k16 with float accumulation;
- * every other case FMAs in k order (exact float32). */
+ * CUDA, bfloat16 and float16 run mma.sync.m16n8k16 with float accumulation,
+ * float32 runs 3xTF32 m16n8k8 (float32 accuracy, not bit for bit); every
+ * other case FMAs in k order (exact float32). */
 template <class TT>
 METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int ak, const threadgroup TT *b, int bk,
                         int bn, int kk, uint lane) {
@@ -172,6 +213,14 @@ METAL_FUNC void mc_tile(thread float *acc, const threadgroup TT *a, int am, int 
             mc_frag_a<TT>(sa, am, ak, k0, lane, a0, a1, a2, a3);
             mc_frag_b<TT>(sb, bk, bn, k0, lane, b0, b1);
             mc_mma<TT>(acc, a0, a1, a2, a3, b0, b1);
+        }
+        return;
+    } else if constexpr (metal::is_same_v<TT, float>) {
+        for (int k0 = 0; k0 < kk; k0 += 8) {
+            uint ah[4], al[4], bh[2], bl[2];
+            mc_frag_a_f32(a, am, ak, k0, lane, ah, al);
+            mc_frag_b_f32(b, bk, bn, k0, lane, bh, bl);
+            mc_mma_3xtf32(acc, ah, al, bh, bl);
         }
         return;
     }
@@ -206,6 +255,19 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
                 }
         }
         return;
+    } else if constexpr (metal::is_same_v<TT, float>) {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kk; k0 += 8) {
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (u < live) {
+                    uint ah[4], al[4], bh[2], bl[2];
+                    mc_frag_a_f32(a[u], am, ak, k0, lane, ah, al);
+                    mc_frag_b_f32(b[u], bk, bn, k0, lane, bh, bl);
+                    mc_mma_3xtf32(acc[u], ah, al, bh, bl);
+                }
+        }
+        return;
     }
 #endif
     for (int u = 0; u < N; u++)
@@ -231,6 +293,20 @@ METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, in
                     uint b0, b1;
                     mc_frag_b<TT>(sb + uint(8 * u * bn) * uint(sizeof(TT)), bk, bn, k0, lane, b0, b1);
                     mc_mma<TT>(acc[u], a0, a1, a2, a3, b0, b1);
+                }
+        }
+        return;
+    } else if constexpr (metal::is_same_v<TT, float>) {
+#pragma unroll 1
+        for (int k0 = 0; k0 < kk; k0 += 8) {
+            uint ah[4], al[4];
+            mc_frag_a_f32(a, am, ak, k0, lane, ah, al);
+#pragma unroll
+            for (int u = 0; u < N; u++)
+                if (u < live) {
+                    uint bh[2], bl[2];
+                    mc_frag_b_f32(b + 8 * u * bn, bk, bn, k0, lane, bh, bl);
+                    mc_mma_3xtf32(acc[u], ah, al, bh, bl);
                 }
         }
         return;
@@ -510,10 +586,12 @@ if constexpr (PHASE == 1) {
     constexpr int RT = DS / 16;                    // row tiles (<= NW1)
     constexpr int CPW = VTC + 1;                   // this group's tiles
     constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
-    constexpr int LDST = TV + 8;                   // the state's staging rows
+    constexpr int LDST = TV + 8;                   // the state's staging rows (16-bit T)
+    constexpr int ST_ELEMS = sizeof(T) == 2 ? NW1 * 16 * LDST : 0;
     // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV), STG (NW1 x 16
-    // x LDST); float: U, IA, MR, PRE, SUF (64 each), WJ (2 x 64), SC (2 x 4)
-    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + NW1 * 16 * LDST) * int(sizeof(T)) + 15) / 16 * 16;
+    // x LDST, 16-bit T only); float: U, IA, MR, PRE, SUF (64 each), WJ (2 x
+    // 64), SC (2 x 4)
+    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + ST_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *KS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *VS = KS + 2 * L * LDK;
     threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
