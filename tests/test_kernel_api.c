@@ -277,13 +277,19 @@ static void test_templates(void) {
 }
 
 /* Template ints as array sizes (threadgroup arrays), header templates,
- * METAL_FUNC, #define, and the ALLOY_BACKEND_* macros. */
+ * METAL_FUNC, #define, the ALLOY_BACKEND_* macros, and int templates as
+ * ALLOY_TEMPLATE_* macros in the header. */
 static void test_templates_in_declarations(void) {
     const int n = 96;
     float x[96];
     for (int i = 0; i < n; i++) x[i] = (float)(i % 9);
     const char *header =
         "#define SCALE 2.0f\n"
+        "#if ALLOY_TEMPLATE_TG == 32 && ALLOY_TEMPLATE_TG * 2 > 63\n"
+        "#define BONUS 0.5f\n"
+        "#else\n"
+        "#define BONUS 0.0f\n"
+        "#endif\n"
         "template <typename U> METAL_FUNC U twice(U v) { return v * U(2); }\n";
     const char *body =
         "uint l = thread_position_in_threadgroup.x;\n"
@@ -300,7 +306,7 @@ static void test_templates_in_declarations(void) {
         "#ifdef ALLOY_BACKEND_CUDA\n"
         "backend += 2;\n"
         "#endif\n"
-        "out[i] = float(twice(s)) * SCALE + float(backend) * 1000.0f;\n";
+        "out[i] = float(twice(s)) * SCALE + float(backend) * 1000.0f + BONUS;\n";
     float got[96];
     ku_spec s;
     memset(&s, 0, sizeof s);
@@ -329,7 +335,7 @@ static void test_templates_in_declarations(void) {
     for (int i = 0; i < n; i++) {
         double sum = 0;
         for (int k = 0; k < 32; k++) sum += x[(i / 32) * 32 + k];
-        ref[i] = sum * 2 * 2 + backend * 1000;
+        ref[i] = sum * 2 * 2 + backend * 1000 + 0.5;
     }
     CHECK(ku_cmp_f32("templates in declarations", got, ref, n, 0, 0) == 0);
 }

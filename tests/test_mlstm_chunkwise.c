@@ -114,6 +114,13 @@ static void test_chunkwise_chunk_sizes(void) {
     check(1, 1, 1100, 8, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, all, "S=1100");
 }
 
+static void test_chunkwise_long_gate_walk(void) {
+    /* over 256 chunks in one window: the gate walk's blocks of chunks, with
+     * hostile gates so the stabiliser's chain crosses block boundaries */
+    static const int c16[] = {16, 0};
+    check(1, 2, 4200, 4, 5, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, c16, "S=4200 chunk 16");
+}
+
 static void test_chunkwise_head_sizes(void) {
     check(1, 1, 5, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, CHUNK_SMALL, "D=1");
     check(2, 3, 19, 7, 5, ALLOY_FLOAT32, GATES_PLAIN, 1, CHUNK_SMALL, "D=7/5");
@@ -435,6 +442,7 @@ int main(void) {
     RUN(test_chunkwise_empty);
     RUN(test_chunkwise_h_only);
     RUN(test_chunkwise_chunk_sizes);
+    RUN(test_chunkwise_long_gate_walk);
     RUN(test_chunkwise_head_sizes);
     RUN(test_chunkwise_equals_steps);
     RUN(test_chunkwise_hostile_gates);

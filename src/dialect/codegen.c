@@ -813,8 +813,18 @@ alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_resul
     alloy_sb_append(&sb, tensor_ops ? "using namespace metal;\nusing namespace mpp::tensor_ops;\n"
                                     : "using namespace metal;\n");
 
-    /* header */
+    /* header: int and bool template arguments are also macros there, so a
+     * header can choose per specialisation what only the preprocessor
+     * reaches (a CUDA kernel's launch bounds) */
     if (req->header && req->header[0]) {
+        for (int i = 0; i < req->n_templates; i++) {
+            const alloy_template_arg *t = &req->templates[i];
+            if (t->kind == ALLOY_TEMPLATE_DTYPE) continue;
+            if (t->ivalue == INT64_MIN)
+                alloy_sb_printf(&sb, "#define ALLOY_TEMPLATE_%s (-%lldLL - 1)\n", t->name, (long long)INT64_MAX);
+            else
+                alloy_sb_printf(&sb, "#define ALLOY_TEMPLATE_%s (%lldLL)\n", t->name, (long long)t->ivalue);
+        }
         alloy_sb_append(&sb, "#line 1 \"");
         append_file_name(&sb, kname);
         alloy_sb_append(&sb, ".header\"\n");

@@ -38,8 +38,10 @@ def step(q, k, v, i, f, c, n, m, eps=1e-6, *, out=None, stream=None):
     shape and dtype, live on the operands' device and be row-contiguous; it
     is written and returned as given. In place: pass a state as its own
     output (``out=(None, c, n, m)``) and the step updates it there (the C op
-    reads every state before it overwrites one). No other overlap of inputs
-    and outputs is allowed. eps >= 0 (1e-6 is mlstm_kernels' default).
+    reads every state before it overwrites one: two kernel launches where
+    one does with the new n and m in other arrays, as when a decoding loop
+    alternates two state buffers). No other overlap of inputs and outputs is
+    allowed. eps >= 0 (1e-6 is mlstm_kernels' default).
     """
     if out is None:
         out = (None, None, None, None)

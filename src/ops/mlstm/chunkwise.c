@@ -5,9 +5,9 @@
  * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
  * the caller's stream:
  *  - split (chunks of at most 64 rows; every 16-bit input, float32 up to
- *    DHQK 256): per window of chunks, one launch that stores every chunk's
- *    starting state in device scratch and one that computes h of all the
- *    window's chunks at once;
+ *    DHQK 256): per window of chunks, one launch that walks the gates, one
+ *    that stores every chunk's starting state in device scratch and one that
+ *    computes h of all the window's chunks at once;
  *  - fused (float32 inputs with DHQK over 256): one launch, one threadgroup of
  *    256 threads per (sequence, head, tile of TV columns of h) walking its
  *    sequence's chunks with its slice of the state in registers.
@@ -75,8 +75,11 @@ static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
 static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV) {
     const int64_t staging = tsize == 2 ? 4 * 16 * (TV + 8) : 0; /* 16-bit states go out through it */
     const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16) + staging) * tsize + 15) / 16 * 16;
-    return t_bytes + 4 * (7 * 64 + 8);
+    return t_bytes + 4 * 2 * (size_t)(L + 4); /* two chunks' gate records */
 }
+/* The gate walk's (PHASE 3): per SIMD group (32) U, IA, MR, PRE, SUF, w (64
+ * each) and e_last, m; a block's 256 chunk summaries (6 each) and 257 m. */
+static const size_t SPLIT_GATES_SMEM = 4 * (32 * (6 * 64 + 4) + 256 * 6 + 257);
 static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {
     const int64_t LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;
     const int64_t kv = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
@@ -95,7 +98,7 @@ typedef struct chunk_run {
     double eps;
 } chunk_run;
 
-/* One launch: the kernel's branch (phase 0 fused, 1 states, 2 outputs), its
+/* One launch: the kernel's branch (phase 0 fused, 1 states, 2 outputs, 3 gates), its
  * specialisation and grid, and the window of slots (split path). */
 typedef struct chunk_launch {
     int phase;
@@ -128,7 +131,7 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
     if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", r->vec);
     if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "RES", c->res);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PHASE", c->phase);
-    for (int e = 0; e < 7 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+    for (int e = 0; e < 8 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
     if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(c->groups * c->threads), 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, c->threads, 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, c->smem);
@@ -141,9 +144,9 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
         st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)r->DHQK));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, r->eps);
-    alloy_array *res[7] = {NULL};
+    alloy_array *res[8] = {NULL};
     if (st == ALLOY_OK) st = alloy_kernel_apply(r->kc, 9, ins, l, r->stream, res);
-    for (int e = 0; e < 7; e++) alloy_array_free(res[e]);
+    for (int e = 0; e < 8; e++) alloy_array_free(res[e]);
     alloy_launch_free(l);
     return st;
 }
@@ -187,9 +190,10 @@ static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, spl
  * phase), the state carried between them in float32. */
 static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
 
-/* The split path: per window, phase 1 stores the chunk-start states of the
- * window's slots (and carries the state on), phase 2 computes h of every
- * chunk of the window at once. Slots: dense, chunk c of sequence s is c * NSEQ
+/* The split path: per window, phase 3 walks the gates once per (sequence,
+ * head) and stores each chunk's gate record (and carries m on), phase 1
+ * stores the chunk-start states of the window's slots (and carries C and n
+ * on), phase 2 computes h of every chunk of the window at once. Slots: dense, chunk c of sequence s is c * NSEQ
  * + s (a window is whole chunk indices of every sequence, which advance
  * together); packed, sequence s's chunks start at cu[s] / L + s (a one-to-one
  * map that the kernel inverts by binary search). The carry is the final state
@@ -197,7 +201,7 @@ static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
 static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_array **ins, alloy_array *oh,
                               alloy_array *oc, alloy_array *on, alloy_array *om) {
     const size_t tsize = alloy_dtype_size(r->dt);
-    const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4);
+    const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4 + (r->L + 4) * 4);
     int64_t nslots, unit; /* slots in all; a window holds whole units */
     if (r->varlen) { /* base(s) = cu[s] / L + s, strictly increasing */
         nslots = r->S / r->L + r->nseq;
@@ -216,12 +220,13 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     const int64_t WN = units > 0 ? (units + nwin - 1) / nwin * unit : 1;
 
     alloy_device *dev = alloy_array_device(oh);
-    alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};
+    alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *gw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};
     const int64_t s_cw[1] = {WN * r->NH * r->DHQK * r->DHHV}, s_nw[1] = {WN * r->NH * r->DHQK},
-                  s_mw[1] = {WN * r->NH};
+                  s_mw[1] = {WN * r->NH}, s_gw[1] = {WN * r->NH * (r->L + 4)};
     alloy_status st = alloy_array_new(dev, r->dt, 1, s_cw, &cw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_nw, &nw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_mw, &mw);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_gw, &gw);
     if (!oc) {
         const int64_t s_c[4] = {r->nseq, r->NH, r->DHQK, r->DHHV}, s_n[3] = {r->nseq, r->NH, r->DHQK},
                       s_m[3] = {r->nseq, r->NH, 1};
@@ -230,20 +235,25 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
         if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &own[2]);
         for (int e = 0; e < 3; e++) carry[e] = own[e];
     }
-    alloy_array *outs[7] = {oh, carry[0], carry[1], carry[2], cw, nw, mw};
+    alloy_array *outs[8] = {oh, carry[0], carry[1], carry[2], cw, nw, mw, gw};
     for (int64_t w = 0; w < nwin && st == ALLOY_OK; w++) {
+        const chunk_launch gates = {.phase = 3, .DKP = p->DS1, .DS = p->DS1, .TV = p->TV1, .VT = 1, .KT = 1,
+                                    .W0 = w * WN, .WN = WN, .carry = w > 0, .groups = r->nseq * r->NH, .threads = 1024,
+                                    .smem = SPLIT_GATES_SMEM};
         const chunk_launch states = {.phase = 1, .DKP = p->DS1, .DS = p->DS1, .TV = p->TV1, .VT = p->VT1,
                                      .KT = p->KT, .W0 = w * WN, .WN = WN, .carry = w > 0,
                                      .groups = r->nseq * r->NH * p->KT * p->VT1, .threads = 128, .smem = p->smem1};
         const chunk_launch outputs = {.phase = 2, .DKP = p->DKP2, .DS = p->DS2, .TV = p->TV2, .VT = p->VT2,
                                       .KT = 1, .W0 = w * WN, .WN = WN, .groups = WN * r->NH, .threads = 128,
                                       .smem = p->smem2};
-        st = launch_chunkwise(r, &states, ins, outs);
+        st = launch_chunkwise(r, &gates, ins, outs);
+        if (st == ALLOY_OK) st = launch_chunkwise(r, &states, ins, outs);
         if (st == ALLOY_OK) st = launch_chunkwise(r, &outputs, ins, outs);
     }
     alloy_array_free(cw);
     alloy_array_free(nw);
     alloy_array_free(mw);
+    alloy_array_free(gw);
     for (int e = 0; e < 3; e++) alloy_array_free(own[e]);
     return st;
 }
@@ -357,7 +367,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
         /* absent state outputs and the split path's slots are bound to h (never written) */
-        alloy_array *outs[7] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh, oh, oh, oh};
+        alloy_array *outs[8] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh, oh, oh, oh, oh};
         st = launch_chunkwise(&run, &fused, ins, outs);
     }
     if (st != ALLOY_OK) {

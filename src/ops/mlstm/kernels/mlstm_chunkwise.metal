@@ -3,9 +3,11 @@
 //  - FUSED (PHASE 0): each threadgroup walks the chunks of one sequence in
 //    order, keeps its slice of the state in registers (float32) and writes h
 //    chunk by chunk, so no chunk state ever goes to device memory;
-//  - SPLIT (chunks of at most 64 rows): PHASE 1 walks the chunks with the
-//    state in registers and stores each chunk's starting state (C in T, n and
-//    m in float32) in device memory; PHASE 2 then computes h of every chunk at
+//  - SPLIT (chunks of at most 64 rows): PHASE 3 walks the gates once per
+//    (sequence, head) and stores each chunk's gate record; PHASE 1 walks the
+//    chunks with the state in registers and stores each chunk's starting
+//    state (C in T, n in float32; m from PHASE 3) in device memory; PHASE 2
+//    then computes h of every chunk at
 //    once, one threadgroup per (chunk, head). Far more threadgroups run side by
 //    side than in the fused walk, at the price of the states' memory traffic.
 //    Inputs may run in windows of chunks (chunkwise.c), the state carried from
@@ -54,23 +56,25 @@
 // 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
 // m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES,
-// PHASE (0 fused, 1 and 2 split: DS and TV then give phase 1's tile of C, or
-// phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T), n_chunk,
-// m_chunk (float32), the window's slots x NH chunk-start states; the fused
+// PHASE (0 fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C,
+// or phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
+// n_chunk, m_chunk (float32), the window's slots x NH chunk-start states, and
+// g_chunk (float32, slots x NH x (L + 4)) their gate records; the fused
 // launch binds them to h and never touches them.
 // Launch constants: int S (tokens per (batch, head) row: S, or the packed
 // total), int NH, int DHQK, int DHHV, int VT (column tiles), int KT (phase
 // 1's row tiles), int NSEQ (sequences), int W0, WN (the window's first slot
-// and its slots), int CARRY (phase 1 starts from C_out, n_out, m_out), float scale
+// and its slots), int CARRY (phases 1 and 3 start from C_out, n_out, m_out), float scale
 // (DHQK^-1/2), float eps. Inputs absent (no initial state, no cu, no state
 // outputs) are bound to any array and never touched.
 // Launch: FUSED grid = (NSEQ * NH * VT * 256, 1, 1), threadgroup = (256, 1, 1);
-// PHASE 1 NSEQ * NH * KT * VT and PHASE 2 WN * NH threadgroups of (128, 1, 1);
+// PHASE 1 NSEQ * NH * KT * VT and PHASE 2 WN * NH threadgroups of (128, 1, 1),
+// PHASE 3 NSEQ * NH of (1024, 1, 1);
 // threadgroup memory = the bytes chunkwise.c computes for each branch, laid
 // out as in the branches below.
 //! name: alloy_mlstm_chunkwise
 //! inputs: q k v i f C0 n0 m0 cu
-//! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk
+//! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk g_chunk
 //! template: T=float32
 //! template: L=64
 //! template: DKP=64
@@ -83,6 +87,12 @@
 //! template: RES=false
 //! template: PHASE=0
 //! header:
+#if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 1
+/* phase 1 at most 128 registers: four threadgroups per SM (ptxas takes 137
+ * without the bound, and spills nothing with it) */
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128, 4)
+#endif
 #if defined(ALLOY_BACKEND_CUDA)
 /* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
 METAL_FUNC uint mc_smem(const threadgroup void *p) {
@@ -413,11 +423,13 @@ METAL_FUNC void mc_gates_scan(threadgroup float *U, threadgroup float *IA, threa
  * IA -inf, MR the last m. The arrays hold 64 rows; each lane writes and
  * reads only its own rows. Returns the chunk's last m, and in every lane
  * `total` = sum_r U_r (the log of the chunk's decay of the state). */
-METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
-                               threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
-                               threadgroup float *PRE, threadgroup float *SUF, thread float &total) {
+/* The part of mc_gates_simd that does not depend on the starting m: each
+ * lane's log-forget and input gates (lf 0 and ig -inf past Lc) and the
+ * composed step of the rows before its own (ea, eb: m before row 2 lane is
+ * max(mp + ea, eb), lane > 0). */
+METAL_FUNC void mc_gates_local(float fp0, float fp1, float ip0, float ip1, int Lc, uint lane, thread float *lf,
+                               thread float *ig, thread float &ea, thread float &eb) {
     const int r0 = 2 * int(lane);
-    float lf[2], ig[2];
     const float fpv[2] = {fp0, fp1}, ipv[2] = {ip0, ip1};
     for (int e = 0; e < 2; e++) {
         lf[e] = 0.0f;
@@ -436,7 +448,24 @@ METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int L
             a = pa + a;
         }
     }
-    float ea = mc_lane_up(a, 1u), eb = mc_lane_up(b, 1u);
+    ea = mc_lane_up(a, 1u);
+    eb = mc_lane_up(b, 1u);
+}
+/* A chunk's last m from its first mp, as mc_gates_simd computes it (the same
+ * operations in the same order, so the same float): from lane 31's ea, eb,
+ * lf and ig (s[0..5]), its two rows applied in turn (L <= 64). */
+METAL_FUNC float mc_gates_last_m(const threadgroup float *s, int Lc, float mp) {
+    float m = max(mp + s[0], s[1]);
+    for (int e = 0; e < 2; e++)
+        if (62 + e < Lc) m = max(s[2 + 2 * e] + m, s[3 + 2 * e]);
+    return m;
+}
+METAL_FUNC float mc_gates_simd(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
+                               threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
+                               threadgroup float *PRE, threadgroup float *SUF, thread float &total) {
+    const int r0 = 2 * int(lane);
+    float lf[2], ig[2], ea, eb;
+    mc_gates_local(fp0, fp1, ip0, ip1, Lc, lane, lf, ig, ea, eb);
     float m = lane == 0 ? mp : max(mp + ea, eb);   // m at row r0 - 1
     float u[2];
     for (int e = 0; e < 2; e++) {
@@ -475,9 +504,9 @@ METAL_FUNC void mc_gates_raw(const device TT *f, const device TT *i, long tb, in
     fp1 = r + 1 < n ? float(f[tb + r + 1]) : 0.0f;
     ip1 = r + 1 < n ? float(i[tb + r + 1]) : 0.0f;
 }
-/* The split path's phase 1, one SIMD group: the state update's weights of
- * a chunk of Lc rows from mp — wj[j] = w_j (0 past Lc), sc[0] = e_last,
- * sc[1] = the chunk's last m, which it returns. */
+/* The split path's gate walk (PHASE 3), one SIMD group: the state update's
+ * weights of a chunk of Lc rows from mp — wj[j] = w_j (0 past Lc), sc[0] =
+ * e_last, sc[1] = the chunk's last m, which it returns. */
 METAL_FUNC float mc_update_weights(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
                                    threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
                                    threadgroup float *PRE, threadgroup float *SUF, threadgroup float *wj,
@@ -563,6 +592,34 @@ METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long 
     mc_load_async<TT, ROWS, COLS, NTH, V>(dst, ld, src, sld, nr, nc, tid);
     mc_wait_copies();
 }
+/* The chunks [ca, cb) of sequence seq's row for head `head` that the window
+ * of slots [W0, W0 + WN) holds, the row's first token and length, and
+ * (VARLEN) the sequence's first slot: dense, chunk c of sequence s is slot
+ * c * NSEQ + s; packed, cu[s] / L + s + c. */
+template <int LL, bool VL, class CU>   // CU: int32 with VL, else whatever array was bound
+METAL_FUNC void mc_window_chunks(const device CU *cu, long seq, int head, int S, int NH, int NSEQ, int W0, int WN,
+                                 thread long &tokbase, thread int &len, thread int &ca, thread int &cb,
+                                 thread int &base) {
+    base = 0;
+    if (VL) {
+        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+        tokbase = long(head) * S + s0;
+        len = max(s1 - s0, 0);
+        base = s0 / LL + int(seq);
+        ca = max(W0 - base, 0);
+        cb = min(W0 + WN - base, (len + LL - 1) / LL);
+    } else {
+        tokbase = (seq * NH + head) * long(S);
+        len = S;
+        ca = W0 / NSEQ;
+        cb = min((W0 + WN) / NSEQ, (len + LL - 1) / LL);
+    }
+}
+/* The index (slot * NH + head) of chunk c of a window's chunks [ca, ...) of
+ * sequence seq (mc_window_chunks' slot layout). */
+METAL_FUNC long mc_slot_index(bool varlen, int base, int c, int W0, int ca, int NSEQ, long seq, int NH, int head) {
+    return (varlen ? long(base + c - W0) : long(c - ca) * NSEQ + seq) * NH + head;
+}
 //! body:
 constexpr int NW = 8;                      // simdgroups per threadgroup
 constexpr int NT = NW * 32;                // threads
@@ -576,8 +633,9 @@ if constexpr (PHASE == 1) {
     // row k0, TV columns from v0) walks the sequence's chunks of this window
     // in order, its tile of C (and, for the first column tile, n) in float32
     // registers; before each chunk it stores the state into the window's slot
-    // (C as T, n and m as float) for phase 2, and at the end into the carry
-    // (C_out, n_out, m_out: float32), which the next window starts from.
+    // (C as T, n as float) for phase 2, and at the end into the carry (C_out,
+    // n_out: float32), which the next window starts from. The gates come as
+    // PHASE 3's records (w_j, e_last), copied in with k and v.
     // Per chunk: C' = e_last C + K^T [w v | w] (the fused path's update).
     // SIMD group w owns rows 16w..16w+15 of the tile (DS <= 64): its TV / 8
     // column tiles of C, then (first column tile only) the n tile, column TV.
@@ -588,20 +646,14 @@ if constexpr (PHASE == 1) {
     constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
     constexpr int LDST = TV + 8;                   // the state's staging rows (16-bit T)
     constexpr int ST_ELEMS = sizeof(T) == 2 ? NW1 * 16 * LDST : 0;
+    constexpr int GWN = L + 4;                     // a chunk's gate record (see PHASE 3)
     // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV), STG (NW1 x 16
-    // x LDST, 16-bit T only); float: U, IA, MR, PRE, SUF (64 each), WJ (2 x
-    // 64), SC (2 x 4)
+    // x LDST, 16-bit T only); float: GW[2] (GWN: this chunk's and the next's)
     constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + ST_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *KS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *VS = KS + 2 * L * LDK;
     threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
-    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
-    threadgroup float *IA = U + 64;
-    threadgroup float *MR = IA + 64;
-    threadgroup float *PRE = MR + 64;
-    threadgroup float *SUF = PRE + 64;
-    threadgroup float *WJ = SUF + 64;
-    threadgroup float *SC = WJ + 2 * 64;
+    threadgroup float *GW = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
     long grp = long(threadgroup_position_in_grid.x);
     const int vt = int(grp % VT);
     grp /= VT;
@@ -612,20 +664,8 @@ if constexpr (PHASE == 1) {
     const long sidx = seq * NH + head;
     const int k0 = kt * DS, v0 = vt * TV;
     long tokbase;
-    int len, ca, cb, base = 0;   // base: the sequence's first slot (VARLEN)
-    if (VARLEN) {
-        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
-        tokbase = long(head) * S + s0;
-        len = max(s1 - s0, 0);
-        base = s0 / L + int(seq);
-        ca = max(W0 - base, 0);
-        cb = min(W0 + WN - base, (len + L - 1) / L);
-    } else {
-        tokbase = sidx * S;
-        len = S;
-        ca = W0 / NSEQ;
-        cb = min((W0 + WN) / NSEQ, (len + L - 1) / L);
-    }
+    int len, ca, cb, base;   // base: the sequence's first slot (VARLEN)
+    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, base);
     const int clive = warp < RT ? (vt == 0 ? VTC + 1 : VTC) : 0;   // tiles this group computes
     const int rbase = k0 + 16 * warp + g;   // this lane's rows: rbase, rbase + 8
 
@@ -650,39 +690,36 @@ if constexpr (PHASE == 1) {
             cst[u][e] = x;
         }
     }
-    float mp = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
     for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    // The gates run a chunk ahead on SIMD group 0 (they need only the gates
-    // and the previous m), overlapping the other groups' products: buffer buf
-    // of WJ (the update's weights w_j) and SC (e_last, the chunk's last m) is
-    // this chunk's, buf ^ 1 the next one's.
-    float fp0 = 0.0f, fp1 = 0.0f, ip0 = 0.0f, ip1 = 0.0f;   // SIMD group 0: raw gates of the chunk to come
-    float mg = mp;                                          // SIMD group 0: m before that chunk
+    // Chunk c's slot (its gate record, written by PHASE 3, and its state);
+    // buffer buf of KS, VS and GW is this chunk's, buf ^ 1 the next one's,
+    // each copied in while the previous chunk runs.
+    // chunk c's slot index: wsx0 + (c - ca) * WSTEP (consecutive chunks of a
+    // sequence: NSEQ slots apart dense, one packed)
+    const long wsx0 = mc_slot_index(VARLEN, base, ca, W0, ca, NSEQ, seq, NH, head);
+    const long WSTEP = VARLEN ? long(NH) : long(NSEQ) * NH;
     if (ca < cb) {
         const long tb = tokbase + long(ca) * L;
         const int Lc = min(L, len - ca * L);
+        mc_load_async<float, 1, GWN, NT1, true, false>(GW, GWN, g_chunk + wsx0 * GWN, GWN, 1, GWN, tid);
         mc_load_async<T, L, DS, NT1, VEC, false>(KS, LDK, k + tb * DHQK + k0, DHQK, Lc, DHQK - k0, tid);
         mc_load_async<T, L, TV, NT1, VEC>(VS, LDV, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-    }
-    if (warp == 0 && ca < cb) {   // the first chunk's gates, and the raw gates of the next
-        const long tb = tokbase + long(ca) * L;
-        mc_gates_raw(f, i, tb, min(L, len - ca * L), lane, fp0, fp1, ip0, ip1);
-        mg = mc_update_weights(fp0, fp1, ip0, ip1, min(L, len - ca * L), mg, lane, U, IA, MR, PRE, SUF, WJ, SC);
-        if (ca + 1 < cb) mc_gates_raw(f, i, tb + L, min(L, len - (ca + 1) * L), lane, fp0, fp1, ip0, ip1);
     }
     for (int c = ca; c < cb; c++) {
         const int buf = (c - ca) & 1;
         const long tb = tokbase + long(c) * L;
         threadgroup T *KB = KS + buf * L * LDK;
         threadgroup T *VB = VS + buf * L * LDV;
-        threadgroup float *wj = WJ + buf * 64;
-        threadgroup float *sc = SC + buf * 4;
+        threadgroup float *wj = GW + buf * GWN;   // w_j, then e_last at L
         mc_wait_copies();
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (c + 1 < cb) {   // the next chunk's k and v come in while this one runs
+        if (c + 1 < cb) {   // the next chunk's gates, k and v come in while this one runs
             const int ln = min(L, len - (c + 1) * L);
+            mc_load_async<float, 1, GWN, NT1, true, false>(GW + (buf ^ 1) * GWN, GWN,
+                                                           g_chunk + (wsx0 + (c + 1 - ca) * WSTEP) * GWN, GWN, 1,
+                                                           GWN, tid);
             mc_load_async<T, L, DS, NT1, VEC, false>(KS + (buf ^ 1) * L * LDK, LDK, k + (tb + L) * DHQK + k0, DHQK,
                                                      ln, DHQK - k0, tid);
             mc_load_async<T, L, TV, NT1, VEC>(VS + (buf ^ 1) * L * LDV, LDV, v + (tb + L) * DHHV + v0, DHHV, ln,
@@ -690,8 +727,7 @@ if constexpr (PHASE == 1) {
         }
         // the state before chunk c, into its slot for phase 2 (16-bit T and
         // VEC: each lane's two neighbouring columns as one 32-bit store)
-        const long slot = VARLEN ? long(base + c - W0) : long(c - ca) * NSEQ + seq;
-        const long wsx = slot * NH + head;
+        const long wsx = wsx0 + (c - ca) * WSTEP;
         bool staged = false;
         if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
             // whole 128-byte rows: the SIMD group's 16 x 64 tile through
@@ -734,7 +770,6 @@ if constexpr (PHASE == 1) {
         if (vt == 0 && qd == 0 && warp < RT)
             for (int hf = 0; hf < 2; hf++)
                 if (rbase + 8 * hf < DHQK) n_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
-        if (kt == 0 && vt == 0 && tid == 0) m_chunk[wsx] = mp;
         // [w v | w] in place, 8 columns per step (w_j as the n column, first
         // column tile only); each of the first RS * VTC threads the same 8
         // columns of every RS-th row
@@ -759,13 +794,7 @@ if constexpr (PHASE == 1) {
         if (vt == 0)
             for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[jj]);
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (warp == 0 && c + 1 < cb) {   // the next chunk's gates, while the products run
-            mg = mc_update_weights(fp0, fp1, ip0, ip1, min(L, len - (c + 1) * L), mg, lane, U, IA, MR, PRE, SUF,
-                                   WJ + (buf ^ 1) * 64, SC + (buf ^ 1) * 4);
-            if (c + 2 < cb) mc_gates_raw(f, i, tb + 2 * L, min(L, len - (c + 2) * L), lane, fp0, fp1, ip0, ip1);
-        }
-        const float decay = sc[0];
-        mp = sc[1];
+        const float decay = wj[L];
         #pragma unroll
         for (int u = 0; u < CPW; u++)
             #pragma unroll
@@ -786,7 +815,6 @@ if constexpr (PHASE == 1) {
                 }
             }
     }
-    if (kt == 0 && vt == 0 && tid == 0) m_out[sidx] = mp;
 } else if constexpr (PHASE == 2) {
     // ---- SPLIT, phase 2: h of one chunk ------------------------------------
     // One threadgroup of 128 threads per (slot of the window, head): one
@@ -1005,6 +1033,85 @@ if constexpr (PHASE == 1) {
                 }
         }
     }
+} else if constexpr (PHASE == 3) {
+    // ---- SPLIT, gates: the stabiliser's walk, once per (sequence, head) ----
+    // One threadgroup of 32 SIMD groups per (sequence, head) writes each
+    // chunk of the window its gate record in its slot of g_chunk — w_j for j
+    // < L (0 past the chunk), e_last at L, the chunk's last m at L + 1 — and
+    // m at the chunk's start into m_chunk; the m after the window goes to
+    // m_out, which the next window starts from. m is a chain through the
+    // chunks, so per block of up to 256 chunks: each SIMD group scans its
+    // chunks' gates without m (mc_gates_local; lane 31 keeps what the last m
+    // needs), one thread walks the chain (mc_gates_last_m: the same float
+    // operations as the full scan), then each SIMD group scans its chunks
+    // again from their m. Phase 1's tiles of a head all read the same record
+    // instead of each scanning the gates between its barriers.
+    constexpr int NW3 = 32, NT3 = NW3 * 32, CB3 = 256, GWN = L + 4;
+    // threadgroup memory: per SIMD group U, IA, MR, PRE, SUF, WJ (64 each) and
+    // SC (4); SM (CB3 x 6: lane 31's ea, eb, lf, ig, lf, ig), MS (CB3 + 1: m
+    // before each chunk of the block)
+    threadgroup float *U = (threadgroup float *)alloy_threadgroup_memory + warp * (6 * 64 + 4);
+    threadgroup float *IA = U + 64;
+    threadgroup float *MR = IA + 64;
+    threadgroup float *PRE = MR + 64;
+    threadgroup float *SUF = PRE + 64;
+    threadgroup float *WJ = SUF + 64;
+    threadgroup float *SC = WJ + 64;
+    threadgroup float *SM = (threadgroup float *)alloy_threadgroup_memory + NW3 * (6 * 64 + 4);
+    threadgroup float *MS = SM + CB3 * 6;
+    const long grp = long(threadgroup_position_in_grid.x);
+    const int head = int(grp % NH);
+    const long seq = grp / NH;
+    const long sidx = seq * NH + head;
+    long tokbase;
+    int len, ca, cb, base;
+    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, base);
+    const long wsx0 = mc_slot_index(VARLEN, base, ca, W0, ca, NSEQ, seq, NH, head);
+    const long WSTEP = VARLEN ? long(NH) : long(NSEQ) * NH;
+    float mcarry = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
+    for (int c0 = ca; c0 < cb; c0 += CB3) {   // uniform over the threadgroup
+        const int nb = min(CB3, cb - c0);
+        for (int j = warp; j < nb; j += NW3) {
+            const int c = c0 + j, Lc = min(L, len - c * L);
+            float fp0, fp1, ip0, ip1, lf[2], ig[2], ea, eb;
+            mc_gates_raw(f, i, tokbase + long(c) * L, Lc, lane, fp0, fp1, ip0, ip1);
+            mc_gates_local(fp0, fp1, ip0, ip1, Lc, lane, lf, ig, ea, eb);
+            if (lane == 31u) {
+                threadgroup float *sm = SM + j * 6;
+                sm[0] = ea, sm[1] = eb, sm[2] = lf[0], sm[3] = ig[0], sm[4] = lf[1], sm[5] = ig[1];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid == 0) {
+            float m = mcarry;
+            for (int j = 0; j < nb; j++) {
+                MS[j] = m;
+                m = mc_gates_last_m(SM + j * 6, min(L, len - (c0 + j) * L), m);
+            }
+            MS[nb] = m;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        mcarry = MS[nb];
+        for (int j = warp; j < nb; j += NW3) {
+            const int c = c0 + j, Lc = min(L, len - c * L);
+            const long wsx = wsx0 + long(c - ca) * WSTEP;
+            float fp0, fp1, ip0, ip1;
+            mc_gates_raw(f, i, tokbase + long(c) * L, Lc, lane, fp0, fp1, ip0, ip1);
+            mc_update_weights(fp0, fp1, ip0, ip1, Lc, MS[j], lane, U, IA, MR, PRE, SUF, WJ, SC);
+            device float *rec = g_chunk + wsx * GWN;
+            for (int e = 0; e < 2; e++) {   // each lane its own rows of WJ (mc_update_weights wrote them)
+                const int r = 2 * int(lane) + e;
+                if (r < L) rec[r] = WJ[r];
+            }
+            if (lane == 0) {
+                rec[L] = SC[0];
+                rec[L + 1] = SC[1];
+                m_chunk[wsx] = MS[j];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // SM and MS are the next block's
+    }
+    if (tid == 0) m_out[sidx] = mcarry;
 } else {
     // ---- FUSED: one threadgroup walks a whole sequence --------------------
 long grp = long(threadgroup_position_in_grid.x);
