@@ -18,7 +18,12 @@
 //     holds row r; one simdgroup_barrier per column, as cholesky_small);
 //  2. every thread takes rows below the block and solves them against the
 //     block's transpose (trsm, right side: x_l = (a_l - sum_{q<l} x_q l_lq) /
-//     l_ll, with LAPACK's reciprocal scaling), its row in registers;
+//     l_ll, with LAPACK's reciprocal scaling), its row in registers, in
+//     blocks of 8 columns: each block solved in registers, then its sums
+//     taken from the later columns in W (the row's own storage) and those
+//     read back — the whole 32-column triangle unrolled at once made ptxas
+//     keep its 528 block values in flight (255 registers and 1.3 KB of
+//     spills per thread; 72 registers, no spills, this way);
 //  3. the trailing lower triangle is updated with the panel (syrk): 16 x 32
 //     tiles of the lower triangle, one per SIMD group at a time, each thread
 //     4 rows x 4 columns (columns strided by 8: conflict-free reads).
@@ -103,15 +108,29 @@ inline int alloy_chol_blocked(WP W, long ldw, PP pan_base, long ldp, bool pan_in
             T x[32];
             #pragma unroll
             for (int l = 0; l < 32; l++) x[l] = l < w ? T(W[long(i) * ldw + k0 + l]) : T(0);
+            // in blocks of 8 columns (see the file's comment)
             #pragma unroll
-            for (int l = 0; l < 32; l++) {
-                if (l >= w) break;
-                x[l] *= dinv[l];
+            for (int l0 = 0; l0 < 32; l0 += 8) {
                 #pragma unroll
-                for (int q = l + 1; q < 32; q++) {
-                    if (q >= w) break;
-                    x[q] = fma(-x[l], diag[q * 33 + l], x[q]);
+                for (int l = l0; l < l0 + 8; l++) {
+                    if (l >= w) break;
+                    x[l] *= dinv[l];
+                    #pragma unroll
+                    for (int q = l + 1; q < l0 + 8; q++) {
+                        if (q >= w) break;
+                        x[q] = fma(-x[l], diag[q * 33 + l], x[q]);
+                    }
                 }
+                #pragma unroll 1
+                for (int q = l0 + 8; q < w; q++) {
+                    T s = T(0);
+                    #pragma unroll
+                    for (int l = l0; l < l0 + 8; l++) s = fma(x[l], diag[q * 33 + l], s);
+                    W[long(i) * ldw + k0 + q] -= s;   // x[q] -= s, q not a constant: through W
+                }
+                #pragma unroll
+                for (int q = l0 + 8; q < 32; q++)
+                    if (q < w) x[q] = T(W[long(i) * ldw + k0 + q]);
             }
             #pragma unroll
             for (int l = 0; l < 32; l++) {
