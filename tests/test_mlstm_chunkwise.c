@@ -114,13 +114,6 @@ static void test_chunkwise_chunk_sizes(void) {
     check(1, 1, 1100, 8, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, all, "S=1100");
 }
 
-static void test_chunkwise_long_gate_walk(void) {
-    /* over 256 chunks in one window: the gate walk's blocks of chunks, with
-     * hostile gates so the stabiliser's chain crosses block boundaries */
-    static const int c16[] = {16, 0};
-    check(1, 2, 4200, 4, 5, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, c16, "S=4200 chunk 16");
-}
-
 static void test_chunkwise_head_sizes(void) {
     check(1, 1, 5, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, CHUNK_SMALL, "D=1");
     check(2, 3, 19, 7, 5, ALLOY_FLOAT32, GATES_PLAIN, 1, CHUNK_SMALL, "D=7/5");
@@ -295,6 +288,29 @@ static void test_chunkwise_varlen(void) {
  * carried between them. Windows of one chunk index
  * (dense) or one slot (packed) give the reference's results and, dense, the
  * very bits of one window. */
+static void test_chunkwise_long_gate_walk(void) {
+    /* over 256 chunks in one window: the gate walk's blocks of chunks, with
+     * hostile gates so the stabiliser's chain crosses block boundaries */
+    static const int c16[] = {16, 0};
+    check(1, 2, 4200, 4, 5, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, c16, "S=4200 chunk 16");
+    /* the same in windows of about 100 chunks (the chain carried in m_out
+     * across windows and blocks): bit for bit one window's result */
+    problem p;
+    make(&p, 1, 2, 4200, 4, 5, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1);
+    result whole = run_chunkwise(&p, 16);
+    setenv("ALLOY_MLSTM_WINDOW_BYTES", "40000", 1);
+    result win = run_chunkwise(&p, 16);
+    unsetenv("ALLOY_MLSTM_WINDOW_BYTES");
+    for (int64_t e = 0; e < 2 * 4200 * 5; e++)
+        CHECK_MSG(win.h[e] == whole.h[e], "h[%lld] = %.9g in windows, %.9g in one", (long long)e, win.h[e], whole.h[e]);
+    for (int64_t e = 0; e < 2; e++) CHECK_MSG(win.m[e] == whole.m[e], "m[%lld] differs in windows", (long long)e);
+    result_free(&whole), result_free(&win);
+    drop(&p);
+    /* packed: one sequence of 263 chunks beside short ones */
+    static const int64_t lens[] = {5, 4200, 0, 33};
+    check_varlen(4, lens, 1, 4, 5, ALLOY_FLOAT32, 1, 16, "varlen, one sequence over 256 chunks");
+}
+
 static void test_chunkwise_windows(void) {
     problem p;
     make(&p, 3, 2, 150, 16, 24, ALLOY_FLOAT32, GATES_PLAIN, 1);
