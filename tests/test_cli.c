@@ -511,29 +511,36 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
     return remove(path);
 }
 
+/* The JSON rows of `op` in run_out (one per `"op": "<op>"`), each checked
+ * to carry `field` with lo < value < hi; returns how many there are. */
+static int json_rows(const char *op, const char *field, double lo, double hi) {
+    char key[64], name[64];
+    snprintf(key, sizeof key, "\"op\": \"%s\"", op);
+    snprintf(name, sizeof name, "\"%s\": ", field);
+    int rows = 0;
+    for (const char *p = run_out; (p = strstr(p, key)) != NULL; p++) {
+        rows++;
+        const char *e = strstr(p, name);
+        CHECK_MSG(e != NULL, "%s row without %s", op, field);
+        if (e) {
+            const double x = strtod(e + strlen(name), NULL);
+            CHECK_MSG(x > lo && x < hi, "%s %s", field, e + strlen(name));
+        }
+    }
+    return rows;
+}
+
 /* `alloy bench linalg` on the CPU: the quick rows of one op (and of qr) as
  * JSON, each with a small backward error; an unknown op is a usage error. */
 static void test_bench_linalg(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "linalg", "--device", "cpu", "--quick", "--json", "--only", "cholesky f32"), 0);
-    int rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"cholesky\"")) != NULL; p++) {
-        rows++;
-        const char *e = strstr(p, "\"error\": ");
-        CHECK(e != NULL);
-        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
-    }
+    int rows = json_rows("cholesky", "error", -INFINITY, 1e-5);
     CHECK_MSG(rows == 2, "%d cholesky rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "lu_factor") == NULL);
     /* the qr rows (Q and R of the reduced mode, error max(|A-QR|/|A|, |Q^TQ-I|)) */
     CHECK_RC(RUN_CLI("bench", "linalg", "--device", "cpu", "--quick", "--json", "--only", "qr f32"), 0);
-    rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"qr\"")) != NULL; p++) {
-        rows++;
-        const char *e = strstr(p, "\"error\": ");
-        CHECK(e != NULL);
-        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
-    }
+    rows = json_rows("qr", "error", -INFINITY, 1e-5);
     CHECK_MSG(rows == 2, "%d qr rows in: %s", rows, run_out);
     CHECK_RC(RUN_CLI("bench", "nosuchop"), 2);
 }
@@ -545,24 +552,12 @@ static void test_bench_linalg(void) {
 static void test_bench_nn_and_mlstm_backward(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "nn", "--device", "cpu", "--quick", "--json", "--only", "softcap f32"), 0);
-    int rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"nn\"")) != NULL; p++) {
-        rows++;
-        CHECK(strstr(p, "\"copy_share\": ") != NULL);
-        const char *e = strstr(p, "\"error\": ");
-        CHECK(e != NULL);
-        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-5, "error %s", e + 9);
-    }
+    json_rows("nn", "copy_share", -INFINITY, INFINITY);
+    int rows = json_rows("nn", "error", -INFINITY, 1e-5);
     CHECK_MSG(rows == 2, "%d softcap rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "rmsnorm") == NULL);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--json", "--only", "bwd f32"), 0);
-    rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
-        rows++;
-        const char *e = strstr(p, "\"error\": ");
-        CHECK(e != NULL);
-        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-4, "error %s", e + 9);
-    }
+    rows = json_rows("mlstm", "error", -INFINITY, 1e-4);
     CHECK_MSG(rows == 2, "%d backward rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "\"case\": \"bwd f32 small\"") != NULL);
     CHECK(strstr(run_out, "\"case\": \"fwd+bwd f32 small\"") != NULL);
@@ -575,22 +570,10 @@ static void test_bench_once(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "chunkwise f32"),
              0);
-    int rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
-        rows++;
-        const char *e = strstr(p, "\"error\": ");
-        CHECK(e != NULL);
-        if (e) CHECK_MSG(strtod(e + 9, NULL) < 1e-4, "error %s", e + 9);
-    }
+    int rows = json_rows("mlstm", "error", -INFINITY, 1e-4);
     CHECK_MSG(rows == 1, "%d chunkwise f32 rows in: %s", rows, run_out);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "step"), 0);
-    rows = 0;
-    for (const char *p = run_out; (p = strstr(p, "\"op\": \"mlstm\"")) != NULL; p++) {
-        rows++;
-        const char *c = strstr(p, "\"copy_share\": ");
-        CHECK(c != NULL);
-        if (c) CHECK_MSG(strtod(c + 14, NULL) > 0, "copy_share %s", c + 14);
-    }
+    rows = json_rows("mlstm", "copy_share", 0, INFINITY);
     CHECK_MSG(rows == 2, "%d step rows in: %s", rows, run_out);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--twice"), 2);
 }

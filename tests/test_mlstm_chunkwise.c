@@ -452,7 +452,6 @@ static void test_chunkwise_errors(void) {
 }
 
 int main(void) {
-    setenv("ALLOY_MLSTM_PATH", "split", 0); /* float32 too (its default is fused); the _fused twin keeps it fused */
     harness_seed();
     RUN(test_chunkwise_errors);
     RUN(test_chunkwise_empty);

@@ -24,6 +24,7 @@
 
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
 static const char CHUNK_FILE[] = "src/ops/mlstm/kernels/mlstm_chunkwise.metal";
@@ -355,7 +356,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
-                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && (uintptr_t)alloy_array_data(oh) % 16 == 0,
+                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
                      .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,

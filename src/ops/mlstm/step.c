@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
 static const char STEP_FILE[] = "src/ops/mlstm/kernels/mlstm_step.metal";
@@ -27,8 +28,6 @@ static int overlaps(alloy_array *a, alloy_array *b) {
     const uintptr_t na = (uintptr_t)alloy_array_nbytes(a), nb = (uintptr_t)alloy_array_nbytes(b);
     return pa < pb + nb && pb < pa + na;
 }
-
-static int aligned16(alloy_array *a) { return (uintptr_t)alloy_array_data(a) % 16 == 0; }
 
 alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                               alloy_array *c, alloy_array *n, alloy_array *m, double eps, alloy_stream *stream,
@@ -74,7 +73,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * else one column per lane and 16 rows of threads (one sequence's
          * state spread over the GPU) */
         const int nm = !overlaps(on, n) && !overlaps(om, m);
-        const int w4 = DHHV % 4 == 0 && aligned16(c) && aligned16(oc) && BH * ((DHHV + 127) / 128) >= 512;
+        alloy_array *cs[2] = {c, oc};
+        const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, RY = w4 ? 8 : 16, tiles = (DHHV + 32 * W - 1) / (32 * W);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);

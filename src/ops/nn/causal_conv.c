@@ -82,7 +82,7 @@ static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype
                                 alloy_array *const *ops) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t ntb = (d->S + CONV_L - 1) / CONV_L;
-    const int vec = d->C % V == 0 && alloy_nn_aligned16(n_ops, ops);
+    const int vec = d->C % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tiles * 32), (uint32_t)(rows * 8), 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "KT", (int)d->K);

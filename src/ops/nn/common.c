@@ -107,15 +107,6 @@ int64_t alloy_nn_rows_per_part(int64_t rows) {
     return rb < 16 ? 16 : rb;
 }
 
-int alloy_nn_aligned16(int n, alloy_array *const *arrays) {
-    for (int i = 0; i < n; i++) {
-        const alloy_array *a = arrays[i];
-        if (!a) continue;
-        if (!alloy_array_is_row_contiguous(a) || (uintptr_t)alloy_array_data(a) % 16 != 0) return 0;
-    }
-    return 1;
-}
-
 alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_t M1, alloy_array *a,
                                  alloy_array *b, alloy_dtype dt, alloy_stream *stream) {
     alloy_launch *l = NULL;

@@ -5,6 +5,7 @@
 #define ALLOY_OPS_NN_INTERNAL_H
 
 #include "alloy/alloy.h"
+#include "ops/vector_access.h"
 
 /* The first operand, x: non-NULL, float32/float16/bfloat16/float64, at least
  * min_nd dimensions, on the stream's device when a stream is given. */
@@ -32,11 +33,6 @@ alloy_status alloy_nn_apply(const char *path, alloy_launch *launch, alloy_dtype 
 /* Threads of a 1-D grid-stride launch over n items (a multiple of 256, at
  * most 2^24: the loop covers the rest). */
 int64_t alloy_nn_grid_threads(int64_t n);
-
-/* Whether the n arrays (NULL entries skipped) can be read and written with
- * 16-byte vector accesses: row-contiguous (others reach the kernel as fresh
- * copies, but are not counted on) with element 0 16-byte aligned. */
-int alloy_nn_aligned16(int n, alloy_array *const *arrays);
 
 /* The second stage of a deterministic row reduction (column_sum.metal):
  * the P rows of part (P, M), of dtype alloy_nn_accum(dt), summed in a fixed

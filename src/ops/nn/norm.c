@@ -101,7 +101,7 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
 static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, int rms, double eps, alloy_dtype dt,
                                 int n_ops, alloy_array *const *ops) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
-    const int vec = d->DH % V == 0 && alloy_nn_aligned16(n_ops, ops);
+    const int vec = d->DH % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 256), 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NC", (int)d->nc);

@@ -34,7 +34,7 @@ static alloy_status elementwise(const char *fn, const char *path, const char *ou
     if (n > 0) {
         alloy_array *ops[3] = {x, dy, o};
         const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
-        const int64_t nv = alloy_nn_aligned16(3, ops) ? n / V : 0, rest = n - nv * V;
+        const int64_t nv = alloy_ops_aligned16(3, ops) ? n / V : 0, rest = n - nv * V;
         const int64_t threads = alloy_nn_grid_threads(nv > rest ? nv : rest);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);

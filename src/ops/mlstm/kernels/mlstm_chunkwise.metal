@@ -414,7 +414,7 @@ METAL_FUNC void mc_gates_scan(threadgroup float *U, threadgroup float *IA, threa
 }
 /* The split path's gates of one chunk, one SIMD group: lane l holds rows
  * 2l and 2l + 1 (rows r < Lc; L <= 64), their forget and input
- * pre-activations fp and ip given by the caller (loaded a chunk ahead). The
+ * pre-activations fp and ip given by the caller (mc_gates_raw). The
  * stabiliser from mp as a max-plus scan over the lanes (a step x -> max(x +
  * lf, i) composes associatively: (a1, b1) then (a2, b2) is (a1 + a2, max(b1 +
  * a2, b2))), then per row U[r] = (lf_r + m_{r-1}) - m_r <= 0, IA[r] = i_r -
@@ -593,32 +593,31 @@ METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long 
     mc_wait_copies();
 }
 /* The chunks [ca, cb) of sequence seq's row for head `head` that the window
- * of slots [W0, W0 + WN) holds, the row's first token and length, and
- * (VARLEN) the sequence's first slot: dense, chunk c of sequence s is slot
- * c * NSEQ + s; packed, cu[s] / L + s + c. */
+ * of slots [W0, W0 + WN) holds, the row's first token and length, and where
+ * chunk c's state and gate record sit: index (slot * NH + head) wsx0 + (c -
+ * ca) * wstep — dense, chunk c of sequence s is slot c * NSEQ + s; packed,
+ * cu[s] / L + s + c. */
 template <int LL, bool VL, class CU>   // CU: int32 with VL, else whatever array was bound
 METAL_FUNC void mc_window_chunks(const device CU *cu, long seq, int head, int S, int NH, int NSEQ, int W0, int WN,
                                  thread long &tokbase, thread int &len, thread int &ca, thread int &cb,
-                                 thread int &base) {
-    base = 0;
+                                 thread long &wsx0, thread long &wstep) {
     if (VL) {
         const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
         tokbase = long(head) * S + s0;
         len = max(s1 - s0, 0);
-        base = s0 / LL + int(seq);
+        const int base = s0 / LL + int(seq);   // the sequence's first slot
         ca = max(W0 - base, 0);
         cb = min(W0 + WN - base, (len + LL - 1) / LL);
+        wsx0 = long(base + ca - W0) * NH + head;
+        wstep = NH;
     } else {
         tokbase = (seq * NH + head) * long(S);
         len = S;
         ca = W0 / NSEQ;
         cb = min((W0 + WN) / NSEQ, (len + LL - 1) / LL);
+        wsx0 = seq * NH + head;
+        wstep = long(NSEQ) * NH;
     }
-}
-/* The index (slot * NH + head) of chunk c of a window's chunks [ca, ...) of
- * sequence seq (mc_window_chunks' slot layout). */
-METAL_FUNC long mc_slot_index(bool varlen, int base, int c, int W0, int ca, int NSEQ, long seq, int NH, int head) {
-    return (varlen ? long(base + c - W0) : long(c - ca) * NSEQ + seq) * NH + head;
 }
 //! body:
 constexpr int NW = 8;                      // simdgroups per threadgroup
@@ -663,9 +662,9 @@ if constexpr (PHASE == 1) {
     const long seq = grp / NH;
     const long sidx = seq * NH + head;
     const int k0 = kt * DS, v0 = vt * TV;
-    long tokbase;
-    int len, ca, cb, base;   // base: the sequence's first slot (VARLEN)
-    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, base);
+    long tokbase, wsx0, WSTEP;   // chunk c's slot index: wsx0 + (c - ca) * WSTEP
+    int len, ca, cb;
+    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, wsx0, WSTEP);
     const int clive = warp < RT ? (vt == 0 ? VTC + 1 : VTC) : 0;   // tiles this group computes
     const int rbase = k0 + 16 * warp + g;   // this lane's rows: rbase, rbase + 8
 
@@ -693,13 +692,9 @@ if constexpr (PHASE == 1) {
     for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
-    // Chunk c's slot (its gate record, written by PHASE 3, and its state);
-    // buffer buf of KS, VS and GW is this chunk's, buf ^ 1 the next one's,
-    // each copied in while the previous chunk runs.
-    // chunk c's slot index: wsx0 + (c - ca) * WSTEP (consecutive chunks of a
-    // sequence: NSEQ slots apart dense, one packed)
-    const long wsx0 = mc_slot_index(VARLEN, base, ca, W0, ca, NSEQ, seq, NH, head);
-    const long WSTEP = VARLEN ? long(NH) : long(NSEQ) * NH;
+    // Chunk c's slot holds its gate record (written by PHASE 3) and gets its
+    // state; buffer buf of KS, VS and GW is this chunk's, buf ^ 1 the next
+    // one's, each copied in while the previous chunk runs.
     if (ca < cb) {
         const long tb = tokbase + long(ca) * L;
         const int Lc = min(L, len - ca * L);
@@ -1063,11 +1058,9 @@ if constexpr (PHASE == 1) {
     const int head = int(grp % NH);
     const long seq = grp / NH;
     const long sidx = seq * NH + head;
-    long tokbase;
-    int len, ca, cb, base;
-    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, base);
-    const long wsx0 = mc_slot_index(VARLEN, base, ca, W0, ca, NSEQ, seq, NH, head);
-    const long WSTEP = VARLEN ? long(NH) : long(NSEQ) * NH;
+    long tokbase, wsx0, WSTEP;   // chunk c's slot index: wsx0 + (c - ca) * WSTEP
+    int len, ca, cb;
+    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, wsx0, WSTEP);
     float mcarry = CARRY ? float(m_out[sidx]) : (HAS_INIT ? float(m0[sidx]) : 0.0f);
     for (int c0 = ca; c0 < cb; c0 += CB3) {   // uniform over the threadgroup
         const int nb = min(CB3, cb - c0);
