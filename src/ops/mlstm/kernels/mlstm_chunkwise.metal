@@ -95,6 +95,7 @@
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
 #include "src/ops/mlstm/kernels/mlstm_chunks.h"
+#include "src/ops/mlstm/kernels/mlstm_walk.h"
 //! body:
 constexpr int NW = 8;                      // simdgroups per threadgroup
 constexpr int NT = NW * 32;                // threads
@@ -103,189 +104,17 @@ const int warp = tid / 32;
 const uint lane = uint(tid % 32);
 const int g = int(lane >> 2), qd = int(lane & 3u);
 if constexpr (PHASE == 1) {
-    // ---- SPLIT, phase 1: the chunk-start states ----------------------------
-    // One threadgroup of 128 threads per (sequence, head, DS rows of C from
-    // row k0, TV columns from v0) walks the sequence's chunks of this window
-    // in order, its tile of C (and, for the first column tile, n) in float32
-    // registers; before each chunk it stores the state into the window's slot
-    // (C as T, n as float) for phase 2, and at the end into the carry (C_out,
-    // n_out: float32), which the next window starts from. The gates come as
-    // PHASE 3's records (w_j, e_last), copied in with k and v.
-    // Per chunk: C' = e_last C + K^T [w v | w] (the fused path's update).
-    // SIMD group w owns rows 16w..16w+15 of the tile (DS <= 64): its TV / 8
-    // column tiles of C, then (first column tile only) the n tile, column TV.
-    constexpr int NW1 = 4, NT1 = NW1 * 32;
-    constexpr int VTC = TV / 8;                    // column tiles of C
-    constexpr int RT = DS / 16;                    // row tiles (<= NW1)
-    constexpr int CPW = VTC + 1;                   // this group's tiles
-    constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
-    constexpr int LDST = TV + 8;                   // the state's staging rows (16-bit T)
-    constexpr int ST_ELEMS = sizeof(T) == 2 ? NW1 * 16 * LDST : 0;
-    constexpr int GWN = L + 4;                     // a chunk's gate record (see PHASE 3)
-    // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV), STG (NW1 x 16
-    // x LDST, 16-bit T only); float: GW[2] (GWN: this chunk's and the next's)
-    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + ST_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
-    threadgroup T *KS = (threadgroup T *)alloy_threadgroup_memory;
-    threadgroup T *VS = KS + 2 * L * LDK;
-    threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
-    threadgroup float *GW = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
-    long grp = long(threadgroup_position_in_grid.x);
-    const int vt = int(grp % VT);
-    grp /= VT;
-    const int kt = int(grp % KT);
-    grp /= KT;
-    const int head = int(grp % NH);
-    const long seq = grp / NH;
-    const long sidx = seq * NH + head;
-    const int k0 = kt * DS, v0 = vt * TV;
-    long tokbase, wsx0, WSTEP;   // chunk c's slot index: wsx0 + (c - ca) * WSTEP
-    int len, ca, cb;
-    mc_window_chunks<L, VARLEN>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, wsx0, WSTEP);
-    const int clive = warp < RT ? (vt == 0 ? VTC + 1 : VTC) : 0;   // tiles this group computes
-    const int rbase = k0 + 16 * warp + g;   // this lane's rows: rbase, rbase + 8
-
-    // the starting state: the carry (later windows), the given one, or zeros
-    float cst[CPW][4];
-    #pragma unroll
-    for (int u = 0; u < CPW; u++) {
-        #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
-            float x = 0.0f;
-            if (u < clive && row < DHQK) {
-                if (col < TV) {
-                    if (v0 + col < DHHV) {
-                        const long at = (sidx * DHQK + row) * DHHV + v0 + col;
-                        x = CARRY ? float(C_out[at]) : (HAS_INIT ? float(C0[at]) : 0.0f);
-                    }
-                } else if (col == TV) {
-                    x = CARRY ? float(n_out[sidx * DHQK + row]) : (HAS_INIT ? float(n0[sidx * DHQK + row]) : 0.0f);
-                }
-            }
-            cst[u][e] = x;
-        }
-    }
-    for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-
-    // Chunk c's slot holds its gate record (written by PHASE 3) and gets its
-    // state; buffer buf of KS, VS and GW is this chunk's, buf ^ 1 the next
-    // one's, each copied in while the previous chunk runs.
-    if (ca < cb) {
-        const long tb = tokbase + long(ca) * L;
-        const int Lc = min(L, len - ca * L);
-        mc_load_async<float, 1, GWN, NT1, true, false>(GW, GWN, g_chunk + wsx0 * GWN, GWN, 1, GWN, tid);
-        mc_load_async<T, L, DS, NT1, VEC, false>(KS, LDK, k + tb * DHQK + k0, DHQK, Lc, DHQK - k0, tid);
-        mc_load_async<T, L, TV, NT1, VEC>(VS, LDV, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-    }
-    for (int c = ca; c < cb; c++) {
-        const int buf = (c - ca) & 1;
-        const long tb = tokbase + long(c) * L;
-        threadgroup T *KB = KS + buf * L * LDK;
-        threadgroup T *VB = VS + buf * L * LDV;
-        threadgroup float *wj = GW + buf * GWN;   // w_j, then e_last at L
-        mc_wait_copies();
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (c + 1 < cb) {   // the next chunk's gates, k and v come in while this one runs
-            const int ln = min(L, len - (c + 1) * L);
-            mc_load_async<float, 1, GWN, NT1, true, false>(GW + (buf ^ 1) * GWN, GWN,
-                                                           g_chunk + (wsx0 + (c + 1 - ca) * WSTEP) * GWN, GWN, 1,
-                                                           GWN, tid);
-            mc_load_async<T, L, DS, NT1, VEC, false>(KS + (buf ^ 1) * L * LDK, LDK, k + (tb + L) * DHQK + k0, DHQK,
-                                                     ln, DHQK - k0, tid);
-            mc_load_async<T, L, TV, NT1, VEC>(VS + (buf ^ 1) * L * LDV, LDV, v + (tb + L) * DHHV + v0, DHHV, ln,
-                                              DHHV - v0, tid);
-        }
-        // the state before chunk c, into its slot for phase 2 (16-bit T and
-        // VEC: each lane's two neighbouring columns as one 32-bit store)
-        const long wsx = wsx0 + (c - ca) * WSTEP;
-        bool staged = false;
-        if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
-            // whole 128-byte rows: the SIMD group's 16 x 64 tile through
-            // threadgroup memory, then 16 bytes per lane, four rows per store
-            // (each lane's pairs alone would half-fill every 32-byte sector)
-            staged = v0 + TV <= DHHV;
-            if (staged && warp < RT) {
-                #pragma unroll
-                for (int u = 0; u < VTC; u++)
-                    #pragma unroll
-                    for (int hf = 0; hf < 2; hf++)
-                        *(threadgroup uint *)(STG + (g + 8 * hf) * LDST + u * 8 + 2 * qd) =
-                            mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
-                simdgroup_barrier(mem_flags::mem_threadgroup);
-                #pragma unroll
-                for (int it = 0; it < 4; it++) {
-                    const int r = 4 * it + int(lane >> 3), ch = int(lane & 7u) * 8, row = k0 + 16 * warp + r;
-                    if (row < DHQK)
-                        *(device uint4 *)(c_chunk + (wsx * DHQK + row) * DHHV + v0 + ch) =
-                            *(const threadgroup uint4 *)(STG + r * LDST + ch);
-                }
-            }
-        }
-        #pragma unroll
-        for (int u = 0; u < VTC && !staged; u++) {
-            #pragma unroll
-            for (int hf = 0; hf < 2; hf++) {
-                const int row = rbase + 8 * hf, col = v0 + u * 8 + 2 * qd;
-                if (u < clive && row < DHQK) {
-                    device T *dst = c_chunk + (wsx * DHQK + row) * DHHV + col;
-                    if constexpr (sizeof(T) == 2 && VEC) {
-                        if (col < DHHV) *(device uint *)dst = mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
-                    } else {
-                        if (col < DHHV) dst[0] = T(cst[u][2 * hf]);
-                        if (col + 1 < DHHV) dst[1] = T(cst[u][2 * hf + 1]);
-                    }
-                }
-            }
-        }
-        if (vt == 0 && qd == 0 && warp < RT)
-            for (int hf = 0; hf < 2; hf++)
-                if (rbase + 8 * hf < DHQK) n_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
-        // [w v | w] in place, 8 columns per step (w_j as the n column, first
-        // column tile only); each of the first RS * VTC threads the same 8
-        // columns of every RS-th row
-        {
-            constexpr int RS = NT1 / VTC;
-            const int c8 = (tid % VTC) * 8;
-            #pragma unroll
-            for (int it = 0; it < (L + RS - 1) / RS; it++) {
-                const int jj = tid / VTC + it * RS;
-                if (tid < RS * VTC && jj < L) {
-                    const float w = wj[jj];
-                    threadgroup T *row = VB + jj * LDV + c8;
-                    if constexpr (sizeof(T) == 2) {
-                        mc_scale8(row, w);
-                    } else {
-                        #pragma unroll
-                        for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
-                    }
-                }
-            }
-        }
-        if (vt == 0)
-            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[jj]);
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float decay = wj[L];
-        #pragma unroll
-        for (int u = 0; u < CPW; u++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++) cst[u][e] *= decay;
-        mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
-    }
-    // the state after the window: the carry (and, after the last window, the final state)
-    #pragma unroll
-    for (int u = 0; u < CPW; u++) {
-        if (u < clive)
-            #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
-                if (row < DHQK) {
-                    if (col < TV) {
-                        if (v0 + col < DHHV) C_out[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
-                    } else if (col == TV) n_out[sidx * DHQK + row] = cst[u][e];
-                }
-            }
-    }
+    // ---- SPLIT, phase 1: the chunk-start states (mlstm_walk.h) ------------
+    // One threadgroup of 128 threads per (sequence, head, DS rows of C, TV
+    // columns) walks the window's chunks in order; before each chunk it
+    // stores the state into the chunk's slot (C as T, n as float) for phase
+    // 2, and at the end into the carry (C_out, n_out: float32), which the
+    // next window starts from (the first starts from C0, n0 or zeros). Per
+    // chunk C' = e_last C + K^T [w v | w] with PHASE 3's gate records.
+    mc_walk_states<T, L, DS, TV, VEC, VARLEN, false, L + 4, 0, L>(
+        alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), k, v, g_chunk, c_chunk, n_chunk,
+        CARRY ? 1 : (HAS_INIT ? 2 : 0), C_out, n_out, C0, n0, true, C_out, n_out, cu, S, NH, DHQK, DHHV, NSEQ, W0, WN,
+        VT, KT);
 } else if constexpr (PHASE == 2) {
     // ---- SPLIT, phase 2: h of one chunk ------------------------------------
     // One threadgroup of 128 threads per (slot of the window, head): one

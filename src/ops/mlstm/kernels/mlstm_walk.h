@@ -1,0 +1,209 @@
+// mlstm_walk.h — the chunk walk of the mLSTM split path, shared by the
+// forward (its chunk-start states) and the backward (the state gradients,
+// the same walk from the last chunk), included by the kernels' headers.
+// Needs mlstm_tiles.h and mlstm_chunks.h first.
+//
+// mc_walk_states: one threadgroup of 128 threads per (sequence, head, DS rows
+// of the state from row k0, TV columns from v0) walks the sequence's chunks
+// of the window [W0, W0 + WN) in order (REV: from the last), its tile of X =
+// [C | n] (n: the first column tile only) in float32 registers. Before each
+// chunk it stores X into the chunk's slot (C as T into x_chunk, n as float
+// into xn_chunk), then X' = decay X + Ak^T [s * Av | nc] with Ak the chunk's
+// rows of kx (L x DHQK), Av its rows of vx (L x DHHV), and per row j the
+// scale s_j, the n column's value nc_j and the chunk's decay from its slot's
+// record in rec (GWN floats: s at 0, nc at NOFF, the decay at DOFF). X starts
+// from (a_c, a_n) when start is 1, (b_c, b_n) when 2 (each (sequence x NH) x
+// DHQK x DHHV and x DHQK, read as float), else zero, and ends in end_c /
+// end_n (float32) when has_end.
+// Forward: kx = k, vx = v, rec = the gate records (w_j; nc = w_j; e_last).
+// Backward: kx = q, vx = dh, rec = scale e_r / den_r, scale e_r ds_r, e_last;
+// X is then dX, stored before each chunk's own rows are added.
+// grp is the threadgroup's index; threadgroup memory at smem: T: two
+// buffers of L x (DS + 8) and L x (TV + 16), and (16-bit T) 4 x 16 x (TV + 8)
+// staging, 16-byte rounded; then float: two records of GWN.
+template <class T, int L, int DS, int TV, bool VEC, bool VL, bool REV, int GWN, int NOFF, int DOFF, class CU, class AC,
+          class AN, class BC, class BN, class EC, class EN>
+METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const device T *kx, const device T *vx,
+                               const device float *rec, device T *x_chunk, device float *xn_chunk, int start,
+                               const device AC *a_c, const device AN *a_n, const device BC *b_c,
+                               const device BN *b_n, bool has_end, device EC *end_c,
+                               device EN *end_n, const device CU *cu, int S, int NH, int DHQK, int DHHV, int NSEQ,
+                               int W0, int WN, int VT, int KT) {
+    const int warp = tid / 32;
+    const uint lane = uint(tid % 32);
+    const int g = int(lane >> 2), qd = int(lane & 3u);
+    constexpr int NW1 = 4, NT1 = NW1 * 32;
+    constexpr int VTC = TV / 8;                    // column tiles of C
+    constexpr int RT = DS / 16;                    // row tiles (<= NW1)
+    constexpr int CPW = VTC + 1;                   // this group's tiles
+    constexpr int LDK = DS + 8, LDV = TV + 16;     // odd multiples of 8
+    constexpr int LDST = TV + 8;                   // the state's staging rows (16-bit T)
+    constexpr int ST_ELEMS = sizeof(T) == 2 ? NW1 * 16 * LDST : 0;
+    // threadgroup memory: T: KS[2] (L x LDK), VS[2] (L x LDV), STG (NW1 x 16
+    // x LDST, 16-bit T only); float: GW[2] (GWN: this chunk's and the next's)
+    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDV + ST_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *KS = (threadgroup T *)smem;
+    threadgroup T *VS = KS + 2 * L * LDK;
+    threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
+    threadgroup float *GW = (threadgroup float *)(smem + T_BYTES);
+    const int vt = int(grp % VT);
+    grp /= VT;
+    const int kt = int(grp % KT);
+    grp /= KT;
+    const int head = int(grp % NH);
+    const long seq = grp / NH;
+    const long sidx = seq * NH + head;
+    const int k0 = kt * DS, v0 = vt * TV;
+    long tokbase, wsx0, WSTEP;   // chunk c's slot index: wsx0 + (c - ca) * WSTEP
+    int len, ca, cb;
+    mc_window_chunks<L, VL>(cu, seq, head, S, NH, NSEQ, W0, WN, tokbase, len, ca, cb, wsx0, WSTEP);
+    const int clive = warp < RT ? (vt == 0 ? VTC + 1 : VTC) : 0;   // tiles this group computes
+    const int rbase = k0 + 16 * warp + g;   // this lane's rows: rbase, rbase + 8
+
+    // the starting state
+    float cst[CPW][4];
+    #pragma unroll
+    for (int u = 0; u < CPW; u++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
+            float x = 0.0f;
+            if (u < clive && row < DHQK) {
+                if (col < TV) {
+                    if (v0 + col < DHHV) {
+                        const long at = (sidx * DHQK + row) * DHHV + v0 + col;
+                        x = start == 1 ? float(a_c[at]) : start == 2 ? float(b_c[at]) : 0.0f;
+                    }
+                } else if (col == TV) {
+                    x = start == 1 ? float(a_n[sidx * DHQK + row]) : start == 2 ? float(b_n[sidx * DHQK + row]) : 0.0f;
+                }
+            }
+            cst[u][e] = x;
+        }
+    }
+    for (int e = tid; e < 2 * L * LDV; e += NT1) VS[e] = T(0);   // the n column's padding
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+
+    // Chunk c's slot holds its gate record (written by PHASE 3) and gets its
+    // state; buffer buf of KS, VS and GW is this chunk's, buf ^ 1 the next
+    // one's, each copied in while the previous chunk runs.
+    const int nch = max(cb - ca, 0);
+    if (nch > 0) {
+        const int c0 = REV ? cb - 1 : ca;
+        const long tb = tokbase + long(c0) * L;
+        const int Lc = min(L, len - c0 * L);
+        mc_load_async<float, 1, GWN, NT1, true, false>(GW, GWN, rec + (wsx0 + (c0 - ca) * WSTEP) * GWN, GWN, 1, GWN,
+                                                       tid);
+        mc_load_async<T, L, DS, NT1, VEC, false>(KS, LDK, kx + tb * DHQK + k0, DHQK, Lc, DHQK - k0, tid);
+        mc_load_async<T, L, TV, NT1, VEC>(VS, LDV, vx + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+    }
+    for (int it = 0; it < nch; it++) {
+        const int c = REV ? cb - 1 - it : ca + it, cn = REV ? c - 1 : c + 1;   // this chunk, the next one
+        const int buf = it & 1;
+        const long tb = tokbase + long(c) * L, tn = tokbase + long(cn) * L;
+        threadgroup T *KB = KS + buf * L * LDK;
+        threadgroup T *VB = VS + buf * L * LDV;
+        threadgroup float *wj = GW + buf * GWN;   // the row scales, the n column at NOFF, the decay at DOFF
+        mc_wait_copies();
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (it + 1 < nch) {   // the next chunk's record, k and v come in while this one runs
+            const int ln = min(L, len - cn * L);
+            mc_load_async<float, 1, GWN, NT1, true, false>(GW + (buf ^ 1) * GWN, GWN,
+                                                           rec + (wsx0 + (cn - ca) * WSTEP) * GWN, GWN, 1, GWN, tid);
+            mc_load_async<T, L, DS, NT1, VEC, false>(KS + (buf ^ 1) * L * LDK, LDK, kx + tn * DHQK + k0, DHQK, ln,
+                                                     DHQK - k0, tid);
+            mc_load_async<T, L, TV, NT1, VEC>(VS + (buf ^ 1) * L * LDV, LDV, vx + tn * DHHV + v0, DHHV, ln,
+                                              DHHV - v0, tid);
+        }
+        // the state before chunk c, into its slot for phase 2 (16-bit T and
+        // VEC: each lane's two neighbouring columns as one 32-bit store)
+        const long wsx = wsx0 + (c - ca) * WSTEP;
+        bool staged = false;
+        if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
+            // whole 128-byte rows: the SIMD group's 16 x 64 tile through
+            // threadgroup memory, then 16 bytes per lane, four rows per store
+            // (each lane's pairs alone would half-fill every 32-byte sector)
+            staged = v0 + TV <= DHHV;
+            if (staged && warp < RT) {
+                #pragma unroll
+                for (int u = 0; u < VTC; u++)
+                    #pragma unroll
+                    for (int hf = 0; hf < 2; hf++)
+                        *(threadgroup uint *)(STG + (g + 8 * hf) * LDST + u * 8 + 2 * qd) =
+                            mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                simdgroup_barrier(mem_flags::mem_threadgroup);
+                #pragma unroll
+                for (int it = 0; it < 4; it++) {
+                    const int r = 4 * it + int(lane >> 3), ch = int(lane & 7u) * 8, row = k0 + 16 * warp + r;
+                    if (row < DHQK)
+                        *(device uint4 *)(x_chunk + (wsx * DHQK + row) * DHHV + v0 + ch) =
+                            *(const threadgroup uint4 *)(STG + r * LDST + ch);
+                }
+            }
+        }
+        #pragma unroll
+        for (int u = 0; u < VTC && !staged; u++) {
+            #pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int row = rbase + 8 * hf, col = v0 + u * 8 + 2 * qd;
+                if (u < clive && row < DHQK) {
+                    device T *dst = x_chunk + (wsx * DHQK + row) * DHHV + col;
+                    if constexpr (sizeof(T) == 2 && VEC) {
+                        if (col < DHHV) *(device uint *)dst = mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                    } else {
+                        if (col < DHHV) dst[0] = T(cst[u][2 * hf]);
+                        if (col + 1 < DHHV) dst[1] = T(cst[u][2 * hf + 1]);
+                    }
+                }
+            }
+        }
+        if (vt == 0 && qd == 0 && warp < RT)
+            for (int hf = 0; hf < 2; hf++)
+                if (rbase + 8 * hf < DHQK) xn_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
+        // [w v | w] in place, 8 columns per step (w_j as the n column, first
+        // column tile only); each of the first RS * VTC threads the same 8
+        // columns of every RS-th row
+        {
+            constexpr int RS = NT1 / VTC;
+            const int c8 = (tid % VTC) * 8;
+            #pragma unroll
+            for (int it = 0; it < (L + RS - 1) / RS; it++) {
+                const int jj = tid / VTC + it * RS;
+                if (tid < RS * VTC && jj < L) {
+                    const float w = wj[jj];
+                    threadgroup T *row = VB + jj * LDV + c8;
+                    if constexpr (sizeof(T) == 2) {
+                        mc_scale8(row, w);
+                    } else {
+                        #pragma unroll
+                        for (int x = 0; x < 8; x++) row[x] = T(float(row[x]) * w);
+                    }
+                }
+            }
+        }
+        if (vt == 0)
+            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[NOFF + jj]);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const float decay = wj[DOFF];
+        #pragma unroll
+        for (int u = 0; u < CPW; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) cst[u][e] *= decay;
+        mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
+    }
+    // the state after the window
+    #pragma unroll
+    for (int u = 0; u < CPW; u++) {
+        if (u < clive)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = rbase + 8 * (e >> 1), col = u * 8 + 2 * qd + (e & 1);
+                if (has_end && row < DHQK) {
+                    if (col < TV) {
+                        if (v0 + col < DHHV) end_c[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
+                    } else if (col == TV) end_n[sidx * DHQK + row] = cst[u][e];
+                }
+            }
+    }
+
+}
