@@ -8,8 +8,11 @@
  * sizes as launch constants; nothing waits for the device. Kernels:
  *   CPU:  lu_factor_serial / lu_solve_serial (one thread per matrix);
  *   GPU:  lu_factor_warp (n <= 32, rows in registers of one SIMD-group
- *         segment), lu_factor_tg (one threadgroup per matrix, the matrix in
- *         threadgroup memory while it fits, else in device memory),
+ *         segment), lu_factor_blocked (n > 32: one threadgroup per matrix,
+ *         blocked right-looking, the matrix in threadgroup memory while it
+ *         fits, else in device memory with its panels staged),
+ *         lu_factor_tg (unblocked, one threadgroup per matrix: the matrices
+ *         too large for the blocked kernel's threadgroup memory),
  *         lu_solve (one threadgroup per matrix and block of right-hand
  *         sides, one simdgroup per right-hand side).
  * Determinants are in det.c. */
@@ -26,6 +29,7 @@
 
 static const char WARP_FILE[] = "src/ops/linalg/kernels/lu_factor_warp.metal";
 static const char TG_FILE[] = "src/ops/linalg/kernels/lu_factor_tg.metal";
+static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/lu_factor_blocked.metal";
 static const char SERIAL_FILE[] = "src/ops/linalg/kernels/lu_factor_serial.metal";
 static const char SOLVE_FILE[] = "src/ops/linalg/kernels/lu_solve.metal";
 static const char SOLVE_SERIAL_FILE[] = "src/ops/linalg/kernels/lu_solve_serial.metal";
@@ -133,6 +137,15 @@ static size_t smem_budget(alloy_device *dev) {
     return (size_t)44 << 10;
 }
 
+/* lu_factor_blocked keeps the matrix in threadgroup memory up to about 110
+ * KB (float32 n <= 167, float64 n <= 118 on Hopper): two matrices per SM,
+ * whose barriers overlap; a larger matrix works in device memory with about
+ * 67 KB (float32 n = 256) of staging, three per SM. */
+static size_t blocked_smem_max(alloy_device *dev) {
+    const size_t b = smem_budget(dev), cap = (size_t)110 << 10;
+    return b < cap ? b : cap;
+}
+
 static alloy_status apply(const char *file, alloy_launch *l, int nin, alloy_array **ins, int nout,
                           alloy_stream *stream) {
     alloy_kernel *k = NULL;
@@ -164,10 +177,13 @@ alloy_status alloy_lu_run_factor(const alloy_lu_square *s, alloy_lu_path path, a
     const int cpu = alloy_device_backend(s->dev) == ALLOY_BACKEND_CPU;
     const int64_t n = s->n, es = (int64_t)alloy_dtype_size(s->dt);
     const int64_t ld_smem = n | 1;
+    /* lu_factor_blocked in device memory: the panel, U's block row, the row map */
+    const size_t blocked_dev_bytes = (size_t)((n * 33 + 32 * n) * es + 4 * n);
     if (path == ALLOY_LU_AUTO) {
         if (cpu) path = ALLOY_LU_SERIAL;
         else if (n <= 32) path = ALLOY_LU_WARP;
-        else if ((size_t)(n * ld_smem * es) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
+        else if ((size_t)(n * ld_smem * es) <= blocked_smem_max(s->dev)) path = ALLOY_LU_BLOCKED_SMEM;
+        else if (blocked_dev_bytes <= smem_budget(s->dev)) path = ALLOY_LU_BLOCKED_DEVICE;
         else path = ALLOY_LU_TG_DEVICE;
     }
     if (n == 0) path = ALLOY_LU_SERIAL; /* writes info = 0 */
@@ -195,6 +211,17 @@ alloy_status alloy_lu_run_factor(const alloy_lu_square *s, alloy_lu_path path, a
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", w);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    } else if (path == ALLOY_LU_BLOCKED_SMEM || path == ALLOY_LU_BLOCKED_DEVICE) {
+        const int smem = path == ALLOY_LU_BLOCKED_SMEM;
+        const int64_t nt = n <= 64 ? 128 : 256;
+        file = BLOCKED_FILE;
+        if (st == ALLOY_OK) st = grid_check("alloy_lu_factor", s->batch, nt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "SMEM", smem);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "ld", ALLOY_INT32, smem ? ld_smem : n);
+        if (st == ALLOY_OK)
+            st = alloy_launch_set_threadgroup_memory(l, smem ? (size_t)(n * ld_smem * es) : blocked_dev_bytes);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(s->batch * nt), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)nt, 1, 1);
     } else {
         const int smem = path == ALLOY_LU_TG_SMEM;
         const int64_t nt = n <= 128 ? 256 : 512;
@@ -222,7 +249,9 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
     if (nrhs > INT32_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_lu_solve: %lld right-hand sides are too many",
                            (long long)nrhs);
-    if (path == ALLOY_LU_AUTO || path == ALLOY_LU_WARP) {
+    /* the factor-only paths solve with the GPU kernel, as the factor's device */
+    if (path == ALLOY_LU_AUTO || path == ALLOY_LU_WARP || path == ALLOY_LU_BLOCKED_SMEM ||
+        path == ALLOY_LU_BLOCKED_DEVICE) {
         if (cpu && path == ALLOY_LU_AUTO) path = ALLOY_LU_SERIAL;
         else if ((size_t)(n * ld_smem * es + 8 * n) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
         else path = ALLOY_LU_TG_DEVICE;

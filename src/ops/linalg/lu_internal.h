@@ -14,7 +14,9 @@ typedef enum alloy_lu_path {
     ALLOY_LU_SERIAL = 1,    /* one thread per matrix (the CPU's) */
     ALLOY_LU_WARP = 2,      /* factor only: one SIMD group segment per matrix, n <= 32 */
     ALLOY_LU_TG_SMEM = 3,   /* one threadgroup per matrix, the matrix in threadgroup memory */
-    ALLOY_LU_TG_DEVICE = 4  /* one threadgroup per matrix, working in device memory */
+    ALLOY_LU_TG_DEVICE = 4, /* one threadgroup per matrix, working in device memory */
+    ALLOY_LU_BLOCKED_SMEM = 5,   /* factor only: blocked, the matrix in threadgroup memory */
+    ALLOY_LU_BLOCKED_DEVICE = 6  /* factor only: blocked, in device memory, panels staged */
 } alloy_lu_path;
 
 /* A validated (..., n, n) float32/float64 operand. */
