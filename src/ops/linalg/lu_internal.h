@@ -57,10 +57,12 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
 alloy_status alloy_lu_scratch(const alloy_lu_square *s, alloy_array **lu, alloy_array **ipiv,
                               alloy_array **info);
 
-/* alloy_lu_factor / alloy_lu_solve with the kernel chosen by the caller
+/* alloy_lu_factor / alloy_inv / alloy_lu_solve with the kernels chosen by the caller
  * (ALLOY_LU_AUTO: as the public functions). */
 alloy_status alloy_lu_factor_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream,
                                   alloy_array **lu, alloy_array **pivots, alloy_array **info);
+alloy_status alloy_inv_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream, alloy_array **inverse,
+                            alloy_array **info);
 alloy_status alloy_lu_solve_path(alloy_array *lu, alloy_array *pivots, alloy_array *b, int transpose,
                                  alloy_lu_path path, alloy_stream *stream, alloy_array **x);
 
