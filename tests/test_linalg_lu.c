@@ -468,7 +468,7 @@ static void run_solve_case(const scase *t) {
         info = prefilled(ALLOY_INT32, 1, ashape);
         CHECK_OK(alloy_solve(A, B, NULL, &x, &info));
     } else if (inv) {
-        CHECK_OK(alloy_inv(A, NULL, &x, &info));
+        CHECK_OK(alloy_inv_path(A, t->path, NULL, &x, &info));
     } else {
         alloy_array *lu = NULL, *piv = NULL;
         CHECK_OK(alloy_lu_factor_path(A, t->path, NULL, &lu, &piv, &info));
@@ -735,6 +735,10 @@ static void test_kernel_paths(void) {
         {ALLOY_LU_WARP, 32, 5},      {ALLOY_LU_TG_SMEM, 33, 2},   {ALLOY_LU_TG_SMEM, 64, 2},
         {ALLOY_LU_TG_SMEM, 100, 1},  {ALLOY_LU_TG_DEVICE, 40, 2}, {ALLOY_LU_TG_DEVICE, 129, 1},
         {ALLOY_LU_SERIAL, 20, 3},
+        {ALLOY_LU_BLOCKED_SMEM, 1, 5},    {ALLOY_LU_BLOCKED_SMEM, 33, 5},   {ALLOY_LU_BLOCKED_SMEM, 64, 2},
+        {ALLOY_LU_BLOCKED_SMEM, 65, 7},   {ALLOY_LU_BLOCKED_SMEM, 130, 2},  {ALLOY_LU_BLOCKED_DEVICE, 1, 5},
+        {ALLOY_LU_BLOCKED_DEVICE, 33, 5}, {ALLOY_LU_BLOCKED_DEVICE, 65, 7}, {ALLOY_LU_BLOCKED_DEVICE, 96, 2},
+        {ALLOY_LU_BLOCKED_DEVICE, 130, 1}, {ALLOY_LU_BLOCKED_DEVICE, 257, 1},
     };
     const int mixed[7] = {K_RANDOM, K_ZERO_LEAD, K_DUP_ROWS, K_NAN, K_PERM, K_ZERO_COL, K_RANDOM};
     for (int d = 0; d < 2; d++)
@@ -757,6 +761,8 @@ static void test_kernel_paths(void) {
         {ALLOY_LU_TG_SMEM, 1, 1},    {ALLOY_LU_TG_SMEM, 9, -1},  {ALLOY_LU_TG_SMEM, 32, 3},
         {ALLOY_LU_TG_SMEM, 45, 9},   {ALLOY_LU_TG_DEVICE, 33, 2}, {ALLOY_LU_TG_DEVICE, 70, 17},
         {ALLOY_LU_SERIAL, 10, 4},
+        {ALLOY_LU_BLOCKED_DEVICE, 1, 1},  {ALLOY_LU_BLOCKED_DEVICE, 33, 40},  {ALLOY_LU_BLOCKED_SMEM, 65, 31},
+        {ALLOY_LU_BLOCKED_DEVICE, 100, 64}, {ALLOY_LU_BLOCKED_DEVICE, 130, 3}, {ALLOY_LU_BLOCKED_DEVICE, 257, 33},
     };
     for (int d = 0; d < 2; d++)
         for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
@@ -765,6 +771,22 @@ static void test_kernel_paths(void) {
                            (int)(i == 2 && tr)};
                 run_solve_case(&t);
             }
+    /* the blocked solve in place (x is b), and inverses through the blocked
+     * kernels (the factor's and the solve's) */
+    for (int d = 0; d < 2; d++) {
+        const alloy_dtype dt = d ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
+        scase t = {dt, 2, 70, 40, 0, K_RANDOM, 0, ALLOY_LU_BLOCKED_SMEM, 0, 1};
+        run_solve_case(&t);
+        const struct { alloy_lu_path path; int64_t n; int kind; } ic[] = {
+            {ALLOY_LU_BLOCKED_SMEM, 1, K_RANDOM},   {ALLOY_LU_BLOCKED_SMEM, 33, K_RANDOM},
+            {ALLOY_LU_BLOCKED_SMEM, 64, K_COND},    {ALLOY_LU_BLOCKED_DEVICE, 65, K_RANDOM},
+            {ALLOY_LU_BLOCKED_DEVICE, 130, K_COND}, {ALLOY_LU_BLOCKED_DEVICE, 257, K_RANDOM},
+        };
+        for (size_t i = 0; i < sizeof ic / sizeof ic[0]; i++) {
+            scase v = {dt, ic[i].n > 100 ? 1 : 3, ic[i].n, 0, 0, ic[i].kind, 1e6, ic[i].path, 2, (int)(i == 1)};
+            run_solve_case(&v);
+        }
+    }
 }
 
 /* ---- errors ---------------------------------------------------------------------- */

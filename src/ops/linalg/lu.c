@@ -8,10 +8,16 @@
  * sizes as launch constants; nothing waits for the device. Kernels:
  *   CPU:  lu_factor_serial / lu_solve_serial (one thread per matrix);
  *   GPU:  lu_factor_warp (n <= 32, rows in registers of one SIMD-group
- *         segment), lu_factor_tg (one threadgroup per matrix, the matrix in
- *         threadgroup memory while it fits, else in device memory),
+ *         segment), lu_factor_blocked (n > 32: one threadgroup per matrix,
+ *         blocked right-looking, the matrix in threadgroup memory while it
+ *         fits, else in device memory with its panels staged),
+ *         lu_factor_tg (unblocked, one threadgroup per matrix: the matrices
+ *         too large for the blocked kernel's threadgroup memory),
  *         lu_solve (one threadgroup per matrix and block of right-hand
- *         sides, one simdgroup per right-hand side).
+ *         sides, one simdgroup per right-hand side), lu_solve_blocked
+ *         (inverses and 16 or more right-hand sides, not transposed: 32
+ *         right-hand sides per threadgroup, panels of the factor staged,
+ *         the updates as register-tiled products).
  * Determinants are in det.c. */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,8 +32,10 @@
 
 static const char WARP_FILE[] = "src/ops/linalg/kernels/lu_factor_warp.metal";
 static const char TG_FILE[] = "src/ops/linalg/kernels/lu_factor_tg.metal";
+static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/lu_factor_blocked.metal";
 static const char SERIAL_FILE[] = "src/ops/linalg/kernels/lu_factor_serial.metal";
 static const char SOLVE_FILE[] = "src/ops/linalg/kernels/lu_solve.metal";
+static const char SOLVE_BLOCKED_FILE[] = "src/ops/linalg/kernels/lu_solve_blocked.metal";
 static const char SOLVE_SERIAL_FILE[] = "src/ops/linalg/kernels/lu_solve_serial.metal";
 
 /* ---- argument checks ------------------------------------------------------ */
@@ -133,6 +141,15 @@ static size_t smem_budget(alloy_device *dev) {
     return (size_t)44 << 10;
 }
 
+/* lu_factor_blocked keeps the matrix in threadgroup memory up to about 110
+ * KB (float32 n <= 167, float64 n <= 118 on Hopper): two matrices per SM,
+ * whose barriers overlap; a larger matrix works in device memory with about
+ * 67 KB (float32 n = 256) of staging, three per SM. */
+static size_t blocked_smem_max(alloy_device *dev) {
+    const size_t b = smem_budget(dev), cap = (size_t)110 << 10;
+    return b < cap ? b : cap;
+}
+
 static alloy_status apply(const char *file, alloy_launch *l, int nin, alloy_array **ins, int nout,
                           alloy_stream *stream) {
     alloy_kernel *k = NULL;
@@ -164,10 +181,13 @@ alloy_status alloy_lu_run_factor(const alloy_lu_square *s, alloy_lu_path path, a
     const int cpu = alloy_device_backend(s->dev) == ALLOY_BACKEND_CPU;
     const int64_t n = s->n, es = (int64_t)alloy_dtype_size(s->dt);
     const int64_t ld_smem = n | 1;
+    /* lu_factor_blocked in device memory: the panel, U's block row, the row map */
+    const size_t blocked_dev_bytes = (size_t)((n * 33 + 32 * n) * es + 4 * n);
     if (path == ALLOY_LU_AUTO) {
         if (cpu) path = ALLOY_LU_SERIAL;
         else if (n <= 32) path = ALLOY_LU_WARP;
-        else if ((size_t)(n * ld_smem * es) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
+        else if ((size_t)(n * ld_smem * es) <= blocked_smem_max(s->dev)) path = ALLOY_LU_BLOCKED_SMEM;
+        else if (blocked_dev_bytes <= smem_budget(s->dev)) path = ALLOY_LU_BLOCKED_DEVICE;
         else path = ALLOY_LU_TG_DEVICE;
     }
     if (n == 0) path = ALLOY_LU_SERIAL; /* writes info = 0 */
@@ -195,6 +215,17 @@ alloy_status alloy_lu_run_factor(const alloy_lu_square *s, alloy_lu_path path, a
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", w);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    } else if (path == ALLOY_LU_BLOCKED_SMEM || path == ALLOY_LU_BLOCKED_DEVICE) {
+        const int smem = path == ALLOY_LU_BLOCKED_SMEM;
+        const int64_t nt = n <= 64 ? 128 : 256;
+        file = BLOCKED_FILE;
+        if (st == ALLOY_OK) st = grid_check("alloy_lu_factor", s->batch, nt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "SMEM", smem);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "ld", ALLOY_INT32, smem ? ld_smem : n);
+        if (st == ALLOY_OK)
+            st = alloy_launch_set_threadgroup_memory(l, smem ? (size_t)(n * ld_smem * es) : blocked_dev_bytes);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(s->batch * nt), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)nt, 1, 1);
     } else {
         const int smem = path == ALLOY_LU_TG_SMEM;
         const int64_t nt = n <= 128 ? 256 : 512;
@@ -222,6 +253,14 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
     if (nrhs > INT32_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_lu_solve: %lld right-hand sides are too many",
                            (long long)nrhs);
+    /* lu_solve_blocked (either blocked path names it): inverses and many
+     * right-hand sides, 32 per threadgroup, not transposed */
+    const size_t blocked_bytes = (size_t)(2 * n * 33 * es + 8 * n);
+    const int blocked_fits = !transpose && blocked_bytes <= smem_budget(s->dev);
+    if (path == ALLOY_LU_BLOCKED_SMEM || path == ALLOY_LU_BLOCKED_DEVICE)
+        path = blocked_fits ? ALLOY_LU_BLOCKED_DEVICE : ALLOY_LU_WARP;
+    if (path == ALLOY_LU_AUTO && !cpu && blocked_fits && (ident || nrhs >= 16)) path = ALLOY_LU_BLOCKED_DEVICE;
+    /* the factor-only path solves with the GPU kernel, as the factor's device */
     if (path == ALLOY_LU_AUTO || path == ALLOY_LU_WARP) {
         if (cpu && path == ALLOY_LU_AUTO) path = ALLOY_LU_SERIAL;
         else if ((size_t)(n * ld_smem * es + 8 * n) <= smem_budget(s->dev)) path = ALLOY_LU_TG_SMEM;
@@ -231,7 +270,8 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
     alloy_status st = alloy_launch_new(&l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, x);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", s->dt);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TRANS", transpose != 0);
+    if (st == ALLOY_OK && path != ALLOY_LU_BLOCKED_DEVICE)
+        st = alloy_launch_add_template_bool(l, "TRANS", transpose != 0);
     if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "IDENT", ident != 0);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT32, n);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "nrhs", ALLOY_INT32, nrhs);
@@ -241,6 +281,14 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
         if (st == ALLOY_OK) st = grid_check("alloy_lu_solve", s->batch, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)s->batch, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, cpu ? 1 : 64, 1, 1);
+    } else if (path == ALLOY_LU_BLOCKED_DEVICE) {
+        const int64_t tiles = (nrhs + 31) / 32, nt = n <= 64 ? 128 : 256;
+        file = SOLVE_BLOCKED_FILE;
+        if (st == ALLOY_OK) st = grid_check("alloy_lu_solve", s->batch * tiles, nt);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tiles", ALLOY_INT32, tiles);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, blocked_bytes);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(s->batch * tiles * nt), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)nt, 1, 1);
     } else {
         const int smem = path == ALLOY_LU_TG_SMEM;
         /* up to 8 right-hand sides per threadgroup, one simdgroup each (at
@@ -440,7 +488,8 @@ alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, a
     return ALLOY_OK;
 }
 
-alloy_status alloy_inv(alloy_array *a, alloy_stream *stream, alloy_array **inverse, alloy_array **info) {
+alloy_status alloy_inv_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream, alloy_array **inverse,
+                            alloy_array **info) {
     static const char fn[] = "alloy_inv";
     if (!inverse)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
@@ -453,8 +502,8 @@ alloy_status alloy_inv(alloy_array *a, alloy_stream *stream, alloy_array **inver
     st = alloy_lu_prepare_out(fn, "inverse", inverse, s.dev, s.dt, s.nd, s.shape, &X, &newX);
     if (st == ALLOY_OK) st = alloy_lu_scratch(&s, &lu, &ipiv, &sinfo);
     if (st == ALLOY_OK) st = info_out(fn, info, &s, sinfo, &I, &newI);
-    if (st == ALLOY_OK) st = alloy_lu_run_factor(&s, ALLOY_LU_AUTO, a, lu, ipiv, I, stream);
-    if (st == ALLOY_OK) st = alloy_lu_run_solve(&s, ALLOY_LU_AUTO, s.n, lu, ipiv, lu, X, 0, 1, stream);
+    if (st == ALLOY_OK) st = alloy_lu_run_factor(&s, path, a, lu, ipiv, I, stream);
+    if (st == ALLOY_OK) st = alloy_lu_run_solve(&s, path, s.n, lu, ipiv, lu, X, 0, 1, stream);
     alloy_array_free(lu);
     alloy_array_free(ipiv);
     alloy_array_free(sinfo);
@@ -466,4 +515,8 @@ alloy_status alloy_inv(alloy_array *a, alloy_stream *stream, alloy_array **inver
     if (newX) *inverse = X;
     if (newI) *info = I;
     return ALLOY_OK;
+}
+
+alloy_status alloy_inv(alloy_array *a, alloy_stream *stream, alloy_array **inverse, alloy_array **info) {
+    return alloy_inv_path(a, ALLOY_LU_AUTO, stream, inverse, info);
 }

@@ -14,7 +14,9 @@ typedef enum alloy_lu_path {
     ALLOY_LU_SERIAL = 1,    /* one thread per matrix (the CPU's) */
     ALLOY_LU_WARP = 2,      /* factor only: one SIMD group segment per matrix, n <= 32 */
     ALLOY_LU_TG_SMEM = 3,   /* one threadgroup per matrix, the matrix in threadgroup memory */
-    ALLOY_LU_TG_DEVICE = 4  /* one threadgroup per matrix, working in device memory */
+    ALLOY_LU_TG_DEVICE = 4, /* one threadgroup per matrix, working in device memory */
+    ALLOY_LU_BLOCKED_SMEM = 5,   /* factor only: blocked, the matrix in threadgroup memory */
+    ALLOY_LU_BLOCKED_DEVICE = 6  /* factor only: blocked, in device memory, panels staged */
 } alloy_lu_path;
 
 /* A validated (..., n, n) float32/float64 operand. */
@@ -55,10 +57,12 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
 alloy_status alloy_lu_scratch(const alloy_lu_square *s, alloy_array **lu, alloy_array **ipiv,
                               alloy_array **info);
 
-/* alloy_lu_factor / alloy_lu_solve with the kernel chosen by the caller
+/* alloy_lu_factor / alloy_inv / alloy_lu_solve with the kernels chosen by the caller
  * (ALLOY_LU_AUTO: as the public functions). */
 alloy_status alloy_lu_factor_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream,
                                   alloy_array **lu, alloy_array **pivots, alloy_array **info);
+alloy_status alloy_inv_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream, alloy_array **inverse,
+                            alloy_array **info);
 alloy_status alloy_lu_solve_path(alloy_array *lu, alloy_array *pivots, alloy_array *b, int transpose,
                                  alloy_lu_path path, alloy_stream *stream, alloy_array **x);
 
