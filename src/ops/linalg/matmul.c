@@ -7,7 +7,9 @@
  * strided views cost nothing. Leading dimensions that cannot be expressed as
  * one batch stride are handled by launching once per outer index (the
  * launch constants a_off, b_off, c_off move the operands' origins). The kernel
- * is chosen per device and dtype (each kernel file says what it does); sizes,
+ * is chosen per device and dtype (each kernel file says what it does; the
+ * Hopper bfloat16/float16 one is persistent: a grid of one threadgroup per
+ * SM that loops over the tiles of the whole batch); sizes,
  * strides, alpha and beta travel as launch constants, so a new shape never
  * recompiles and nothing is copied to the device. */
 #include <math.h>
