@@ -516,6 +516,10 @@ static void test_wgmma_persistent(void) {
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
     /* 12 tiles (3 matrices of 2 x 2, edges in M, N and K) over 4 threadgroups */
     wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 300, 136, 304, 0, 0, 4, 1.0, 0.0);
+    /* whole tiles staged through shared memory (16-bit out, beta 0, rows of C
+     * 16-byte aligned) among edge tiles, C at an offset of 8 elements */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 256, 512, 136, 512, 0, 8, 5, 1.0, 0.0);
+    wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 300, 264, 64, 264, 1, 0, 3, -2.0, 0.0);
     /* whole tiles (the paired stores) with beta, 8 tiles over 3 threadgroups */
     wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 72, 512, 0, 0, 3, -0.5, 2.0);
     /* one threadgroup, two whole tiles, float out, B shared by the batch */

@@ -26,9 +26,13 @@
 // issued during the last steps of the previous tile, so its epilogue (the
 // stores, which leave the tensor cores idle) overlaps them, and a short K
 // (batches of 1024^3: 16 steps a tile) no longer pays a pipeline fill per
-// tile. Epilogue: whole tiles store column pairs (one 4-byte store for
-// 16-bit outputs, 8 bytes for float) where C's pairs are aligned, with the
-// beta == 0 test outside the loop; only edge tiles check every element.
+// tile. Epilogue, whole tiles: 16-bit outputs with beta == 0 and C's rows
+// 16-byte aligned go through the stage of the tile's last K step (free then:
+// the next tile's loads fill the other three) with stmatrix and leave in
+// coalesced 16-byte stores; otherwise column pairs are stored straight from
+// the accumulators (one 4-byte store for 16-bit outputs, 8 bytes for float)
+// where C's pairs are aligned, with the beta == 0 test outside the loop.
+// Only edge tiles check every element.
 // On the CPU the body loops over the same tiles in the same order, element
 // by element (tests run it there; the op never picks this kernel off a
 // Hopper GPU).
@@ -78,14 +82,38 @@ METAL_FUNC void mm_wgmma_f16(thread float *d, ulong da, ulong db) {
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(da), "l"(db), "r"(1));
 }
+/* two floats as a 16-bit pair (the lower column in the low half) */
+template <class T> METAL_FUNC uint mm_pack2(float lo, float hi) {
+    uint u;
+    if constexpr (metal::is_same_v<T, bfloat>) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+    return u;
+}
+/* four 8 x 8 matrices of 16-bit values, each lane holding row l/4, columns
+ * 2(l%4) and 2(l%4)+1 of each (the accumulators' layout); lane 8q + r gives
+ * the address of row r of matrix q */
+METAL_FUNC void mm_stmatrix4(uint addr, uint r0, uint r1, uint r2, uint r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(addr), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+/* 16 bytes from shared memory, 16 bytes to global memory */
+METAL_FUNC void mm_lds16(uint src, thread uint *v) {
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(src) : "memory");
+}
+METAL_FUNC void mm_stg16(device void *dst, const thread uint *v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" :: "l"(dst), "r"(v[0]), "r"(v[1]), "r"(v[2]), "r"(v[3]) : "memory");
+}
+/* a barrier of one warpgroup (ids 1 and 2, immediate so ptxas counts 3 in
+ * all; threadgroup_barrier is 0) */
+METAL_FUNC void mm_bar_warpgroup(int wg) {
+    if (wg == 0) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+    else asm volatile("bar.sync 2, 128;\n" ::: "memory");
+}
 /* two adjacent outputs (the first at an address aligned to twice its size):
  * one store; bfloat16 and half pairs rounded by one cvt */
 template <class T> METAL_FUNC void mm_store2(device T *p, float lo, float hi) {
     if constexpr (metal::is_same_v<T, bfloat> || metal::is_same_v<T, half>) {
-        uint u;
-        if constexpr (metal::is_same_v<T, bfloat>) asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
-        else asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
-        *(device uint *)p = u;
+        *(device uint *)p = mm_pack2<T>(lo, hi);
     } else if constexpr (metal::is_same_v<T, float>) {
         *(device float2 *)p = float2(lo, hi);
     } else {
@@ -206,6 +234,12 @@ auto load_next = [&](int buf) {
 // C's column pairs are aligned for one store (columns 2(lane % 4) + 8j from a
 // tile's first column, a multiple of 256, are even)
 const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(TOUT))) == 0;
+// 16-bit outputs with beta == 0 and rows of C 16-byte aligned: whole tiles go
+// through shared memory (stmatrix) and leave in 16-byte stores, two rows of
+// 256 bytes per warp instruction, instead of 64 stores of 4 bytes per thread
+// that each touch 8 rows (false: the paired stores, for comparison)
+constexpr bool STAGE_STORES = sizeof(TOUT) == 2;
+const bool staged = STAGE_STORES && beta == 0.0 && ((c_off | sc_b | sc_m) & 7) == 0 && ((ulong)C & 15) == 0;
 const int warp = int(tid % 128) / 32, lane = int(tid % 32);
 for (int s = 0; s < STAGES - 1; s++) load_next(s);
 int g = 0; /* the consumer's K step, counted over all of this threadgroup's tiles */
@@ -242,7 +276,45 @@ for (int tile = g0; tile < tiles; tile += P) {
     tile_at(tile, bz, bm, bn);
     device TOUT *Cb = C + (c_off + bz * sc_b);
     const long row0 = bm + wg * 64 + warp * 16 + lane / 4, col0 = bn + 2 * (lane % 4);
-    if (pairs && bm + BM <= M && bn + BN <= N) {
+    const bool whole = bm + BM <= M && bn + BN <= N;
+    if constexpr (STAGE_STORES) if (staged && whole) {
+        // The stage of the tile's last K step is free (the next tile's loads
+        // go to the other three) once both warpgroups' products have read it;
+        // it is refilled only after the next step's second barrier. Each
+        // warpgroup stages its 64 x 256 half in two passes of 64 x 128 (16 KB,
+        // rows of 256 bytes, the 16-byte chunks of a row XOR-swizzled by the
+        // row mod 8: stmatrix's eight rows and a quarter warp's reads are
+        // conflict-free).
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const uint region = sbase + uint(((g + STAGES - 1) % STAGES) * STAGE + wg * 16384);
+        const int srow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, sblk = lane >> 4;
+        device TOUT *crow = Cb + ((bm + wg * 64) * sc_m + bn);
+        #pragma unroll
+        for (int pass = 0; pass < 2; pass++) {
+            #pragma unroll
+            for (int jj = 0; jj < 16; jj += 2) { /* column blocks jj, jj + 1 of the pass: 4 matrices */
+                const int j = pass * 16 + jj, blk = jj + sblk;
+                mm_stmatrix4(region + uint(srow * 256 + (((blk & 8) | ((blk ^ srow) & 7)) << 4)),
+                             mm_pack2<TOUT>(al * d[4 * j], al * d[4 * j + 1]),
+                             mm_pack2<TOUT>(al * d[4 * j + 2], al * d[4 * j + 3]),
+                             mm_pack2<TOUT>(al * d[4 * j + 4], al * d[4 * j + 5]),
+                             mm_pack2<TOUT>(al * d[4 * j + 6], al * d[4 * j + 7]));
+            }
+            mm_bar_warpgroup(wg);
+            // thread t of the warpgroup: chunk t % 16 of rows t / 16 + 8i (all
+            // eight reads first, then the stores)
+            const int c = int(tid % 16), r0 = int(tid % 128) / 16;
+            uint v[8][4];
+            #pragma unroll
+            for (int i = 0; i < 8; i++)
+                mm_lds16(region + uint((r0 + 8 * i) * 256 + (((c & 8) | ((c ^ r0) & 7)) << 4)), v[i]);
+            #pragma unroll
+            for (int i = 0; i < 8; i++) mm_stg16(crow + ((r0 + 8 * i) * sc_m + pass * 128 + c * 8), v[i]);
+            if (pass == 0) mm_bar_warpgroup(wg); /* read before the second pass overwrites */
+        }
+        continue;
+    }
+    if (pairs && whole) {
         device TOUT *c0 = Cb + (row0 * sc_m + col0), *c1 = c0 + 8 * sc_m;
         if (beta == 0.0) {
             #pragma unroll
