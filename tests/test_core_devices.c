@@ -22,6 +22,7 @@ static void test_cpu_device(void) {
     CHECK(a == b); /* owned by the library, one handle per device */
     CHECK(strcmp(alloy_device_name(a), "cpu") == 0);
     CHECK(alloy_device_backend(a) == ALLOY_BACKEND_CPU);
+    CHECK(alloy_device_compute_capability(a) == 0 && alloy_device_multiprocessor_count(a) == 0);
     CHECK(alloy_device_description(a) != NULL && alloy_device_description(a)[0] != '\0');
     /* the implementation parses "<backend>:<ordinal>" for every backend, so
      * "cpu:0" names the one CPU device; "cpu:1" does not exist */
@@ -48,6 +49,7 @@ static void test_auto_device(void) {
         CHECK(a == c);
     }
     if (!(env && *env) && have_cuda) CHECK(a == cuda);
+    if (have_cuda) CHECK(alloy_device_multiprocessor_count(cuda) > 0); /* what a persistent grid launches */
 }
 
 static void test_cuda_unavailable(void) {

@@ -437,6 +437,104 @@ static void test_kernel_files(void) {
     }
 }
 
+/* matmul_wgmma launched directly with a grid of `groups` threadgroups, however
+ * many tiles there are (its persistent schedule: fewer threadgroups than
+ * tiles, more, one): a batch (B shared by every matrix when b_shared), alpha
+ * and beta, every output dtype, B read from a wider matrix of NB columns (so
+ * N may be odd) and C at an element offset (its column pairs unaligned when
+ * odd); the elements before c_off must stay untouched. */
+static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                       int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta) {
+    alloy_kernel *k = NULL;
+    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_wgmma.metal", &k));
+    if (!k) return;
+    int64_t sa[3] = {batch, M, K}, sb[3] = {b_shared ? 1 : batch, K, NB};
+    host_arr A = make(in, 3, sa), B = make(in, 3, sb);
+    const int64_t nc = c_off + batch * M * N;
+    double *c0 = malloc((size_t)nc * sizeof *c0);
+    void *raw = malloc((size_t)nc * 8);
+    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 || i < c_off ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
+    alloy_array *c = NULL, *res = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output_array(l, c));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, 4 * 48 * 1024 + 1024));
+    const struct { const char *n; int64_t v; } ints[] = {
+        {"M", M}, {"N", N}, {"K", K}, {"batch", batch}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1},
+        {"sb_b", b_shared ? 0 : K * NB}, {"sb_k", NB}, {"sb_n", 1}, {"sc_b", M * N}, {"sc_m", N},
+        {"tile_m", 128}, {"tile_n", 256}, {"a_off", 0}, {"b_off", 0}, {"c_off", c_off}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
+    CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
+    CHECK_OK(alloy_launch_set_grid(l, groups * 256, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    alloy_array *ins[2] = {A.a, B.a};
+    CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
+    CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
+    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 0.0;
+    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
+                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    int bad = 0;
+    for (int64_t i = 0; i < c_off; i++)
+        if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  wgmma: C[%lld] before c_off changed\n", (long long)i);
+    for (int64_t z = 0; z < batch; z++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0, sabs = 0;
+                const double *ar = A.v + (z * M + i) * K, *bc = B.v + (b_shared ? 0 : z) * K * NB + j;
+                for (int64_t q = 0; q < K; q++) {
+                    acc += ar[q] * bc[q * NB];
+                    sabs += fabs(ar[q] * bc[q * NB]);
+                }
+                const int64_t e = c_off + (z * M + i) * N + j;
+                const double ref = alpha * acc + (beta != 0 ? beta * c0[e] : 0.0);
+                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0; /* c0 is NaN where beta is 0 */
+                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * 2e-7 +
+                                   fabs(ref) * eps_out + tiny_out + 1e-30;
+                const double got = decode(out, raw, e);
+                if (!(fabs(got - ref) <= tol) && bad++ < 4)
+                    fprintf(stderr, "  wgmma %s->%s batch %lld M=%lld N=%lld K=%lld groups %u: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
+                            alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N,
+                            (long long)K, groups, (long long)z, (long long)i, (long long)j, got, ref);
+            }
+    CHECK_MSG(bad == 0, "matmul_wgmma: %d of %lld elements wrong", bad, (long long)nc);
+    free(raw);
+    free(c0);
+    alloy_array_free(res);
+    alloy_array_free(c);
+    alloy_launch_free(l);
+    drop(&A);
+    drop(&B);
+}
+
+static void test_wgmma_persistent(void) {
+    alloy_device *dev = ku_device();
+    if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
+    /* 12 tiles (3 matrices of 2 x 2, edges in M, N and K) over 4 threadgroups */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 300, 136, 304, 0, 0, 4, 1.0, 0.0);
+    /* whole tiles staged through shared memory (16-bit out, beta 0, rows of C
+     * 16-byte aligned) among edge tiles, C at an offset of 8 elements */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 256, 512, 136, 512, 0, 8, 5, 1.0, 0.0);
+    wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 300, 264, 64, 264, 1, 0, 3, -2.0, 0.0);
+    /* whole tiles (the paired stores) with beta, 8 tiles over 3 threadgroups */
+    wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 72, 512, 0, 0, 3, -0.5, 2.0);
+    /* one threadgroup, two whole tiles, float out, B shared by the batch */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_FLOAT32, 2, 128, 256, 200, 256, 1, 0, 1, 1.5, 0.5);
+    /* float64 out, more threadgroups than tiles, K shorter than a step */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_FLOAT64, 1, 130, 264, 40, 264, 0, 0, 5, 1.0, 0.0);
+    /* whole tiles whose column pairs are unaligned (C at an odd offset) */
+    wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT32, 2, 128, 256, 64, 256, 0, 1, 2, 1.0, 1.0);
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 128, 256, 64, 256, 0, 1, 2, 1.0, 0.0);
+    /* an odd N read from a wider B, 9 tiles over 2 threadgroups */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 37, 24, 40, 0, 0, 2, 1.0, 0.0);
+    /* K = 0: no K steps at all, C = beta C */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_FLOAT32, 2, 40, 24, 0, 24, 0, 0, 3, 1.0, 0.75);
+}
+
 int main(void) {
     harness_seed();
     RUN(test_shapes);
@@ -446,5 +544,6 @@ int main(void) {
     RUN(test_strided_views);
     RUN(test_errors);
     RUN(test_kernel_files);
+    RUN(test_wgmma_persistent);
     return harness_finish();
 }

@@ -31,6 +31,9 @@ alloy_backend_kind alloy_device_backend(const alloy_device *device);
 /* A CUDA device's compute capability as major * 10 + minor (90: Hopper);
  * 0 for other devices. */
 int alloy_device_compute_capability(const alloy_device *device);
+/* A CUDA device's number of streaming multiprocessors (what a persistent
+ * grid of one threadgroup per SM launches); 0 for other devices. */
+int alloy_device_multiprocessor_count(const alloy_device *device);
 
 /* Waits until all work queued on every stream of the device has finished. */
 alloy_status alloy_device_synchronize(alloy_device *device);

@@ -68,6 +68,7 @@ struct alloy_device {
     char description[256];
     void *impl;                         /* backend-owned */
     int compute_capability;             /* CUDA: major * 10 + minor (90 = Hopper); 0 elsewhere */
+    int multiprocessor_count;           /* CUDA: SMs; 0 elsewhere */
     struct alloy_program_cache *cache;  /* in-memory programs of this device */
     alloy_stream *default_stream;
 };

@@ -106,6 +106,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
     }
     dev->impl = d;
     dev->compute_capability = d->cc_major * 10 + d->cc_minor;
+    dev->multiprocessor_count = d->sm_count;
     return ALLOY_OK;
 }
 

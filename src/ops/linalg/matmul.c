@@ -7,7 +7,9 @@
  * strided views cost nothing. Leading dimensions that cannot be expressed as
  * one batch stride are handled by launching once per outer index (the
  * launch constants a_off, b_off, c_off move the operands' origins). The kernel
- * is chosen per device and dtype (each kernel file says what it does); sizes,
+ * is chosen per device and dtype (each kernel file says what it does; the
+ * Hopper bfloat16/float16 one is persistent: a grid of one threadgroup per
+ * SM that loops over the tiles of the whole batch); sizes,
  * strides, alpha and beta travel as launch constants, so a new shape never
  * recompiles and nothing is copied to the device. */
 #include <math.h>
@@ -109,6 +111,7 @@ typedef struct plan {
     const char *file;
     uint32_t tile_m, tile_n, threads;
     size_t threadgroup_memory;
+    int persistent; /* a grid of at most this many threadgroups that loop over the tiles (0: one per tile) */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -138,6 +141,9 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         p->tile_n = 256;
         p->threads = 256;
         p->threadgroup_memory = 4 * 48 * 1024 + 1024;
+        /* one threadgroup per SM (its shared memory allows no second) */
+        p->persistent = alloy_device_multiprocessor_count(dev);
+        if (p->persistent < 1) p->persistent = 1;
         st = alloy_catalog_kernel(p->file, &p->kernel);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
@@ -323,7 +329,16 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     if (st == ALLOY_OK && (gy > 65535 || gx * p.threads > UINT32_MAX))
         st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld x %lld is too large for one launch",
                          (long long)M, (long long)N);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
+    if (p.persistent) {
+        /* the kernel numbers the tiles (batch x rows x columns) in 32 bits */
+        const int64_t tiles = gx * gy * inner, groups = tiles < p.persistent ? tiles : p.persistent;
+        if (st == ALLOY_OK && tiles > INT32_MAX)
+            st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld tiles of %u x %u are too many for one launch",
+                             (long long)tiles, p.tile_m, p.tile_n);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
+    } else if (st == ALLOY_OK) {
+        st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
+    }
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, p.threads, 1, 1);
     const struct {
         const char *name;
