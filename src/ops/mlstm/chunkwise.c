@@ -198,9 +198,11 @@ static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
  * + s (a window is whole chunk indices of every sequence, which advance
  * together); packed, sequence s's chunks start at cu[s] / L + s (a one-to-one
  * map that the kernel inverts by binary search). The carry is the final state
- * when asked for, else device scratch. */
+ * when asked for, else device scratch. keep (the backward's run): one window,
+ * whose scratch (c_chunk, n_chunk, m_chunk, g_chunk) goes to keep[0..3]; oh
+ * NULL skips phase 2. */
 static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_array **ins, alloy_array *oh,
-                              alloy_array *oc, alloy_array *on, alloy_array *om) {
+                              alloy_array *oc, alloy_array *on, alloy_array *om, alloy_array **keep) {
     const size_t tsize = alloy_dtype_size(r->dt);
     const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4 + (r->L + 4) * 4);
     int64_t nslots, unit; /* slots in all; a window holds whole units */
@@ -217,10 +219,11 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
      * one window (phase 1 also writes the final states when S = 0) */
     const int64_t units = (nslots + unit - 1) / unit, fit = budget / (slot_bytes * unit);
     const int64_t per = fit > 0 ? fit : 1;
-    const int64_t nwin = units > per ? (units + per - 1) / per : 1;
+    /* keep (the backward): every slot in one window, whose scratch the caller keeps */
+    const int64_t nwin = !keep && units > per ? (units + per - 1) / per : 1;
     const int64_t WN = units > 0 ? (units + nwin - 1) / nwin * unit : 1;
 
-    alloy_device *dev = alloy_array_device(oh);
+    alloy_device *dev = alloy_array_device(oh ? oh : oc); /* oh NULL: no phase 2 (the backward's 16-bit run) */
     alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *gw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};
     const int64_t s_cw[1] = {WN * r->NH * r->DHQK * r->DHHV}, s_nw[1] = {WN * r->NH * r->DHQK},
                   s_mw[1] = {WN * r->NH}, s_gw[1] = {WN * r->NH * (r->L + 4)};
@@ -236,7 +239,7 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
         if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &own[2]);
         for (int e = 0; e < 3; e++) carry[e] = own[e];
     }
-    alloy_array *outs[8] = {oh, carry[0], carry[1], carry[2], cw, nw, mw, gw};
+    alloy_array *outs[8] = {oh ? oh : cw, carry[0], carry[1], carry[2], cw, nw, mw, gw};
     for (int64_t w = 0; w < nwin && st == ALLOY_OK; w++) {
         const chunk_launch gates = {.phase = 3, .DKP = p->DS1, .DS = p->DS1, .TV = p->TV1, .VT = 1, .KT = 1,
                                     .W0 = w * WN, .WN = WN, .carry = w > 0, .groups = r->nseq * r->NH, .threads = 1024,
@@ -249,7 +252,11 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
                                       .smem = p->smem2};
         st = launch_chunkwise(r, &gates, ins, outs);
         if (st == ALLOY_OK) st = launch_chunkwise(r, &states, ins, outs);
-        if (st == ALLOY_OK) st = launch_chunkwise(r, &outputs, ins, outs);
+        if (st == ALLOY_OK && oh) st = launch_chunkwise(r, &outputs, ins, outs);
+    }
+    if (keep && st == ALLOY_OK) {
+        keep[0] = cw, keep[1] = nw, keep[2] = mw, keep[3] = gw;
+        cw = nw = mw = gw = NULL;
     }
     alloy_array_free(cw);
     alloy_array_free(nw);
@@ -363,7 +370,8 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
     if (split) run.L = sp.Ls;
     if (st == ALLOY_OK && split && nseq * NH > 0)
-        st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL);
+        st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
+                       NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
@@ -383,4 +391,50 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     if (cn) *n_out = on;
     if (cm) *m_out = om;
     return ALLOY_OK;
+}
+
+alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                       alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                       alloy_array *cu_seqlens, int64_t L, double eps, alloy_stream *stream,
+                                       alloy_mlstm_saved *sv) {
+    memset(sv, 0, sizeof *sv);
+    alloy_device *dev = alloy_array_device(q);
+    const alloy_dtype dt = alloy_array_dtype(q);
+    const int64_t *qs = alloy_array_shape(q);
+    const int64_t NH = qs[1], S = qs[2], DHQK = qs[3], DHHV = alloy_array_shape(v)[3];
+    const int64_t nseq = cu_seqlens ? alloy_array_shape(cu_seqlens)[0] - 1 : qs[0];
+    const size_t tsize = alloy_dtype_size(dt);
+    split_spec sp = {0};
+    if (DHQK > 512 || !split_choose(tsize, L, DHQK, DHHV, &sp))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: no split path for DHQK %lld with %s inputs", FN,
+                           (long long)DHQK, alloy_dtype_name(dt));
+    const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK}, s_m[3] = {nseq, NH, 1};
+    /* 16-bit inputs: no h (the backward takes dh . h from the states) */
+    alloy_status st = tsize == 2 ? ALLOY_OK : alloy_array_new(dev, dt, 4, alloy_array_shape(v), &sv->h);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, s_c, &sv->c_out);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_n, &sv->n_out);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &sv->m_out);
+    alloy_kernel *kc = NULL;
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
+    const int has_init = c_initial != NULL;
+    chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = sp.Ls, .has_init = has_init,
+                     .varlen = cu_seqlens != NULL,
+                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && (!sv->h || alloy_ops_aligned16(1, &sv->h)),
+                     .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
+    alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                           has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
+    alloy_array *keep[4] = {NULL};
+    if (st == ALLOY_OK) st = run_split(&run, &sp, ins, sv->h, sv->c_out, sv->n_out, sv->m_out, keep);
+    sv->c_chunk = keep[0], sv->n_chunk = keep[1], sv->m_chunk = keep[2], sv->g_chunk = keep[3];
+    sv->L = sp.Ls;
+    sv->nslots = cu_seqlens ? S / sp.Ls + nseq : (S + sp.Ls - 1) / sp.Ls * nseq;
+    sv->vec = run.vec;
+    if (st != ALLOY_OK) alloy_mlstm_saved_free(sv);
+    return st;
+}
+
+void alloy_mlstm_saved_free(alloy_mlstm_saved *sv) {
+    alloy_array *a[8] = {sv->h, sv->c_out, sv->n_out, sv->m_out, sv->c_chunk, sv->n_chunk, sv->m_chunk, sv->g_chunk};
+    for (int e = 0; e < 8; e++) alloy_array_free(a[e]);
+    memset(sv, 0, sizeof *sv);
 }

@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "ops/catalog.h"
@@ -117,13 +119,30 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
+    /* The chunk-parallel path (chunkwise_backward_split.c) for bfloat16 inputs,
+     * and for float32 with ALLOY_MLSTM_BWD_PATH=split (its float32 gradients
+     * miss the exact kernel's 5e-4 with hostile gates: docs/mlstm.md);
+     * ALLOY_MLSTM_BWD_PATH=exact keeps bfloat16 on the kernel below. float16
+     * always takes the kernel below (the chunk path's 16-bit operands, dh / den
+     * and P / den, pass 65504 where den nears eps), float64 too. */
+    const char *path = getenv("ALLOY_MLSTM_BWD_PATH");
+    int split = dt == ALLOY_BFLOAT16 ? !(path && !strcmp(path, "exact"))
+                                     : dt == ALLOY_FLOAT32 && path && !strcmp(path, "split");
+    if (st == ALLOY_OK && split) {
+        st = alloy_mlstm_backward_split(q, k, v, i, f, has_init ? c_initial : NULL, has_init ? n_initial : NULL,
+                                        has_init ? m_initial : NULL, cu_seqlens, dh, has_dfinal ? dc_final : NULL,
+                                        has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, stream,
+                                        o);
+        if (st == ALLOY_ERROR_UNSUPPORTED) split = 0, st = ALLOY_OK; /* sizes it does not take: the kernel below */
+    }
     const int64_t nck = (NCH > 0 ? NCH : 1) * E;
     const int64_t ws_shape[7][2] = {{nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}, {nslot, NCH > 0 ? NCH : 1},
                                     {nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}};
-    for (int w = 0; w < 7 && st == ALLOY_OK && nsh > 0; w++) st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
+    for (int w = 0; w < 7 && st == ALLOY_OK && nsh > 0 && !split; w++)
+        st = alloy_array_new(dev, sdt, 2, ws_shape[w], &ws[w]);
     alloy_kernel *kern = NULL;
-    if (st == ALLOY_OK) st = alloy_catalog_kernel(BWD_FILE, &kern);
-    if (st == ALLOY_OK && nsh > 0) {
+    if (st == ALLOY_OK && !split) st = alloy_catalog_kernel(BWD_FILE, &kern);
+    if (st == ALLOY_OK && nsh > 0 && !split) {
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);

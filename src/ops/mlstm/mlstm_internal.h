@@ -50,4 +50,34 @@ alloy_status alloy_mlstm_prepare_out(const char *fn, const char *name, alloy_arr
 alloy_status alloy_mlstm_check_cu_seqlens(const char *fn, alloy_array *cu, alloy_device *dev, int64_t B, int64_t S,
                                           int64_t *nseq);
 
+/* The split forward of chunkwise.c run for the backward (inputs already
+ * checked; L the caller's chunk length): h (float32 inputs only; NULL for
+ * 16-bit ones, whose backward needs none), the final states (float32) and,
+ * in one window, every slot's chunk-start state (c_chunk in q's dtype,
+ * n_chunk float32), m (m_chunk) and gate record (g_chunk: w_j, e_last at L,
+ * L + 4 floats); L the chunk length it ran (at most 64), vec whether the
+ * rows of q, k, v and h take 16-byte accesses. ALLOY_ERROR_UNSUPPORTED where
+ * the split path does not take these sizes. Free with alloy_mlstm_saved_free. */
+typedef struct alloy_mlstm_saved {
+    int64_t L, nslots;   /* the chunk length run; slots per head (the scratch's first dimension) */
+    int vec;
+    alloy_array *h, *c_out, *n_out, *m_out, *c_chunk, *n_chunk, *m_chunk, *g_chunk;
+} alloy_mlstm_saved;
+alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                       alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                       alloy_array *cu_seqlens, int64_t L, double eps, alloy_stream *stream,
+                                       alloy_mlstm_saved *sv);
+void alloy_mlstm_saved_free(alloy_mlstm_saved *sv);
+
+/* The chunk-parallel backward (chunkwise_backward_split.c) into the
+ * prepared gradient arrays g[8] (dq, dk, dv, di, df, and, with the initial
+ * states, dc_initial, dn_initial, dm_initial); inputs already checked.
+ * ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
+ * sizes: the caller then runs the exact kernel. */
+alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                        alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                        alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
+                                        alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
+                                        int64_t L, double eps, alloy_stream *stream, alloy_array *const *g);
+
 #endif

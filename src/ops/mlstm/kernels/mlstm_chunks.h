@@ -4,7 +4,8 @@
 //  - mc_gates_*: a chunk's stabiliser and log weights from its raw gates
 //    (a serial scan, a SIMD-group max-plus scan, the walk's pieces);
 //  - mc_window_chunks: which chunks of a sequence a window of slots holds
-//    and where their states and gate records sit.
+//    and where their states and gate records sit; mc_slot_chunk: the chunk
+//    a slot holds.
 // Needs mlstm_tiles.h (lane shuffles) first.
 /* The chunk's gates (rows r < Lc of f and i; the rest padding): U[r] the
  * log-sigmoid of f, IA[r] the input pre-activation (-inf for padding). */
@@ -177,5 +178,31 @@ METAL_FUNC void mc_window_chunks(const device CU *cu, long seq, int head, int S,
         cb = min((W0 + WN) / NSEQ, (len + LL - 1) / LL);
         wsx0 = seq * NH + head;
         wstep = long(NSEQ) * NH;
+    }
+}
+/* The chunk that slot gslot holds for head `head` (the inverse of the slot
+ * map above): its sequence, the row's first token and length, and the
+ * chunk's index c (outside [0, ceil(len / LL)) for an empty slot; c < 0 only
+ * for offsets the GPU does not check, cu[0] != 0). */
+template <int LL, bool VL, class CU>
+METAL_FUNC void mc_slot_chunk(const device CU *cu, long gslot, int head, int S, int NH, int NSEQ, thread long &seq,
+                              thread long &tokbase, thread int &len, thread int &c) {
+    if (VL) {   // the sequence whose slots hold gslot: the last with base <= gslot
+        int lo = 0, hi = NSEQ - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (long(clamp(int(cu[mid]), 0, S) / LL + mid) <= gslot) lo = mid;
+            else hi = mid - 1;
+        }
+        seq = lo;
+        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+        tokbase = long(head) * S + s0;
+        len = max(s1 - s0, 0);
+        c = int(gslot - long(s0 / LL + int(seq)));
+    } else {
+        seq = gslot % NSEQ;
+        c = int(gslot / NSEQ);
+        tokbase = (seq * NH + head) * long(S);
+        len = S;
     }
 }

@@ -156,24 +156,7 @@ if constexpr (PHASE == 1) {
     const long gslot = long(W0) + slotw;
     long seq, tokbase;
     int len, c;
-    if (VARLEN) {   // the sequence whose slots hold gslot: the last with base <= gslot
-        int lo = 0, hi = NSEQ - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (long(clamp(int(cu[mid]), 0, S) / L + mid) <= gslot) lo = mid;
-            else hi = mid - 1;
-        }
-        seq = lo;
-        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
-        tokbase = long(head) * S + s0;
-        len = max(s1 - s0, 0);
-        c = int(gslot - long(s0 / L + int(seq)));
-    } else {
-        seq = gslot % NSEQ;
-        c = int(gslot / NSEQ);
-        tokbase = (seq * NH + head) * long(S);
-        len = S;
-    }
+    mc_slot_chunk<L, VARLEN>(cu, gslot, head, S, NH, NSEQ, seq, tokbase, len, c);
     if (c < 0 || c >= (len + L - 1) / L) return;   // the whole group: an empty slot (c < 0: offsets
                                                     // the GPU does not check, cu[0] != 0)
     const int Lc = min(L, len - c * L);

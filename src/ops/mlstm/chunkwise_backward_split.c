@@ -1,0 +1,145 @@
+/* chunkwise_backward_split.c — the chunk-parallel backward of the mLSTM
+ * chunkwise forward (alloy_mlstm_backward_split, mlstm_internal.h): the
+ * split forward again with its scratch kept (chunkwise.c: h, the final
+ * states, every chunk's starting state, m and gate record), then the four
+ * phases of mlstm_chunkwise_grad.metal — per chunk the rows' normalisers and
+ * the two L x L matrices, the state gradients walked from the last chunk,
+ * dv, dq and dk per chunk in 64-column tiles, the gates per (sequence,
+ * head). Everything it allocates is scratch, freed once the launches are
+ * queued (the runtime keeps a launch's arrays alive until it has run). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "ops/catalog.h"
+#include "ops/vector_access.h"
+#include "ops/mlstm/mlstm_internal.h"
+
+static const char GRAD_FILE[] = "src/ops/mlstm/kernels/mlstm_chunkwise_grad.metal";
+static const char FN[] = "alloy_mlstm_chunkwise_backward";
+static const size_t SMEM_BUDGET = 227 * 1024;
+enum { RR = 8 }; /* floats per row record */
+
+typedef struct grad_run {
+    alloy_kernel *kern;
+    alloy_stream *stream;
+    alloy_dtype dt;
+    int64_t L, DKP, DS, TV, S, NH, DHQK, DHHV, nseq, WN, VT, KT, VT2, KT2;
+    int has_init, has_dfinal, varlen, vec;
+    double eps;
+} grad_run;
+
+static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_t threads, size_t smem,
+                           alloy_array **ins, alloy_array **outs) {
+    if (groups <= 0) return ALLOY_OK;
+    if (groups > (int64_t)(UINT32_MAX / threads))
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: %lld threadgroups are too many for one launch", FN,
+                           (long long)groups);
+    alloy_launch *l = NULL;
+    alloy_status st = alloy_launch_new(&l);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", r->dt);
+    const struct {
+        const char *name;
+        int64_t v;
+    } tints[] = {{"L", r->L}, {"DKP", r->DKP}, {"DS", r->DS}, {"TV", r->TV}, {"PHASE", phase}};
+    for (size_t e = 0; e < sizeof tints / sizeof tints[0] && st == ALLOY_OK; e++)
+        st = alloy_launch_add_template_int(l, tints[e].name, tints[e].v);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", r->has_init);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", r->has_dfinal);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", r->varlen);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", r->vec);
+    for (int e = 0; e < 15 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * threads), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, threads, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, smem > 0 ? smem : 16);
+    const struct {
+        const char *name;
+        int64_t v;
+    } ints[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"NSEQ", r->nseq},
+                {"WN", r->WN}, {"VT", r->VT}, {"KT", r->KT},     {"VT2", r->VT2},   {"KT2", r->KT2}};
+    for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
+        st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)r->DHQK));
+    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, r->eps);
+    alloy_array *res[15] = {NULL};
+    if (st == ALLOY_OK) st = alloy_kernel_apply(r->kern, 19, ins, l, r->stream, res);
+    for (int e = 0; e < 15; e++) alloy_array_free(res[e]);
+    alloy_launch_free(l);
+    return st;
+}
+
+static int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                        alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                        alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
+                                        alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
+                                        int64_t L, double eps, alloy_stream *stream, alloy_array *const *g) {
+    const alloy_dtype dt = alloy_array_dtype(q);
+    const size_t ts = alloy_dtype_size(dt);
+    const int64_t *qs = alloy_array_shape(q);
+    grad_run r = {.stream = stream, .dt = dt, .S = qs[2], .NH = qs[1], .DHQK = qs[3],
+                  .DHHV = alloy_array_shape(v)[3], .has_init = c_initial != NULL, .has_dfinal = dc_final != NULL,
+                  .varlen = cu_seqlens != NULL, .eps = eps};
+    r.nseq = cu_seqlens ? alloy_array_shape(cu_seqlens)[0] - 1 : qs[0];
+    const int64_t Ls = L < 64 ? L : 64;
+    /* the phases' threadgroup memory (the layouts of the kernel file) */
+    r.DKP = r.DHQK <= 64 ? up(r.DHQK, 16) : up(r.DHQK, 64);
+    const int64_t x_elems = ts == 2 ? r.DKP * 72 : Ls * 72; /* a slice of C (16-bit inputs) or of h */
+    const size_t smem1 = (size_t)up((2 * Ls * (r.DKP + 8) + 2 * Ls * 72 + x_elems) * (int64_t)ts, 16) +
+                         4 * (8 * 64 + r.DKP);
+    r.DS = up(r.DHQK, 16) < 64 ? up(r.DHQK, 16) : 64;
+    r.TV = up(r.DHHV, 8) < 64 ? up(r.DHHV, 8) : 64;
+    const int64_t wrn = 2 * Ls + 4;
+    const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
+                                        (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
+    const size_t smem3 = (size_t)(Ls * (Ls + 8) + 3 * Ls * 72 + 2 * 64 * 72) * ts;
+    const size_t smem4 = 4 * (2 * 256 + 64);
+    if (dt == ALLOY_FLOAT64 || r.DHQK > 512 || smem1 > SMEM_BUDGET || smem2 > SMEM_BUDGET || smem3 > SMEM_BUDGET)
+        return ALLOY_ERROR_UNSUPPORTED;
+
+    alloy_mlstm_saved sv;
+    alloy_status st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps,
+                                                stream, &sv);
+    if (st != ALLOY_OK) return st;
+    r.L = sv.L;
+    r.WN = sv.nslots;
+    r.VT = (r.DHHV + 63) / 64;
+    r.KT = (r.DHQK + 63) / 64;
+    r.VT2 = (r.DHHV + r.TV - 1) / r.TV;
+    r.KT2 = (r.DHQK + r.DS - 1) / r.DS;
+    r.vec = sv.vec && alloy_ops_aligned16(1, &dh);
+    alloy_device *dev = alloy_array_device(q);
+    const int64_t tokens = qs[0] * r.NH * r.S, slots = (r.WN > 0 ? r.WN : 1) * r.NH;
+    const int64_t s_rec[1] = {tokens * RR > 0 ? tokens * RR : 1}, s_wrec[1] = {slots * wrn},
+                  s_pm[1] = {slots * r.L * r.L}, s_dc[1] = {slots * r.DHQK * r.DHHV}, s_dn[1] = {slots * r.DHQK},
+                  s_part[1] = {tokens * 2 * r.KT > 0 ? tokens * 2 * r.KT : 1};
+    alloy_array *rec = NULL, *wrec = NULL, *pm = NULL, *am = NULL, *dc = NULL, *dn = NULL, *part = NULL;
+    st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_rec, &rec);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_wrec, &wrec);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_pm, &pm);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_pm, &am);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_dc, &dc);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_dn, &dn);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_part, &part);
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(GRAD_FILE, &r.kern);
+    /* absent inputs are bound to q, absent initial-state gradients to dq (never touched) */
+    alloy_array *ins[19] = {q, k, v, i, f, dh, sv.h ? sv.h : sv.c_chunk,
+                            r.has_init ? c_initial : q, r.has_init ? n_initial : q,
+                            r.has_dfinal ? dc_final : q, r.has_dfinal ? dn_final : q, r.has_dfinal ? dm_final : q,
+                            sv.c_chunk, sv.n_chunk, sv.m_chunk, sv.g_chunk, sv.c_out, sv.n_out,
+                            cu_seqlens ? cu_seqlens : q};
+    alloy_array *outs[15] = {g[0], g[1], g[2], g[3], g[4], r.has_init ? g[5] : g[0], r.has_init ? g[6] : g[0],
+                             r.has_init ? g[7] : g[0], rec, wrec, pm, am, dc, dn, part};
+    (void)m_initial;
+    const int64_t nsh = r.nseq * r.NH;
+    if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 128, smem1, ins, outs);
+    if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
+    if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * (r.VT + 2 * r.KT), 128, smem3, ins, outs);
+    if (st == ALLOY_OK) st = launch(&r, 4, nsh, 256, smem4, ins, outs);
+    alloy_array *scratch[7] = {rec, wrec, pm, am, dc, dn, part};
+    for (int e = 0; e < 7; e++) alloy_array_free(scratch[e]);
+    alloy_mlstm_saved_free(&sv);
+    return st;
+}

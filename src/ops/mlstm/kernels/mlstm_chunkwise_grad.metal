@@ -1,0 +1,521 @@
+// mlstm_chunkwise_grad: the chunk-parallel backward of the split forward
+// (mlstm_chunkwise.metal), run on the forward's slots (chunkwise_backward.c
+// recomputes the forward first: h, every chunk's starting state X_c = [C_c |
+// n_c] and m, and the gate records). With m held constant the gradient is
+// the bilinear form's, plus eps-sized terms along m's argmax chain
+// (docs/mlstm.md, "Backward"). Per chunk (rows r, keys j <= r, weights
+// w_rj, e_r, the keys' weights to the chunk's end wl_j, e_last):
+//   den_r = max(|s_r|, exp(-m_r)) + eps,  s_r = e_r q^_r . n_c + sum_j P_rj
+//   G_r   = [dh_r / den_r | ds_r],  ds_r = -(dh_r . h_r) / den_r sign(s_r) where |s_r| won
+//   dX_c  = e_last dX_{c+1} + sum_r e_r q^_r^T G_r                      (PHASE 2)
+//   A_rj  = G_r . [v_j | 1],  AW = A o W,  P = (Q^ K^T) o W
+//   dq^   = AW K + diag(e) G X_c^T
+//   dk    = AW^T Q^ + diag(wl) [v | 1] dX_{c+1}^T
+//   dv    = (P diag(1/den))^T dh + diag(wl) K dC_{c+1}                   (PHASE 3)
+//   dF_t  = q_t . dq_t - k_t . dk_t (+ <dX_S, X_S> at the last token), dlf_s = sum_{t >= s} dF_t,
+//   di_j  = k_j . dk_j, then the chain terms dL/dm_r = -eps (dh_r . h_r) / den_r (PHASE 4).
+// G is never stored: dh / den is a row scaling applied after a product, ds
+// a rank-one term.
+// PHASE 1, per (slot, head), 128 threads: the gates again (from the slot's
+//   m), S = Q K^T, den and the sign of s, A' = dh V^T and dh . h; writes P
+//   diag(1/den) as pm and AW as am (L x L, T, row-major [r][j]), the row
+//   record rec per token (float x 8: 1/den, ds, e_r, dL/dm_r, whether m_r
+//   took the forget path, m_r) and the walk record wrec per slot (2L + 4:
+//   scale e_r / den_r, scale e_r ds_r, e_last).
+// PHASE 2, per (sequence, head, DS rows of X, TV columns): mc_walk_states
+//   from the last chunk with q for k, dh for v and wrec: dX_{c+1} into the
+//   slot (dc_chunk as T, dn_chunk float), dX_0 into dC0, dn0 (HAS_INIT).
+// PHASE 3, per (slot, head, job), 128 threads: job < VT: 64 columns of dv;
+//   then KT jobs of 64 columns of dq, then KT of dk; each a product streamed
+//   in 64-wide slices, a row scaling, then + (an L x L matrix) x (a tile).
+//   dq and dk also write their rows' q . dq and k . dk over their 64
+//   columns into part (per token, 2 KT floats).
+// PHASE 4, per (sequence, head), 256 threads: <dX_S, X_S> and <dX_0, X_0>,
+//   then SIMD group 0 the reverse scans over the tokens (blocks of tokens per
+//   lane, the later blocks' sums and the chain's affine carries across the
+//   lanes): di, df, dm0.
+// Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
+// to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
+// VEC (rows 16-byte aligned: cp.async), PHASE.
+// Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
+// tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
+//! name: alloy_mlstm_chunkwise_grad
+//! inputs: q k v i f dh h C0 n0 dCf dnf dmf c_chunk n_chunk m_chunk g_chunk C_fin n_fin cu
+//! outputs: dq dk dv di df dC0 dn0 dm0 rec wrec pm am dc_chunk dn_chunk part
+//! template: T=float32
+//! template: L=64
+//! template: DKP=64
+//! template: DS=64
+//! template: TV=64
+//! template: HAS_INIT=false
+//! template: HAS_DFINAL=false
+//! template: VARLEN=false
+//! template: VEC=false
+//! template: PHASE=1
+//! header:
+#if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 2
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128, 4)
+#endif
+#include "src/ops/mlstm/kernels/mlstm_tiles.h"
+#include "src/ops/mlstm/kernels/mlstm_chunks.h"
+#include "src/ops/mlstm/kernels/mlstm_walk.h"
+//! body:
+const int tid = int(thread_index_in_threadgroup);
+const int warp = tid / 32;
+const uint lane = uint(tid % 32);
+const int g = int(lane >> 2), qd = int(lane & 3u);
+constexpr int NT = 128;        // threads of phases 1 to 3
+constexpr int RR = 8;          // floats per row record
+constexpr int WRN = 2 * L + 4; // floats per walk record
+constexpr int GWN = L + 4;     // floats per forward gate record
+if constexpr (PHASE == 1) {
+    constexpr int KTL = L / 8;                    // key tiles
+    constexpr int LDK = DKP + 8, LDS = 64 + 8;    // odd multiples of 8
+    // dh . h: 16-bit T from the numerator in float32 (e q^ C with the C the
+    // other products use, plus sum_j P_rj (dh . v_j)), not from h rounded to
+    // 16 bits — where the state is nearly rank one, ds and dh / den nearly
+    // cancel in every gradient, and only the same C on both sides keeps the
+    // difference (h's rounding swamped it); float32 reads h.
+    constexpr bool HX = sizeof(T) == 2;
+    // threadgroup memory: T: QS, KS (L x LDK), DHS, VS (L x LDS), then HX: CS
+    // (DKP x LDS: a slice of C's columns), else HS (L x LDS);
+    // float: U, IA, MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP)
+    constexpr int X_ELEMS = HX ? DKP * LDS : L * LDS;
+    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDS + X_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *KS = QS + L * LDK;
+    threadgroup T *DHS = KS + L * LDK;
+    threadgroup T *VS = DHS + L * LDS;
+    threadgroup T *HS = VS + L * LDS;   // HX: CS
+    threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
+    threadgroup float *IA = U + 64;
+    threadgroup float *MR = IA + 64;
+    threadgroup float *PRE = MR + 64;
+    threadgroup float *SUF = PRE + 64;
+    threadgroup float *BPRE = SUF + 64;
+    threadgroup float *BSUF = BPRE + 64;
+    threadgroup float *BB = BSUF + 64;
+    threadgroup float *NS = BB + 64;
+    const long grp = long(threadgroup_position_in_grid.x);
+    const int head = int(grp % NH);
+    const long slot = grp / NH;
+    long seq, tokbase;
+    int len, c;
+    mc_slot_chunk<L, VARLEN>(cu, slot, head, S, NH, NSEQ, seq, tokbase, len, c);
+    if (c < 0 || c >= (len + L - 1) / L) return;   // the whole group: an empty slot
+    const int Lc = min(L, len - c * L);
+    const long tb = tokbase + long(c) * L;
+    const long wsx = slot * NH + head;
+    const int r0 = 16 * warp;
+    const bool rows_live = r0 < Lc;
+
+    mc_load_async<T, L, DKP, NT, VEC, false>(QS, LDK, q + tb * DHQK, DHQK, Lc, DHQK, tid);
+    mc_load_async<T, L, DKP, NT, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
+    for (int d = tid; d < DKP; d += NT) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
+    if (warp == 0) {
+        float fp0, fp1, ip0, ip1, total;
+        mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
+        mc_gates_simd(fp0, fp1, ip0, ip1, Lc, float(m_chunk[wsx]), lane, U, IA, MR, PRE, SUF, total);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid < 64) {   // sums of U inside 8-row blocks: through row r, after row r
+        const int b0 = tid & ~7;
+        float p = 0.0f, s = 0.0f;
+        for (int x = b0; x <= tid; x++) p += U[x];
+        for (int x = tid + 1; x < b0 + 8; x++) s += U[x];
+        BPRE[tid] = p;
+        BSUF[tid] = s;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (tid < 64) {   // BB[a][b]: U over the whole blocks strictly between blocks a < b
+        const int a = tid / 8, b = tid % 8;
+        float s = 0.0f;
+        for (int x = a + 1; x < b; x++) s += BPRE[8 * x + 7];
+        BB[tid] = s;
+    }
+    mc_wait_copies();
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // q^ . n per row, this lane's rows r0 + g and r0 + g + 8
+    float qn[2] = {0.0f, 0.0f};
+    for (int d = qd; r0 < L && d < DHQK; d += 4) {
+        const float nd = NS[d];
+        qn[0] = fma(float(QS[(r0 + g) * LDK + d]), nd, qn[0]);
+        qn[1] = fma(float(QS[(r0 + g + 8) * LDK + d]), nd, qn[1]);
+    }
+    for (int e = 0; e < 2; e++) {
+        qn[e] += mc_lane(qn[e], lane ^ 1u);
+        qn[e] += mc_lane(qn[e], lane ^ 2u);
+    }
+    // the weight w_rj (0 outside j <= r < Lc)
+    auto weight = [&](int r, int j) {
+        if (j > r || r >= Lc) return 0.0f;
+        const int br = r / 8, bj = j / 8;
+        float lw = IA[j];
+        if (br == bj) {
+            for (int x = j + 1; x <= r; x++) lw += U[x];
+        } else {
+            lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
+        }
+        return exp(lw);
+    };
+    // S = Q K^T, then P = S scale W with its row sums (float32)
+    float sacc[KTL][4];
+    #pragma unroll
+    for (int u = 0; u < KTL; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
+    const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
+    mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
+    float rs[2] = {0.0f, 0.0f};
+    #pragma unroll
+    for (int u = 0; u < KTL; u++) {
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
+            sacc[u][e] *= u < slive ? scale * weight(r, j) : 0.0f;
+            rs[e >> 1] += sacc[u][e];
+        }
+    }
+    for (int e = 0; e < 2; e++) {
+        rs[e] += mc_lane(rs[e], lane ^ 1u);
+        rs[e] += mc_lane(rs[e], lane ^ 2u);
+    }
+    float er[2], den[2], sgn[2];
+    for (int e = 0; e < 2; e++) {
+        const int r = r0 + g + 8 * e;
+        er[e] = r < Lc ? exp(PRE[r]) : 0.0f;
+        const float sv = scale * er[e] * qn[e] + rs[e], fl = exp(-MR[r]);
+        den[e] = max(fabs(sv), fl) + eps;
+        sgn[e] = fabs(sv) >= fl ? (sv > 0.0f ? 1.0f : (sv < 0.0f ? -1.0f : 0.0f)) : 0.0f;
+    }
+    // A' = dh V^T over DHHV in slices of 64 columns, and dh . h (HX: dh . (q^ C))
+    float aacc[KTL][4];
+    #pragma unroll
+    for (int u = 0; u < KTL; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) aacc[u][e] = 0.0f;
+    float dhh[2] = {0.0f, 0.0f};
+    for (int v0 = 0; v0 < DHHV; v0 += 64) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // the last slice is read
+        mc_load_async<T, L, 64, NT, VEC, false>(DHS, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+        if (HX) {
+            mc_load_async<T, DKP, 64, NT, VEC, false>(HS, LDS, c_chunk + wsx * DHQK * DHHV + v0, DHHV, DHQK,
+                                                      DHHV - v0, tid);
+        } else {
+            mc_load_async<T, L, 64, NT, VEC, false>(HS, LDS, h + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+        }
+        mc_load_async<T, L, 64, NT, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+        mc_wait_copies();
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
+        if (HX) {
+            float hq[8][4];
+            #pragma unroll
+            for (int u = 0; u < 8; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
+            const int hlive = rows_live ? 8 : 0;
+            mc_row_tiles<T, 8>(hq, QS + r0 * LDK, LDK, 1, HS, LDS, 1, DKP, hlive, lane);
+            #pragma unroll
+            for (int u = 0; u < 8; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int r = r0 + g + 8 * (e >> 1), x = u * 8 + 2 * qd + (e & 1);
+                    if (r < L) dhh[e >> 1] = fma(float(DHS[r * LDS + x]), hq[u][e], dhh[e >> 1]);
+                }
+        } else {
+            for (int x = qd; r0 < L && x < 64; x += 4) {
+                dhh[0] = fma(float(DHS[(r0 + g) * LDS + x]), float(HS[(r0 + g) * LDS + x]), dhh[0]);
+                dhh[1] = fma(float(DHS[(r0 + g + 8) * LDS + x]), float(HS[(r0 + g + 8) * LDS + x]), dhh[1]);
+            }
+        }
+    }
+    if (HX) {   // dh . h = (scale e_r dh . (q C) + sum_j P_rj (dh . v_j)) / den
+        float pa[2] = {0.0f, 0.0f};
+        #pragma unroll
+        for (int u = 0; u < KTL; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) pa[e >> 1] = fma(sacc[u][e], aacc[u][e], pa[e >> 1]);
+        for (int e = 0; e < 2; e++) dhh[e] = fma(scale * er[e], dhh[e], pa[e]);
+    }
+    for (int e = 0; e < 2; e++) {
+        dhh[e] += mc_lane(dhh[e], lane ^ 1u);
+        dhh[e] += mc_lane(dhh[e], lane ^ 2u);
+        if (HX) dhh[e] /= den[e];
+    }
+    float rden[2], ds[2];
+    for (int e = 0; e < 2; e++) {
+        rden[e] = 1.0f / den[e];
+        ds[e] = -(dhh[e] * rden[e]) * sgn[e];
+    }
+    // P diag(1/den) and AW = (A' / den + ds) o W, row-major [r][j], T
+    if (r0 < L) {
+        #pragma unroll
+        for (int u = 0; u < KTL; u++)
+            #pragma unroll
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = r0 + g + 8 * hf, j = u * 8 + 2 * qd;
+                float pv[2], av[2];
+                for (int x = 0; x < 2; x++) {
+                    const int e = 2 * hf + x;
+                    const float w = u < slive ? weight(r, j + x) : 0.0f;
+                    pv[x] = sacc[u][e] * rden[hf];
+                    av[x] = w != 0.0f ? (aacc[u][e] * rden[hf] + ds[hf]) * w : 0.0f;
+                }
+                const long at = (wsx * L + r) * L + j;
+                pm[at] = T(pv[0]);
+                pm[at + 1] = T(pv[1]);
+                am[at] = T(av[0]);
+                am[at + 1] = T(av[1]);
+            }
+    }
+    // the row records and the walk record (rows past the chunk: zeros)
+    if (qd == 0 && r0 < L)
+        for (int e = 0; e < 2; e++) {
+            const int r = r0 + g + 8 * e;
+            const bool live = r < Lc;
+            if (live) {
+                device float *rr = rec + (tb + r) * RR;
+                rr[0] = rden[e];
+                rr[1] = ds[e];
+                rr[2] = er[e];
+                rr[3] = -eps * dhh[e] * rden[e];
+                rr[4] = U[r] == 0.0f ? 1.0f : 0.0f;
+                rr[5] = MR[r];
+                rr[6] = 0.0f;
+                rr[7] = 0.0f;
+            }
+            wrec[wsx * WRN + r] = live ? scale * er[e] * rden[e] : 0.0f;
+            wrec[wsx * WRN + L + r] = live ? scale * er[e] * ds[e] : 0.0f;
+        }
+    if (tid < 4) wrec[wsx * WRN + 2 * L + tid] = tid == 0 ? g_chunk[wsx * GWN + L] : 0.0f;
+} else if constexpr (PHASE == 2) {
+    // ---- the state gradients: the forward's walk from the last chunk -------
+    mc_walk_states<T, L, DS, TV, VEC, VARLEN, true, WRN, L, 2 * L>(
+        alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), q, dh, wrec, dc_chunk, dn_chunk,
+        HAS_DFINAL ? 1 : 0, dCf, dnf, dCf, dnf, HAS_INIT, dC0, dn0, cu, S, NH, DHQK, DHHV, NSEQ, 0, WN, VT2, KT2);
+} else if constexpr (PHASE == 3) {
+    // ---- dv, dq, dk of one chunk: 64 columns per threadgroup ----------------
+    constexpr int XT = 8;                          // 16 x 8 tiles per SIMD group: 64 columns
+    constexpr int LDP = L + 8, LDA = 64 + 8;
+    // threadgroup memory (T): PI (L x LDP), Y (L x LDA), AS[2] (L x LDA), BS[2] (64 x LDA)
+    threadgroup T *PI = (threadgroup T *)alloy_threadgroup_memory;
+    threadgroup T *Y = PI + L * LDP;
+    threadgroup T *AS = Y + L * LDA;
+    threadgroup T *BS = AS + 2 * L * LDA;
+    long grp = long(threadgroup_position_in_grid.x);
+    const int job = int(grp % (VT + 2 * KT));
+    grp /= VT + 2 * KT;
+    const int head = int(grp % NH);
+    const long slot = grp / NH;
+    long seq, tokbase;
+    int len, c;
+    mc_slot_chunk<L, VARLEN>(cu, slot, head, S, NH, NSEQ, seq, tokbase, len, c);
+    if (c < 0 || c >= (len + L - 1) / L) return;
+    const int Lc = min(L, len - c * L);
+    const long tb = tokbase + long(c) * L;
+    const long wsx = slot * NH + head;
+    const int r0 = 16 * warp;
+    const int kind = job < VT ? 0 : (job < VT + KT ? 1 : 2);   // dv, dq, dk
+    const int t0 = (kind == 0 ? job : (kind == 1 ? job - VT : job - VT - KT)) * 64;   // first output column
+    const int ncols = kind == 0 ? DHHV : DHQK;
+    // the stream: kind 0: A = K (slices of DHQK), B = dC_{c+1}[slice rows][t0..] (k = rows);
+    // kind 1: A = dh (slices of DHHV), B = C_c[t0.. rows][slice] (k = columns);
+    // kind 2: A = v, B = dC_{c+1}[t0.. rows][slice]
+    const device T *asrc = kind == 0 ? k : (kind == 1 ? dh : v);
+    const int ald = kind == 0 ? DHQK : DHHV;
+    const int nsl = kind == 0 ? KT : VT;
+    auto issue = [&](int s, int buf) {
+        const int x0 = s * 64;
+        mc_load_async<T, L, 64, NT, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc, ald - x0, tid);
+        if (kind == 0)
+            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, dc_chunk + (wsx * DHQK + x0) * DHHV + t0, DHHV,
+                                              DHQK - x0, DHHV - t0, tid);
+        else if (kind == 1)
+            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, c_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV,
+                                              DHQK - t0, DHHV - x0, tid);
+        else
+            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, dc_chunk + (wsx * DHQK + t0) * DHHV + x0,
+                                              DHHV, DHQK - t0, DHHV - x0, tid);
+    };
+    issue(0, 0);
+    // the L x L matrix and the tile Y: dv: P', dh[:, t0..]; dq: AW, K[:, t0..]; dk: AW, Q[:, t0..]
+    mc_load_async<T, L, L, NT, VEC, false>(PI, LDP, (kind == 0 ? pm : am) + wsx * L * L, L, L, L, tid);
+    const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
+    const int yld = kind == 0 ? DHHV : DHQK;
+    mc_load_async<T, L, 64, NT, VEC>(Y, LDA, ysrc + tb * yld + t0, yld, Lc, yld - t0, tid);
+    float acc[XT][4];
+    #pragma unroll
+    for (int u = 0; u < XT; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
+    const int live = r0 < Lc ? XT : 0;
+    for (int s = 0; s < nsl; s++) {
+        const int buf = s & 1;
+        mc_wait_copies();
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (s + 1 < nsl) issue(s + 1, buf ^ 1);
+        const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
+        const threadgroup T *Bt = BS + buf * 64 * LDA;
+        if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, LDA, 1, 64, live, lane);
+        else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, 1, LDA, 64, live, lane);
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // the buffer is read before its next copy
+    }
+    mc_wait_copies();
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c;
+    // dk: wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q)
+    float rsc[2], ron[2];
+    for (int hf = 0; hf < 2; hf++) {
+        const int r = r0 + g + 8 * hf;
+        float a = 0.0f, b = 0.0f;
+        if (r < Lc) {
+            if (kind == 1) {
+                const device float *rr = rec + (tb + r) * RR;
+                a = rr[2] * rr[0];
+                b = rr[2] * rr[1];
+            } else {
+                const float wl = g_chunk[wsx * GWN + r];
+                a = kind == 0 ? wl : wl / scale;
+                b = kind == 0 ? 0.0f : wl / scale;
+            }
+        }
+        rsc[hf] = a;
+        ron[hf] = b;
+    }
+    #pragma unroll
+    for (int u = 0; u < XT; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int hf = e >> 1, col = t0 + u * 8 + 2 * qd + (e & 1);
+            float nv = 0.0f;
+            if (kind != 0 && col < DHQK) nv = kind == 1 ? n_chunk[wsx * DHQK + col] : dn_chunk[wsx * DHQK + col];
+            acc[u][e] = fma(acc[u][e], rsc[hf], ron[hf] * nv);
+        }
+    // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q
+    if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y, LDA, 1, L, live, lane);
+    else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y, LDA, 1, L, live, lane);
+    const float fin = kind == 0 ? 1.0f : scale;
+    device T *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
+    const device T *dotx = kind == 1 ? q : k;   // q . dq, k . dk
+    float dot[2] = {0.0f, 0.0f};
+    #pragma unroll
+    for (int u = 0; u < XT; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int hf = e >> 1, r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd + (e & 1);
+            if (r < Lc && col < ncols) {
+                const float x = acc[u][e] * fin;
+                out[(tb + r) * ncols + col] = T(x);
+                if (kind != 0) dot[hf] = fma(float(dotx[(tb + r) * DHQK + col]), x, dot[hf]);
+            }
+        }
+    if (kind != 0) {
+        for (int hf = 0; hf < 2; hf++) {
+            dot[hf] += mc_lane(dot[hf], lane ^ 1u);
+            dot[hf] += mc_lane(dot[hf], lane ^ 2u);
+        }
+        if (qd == 0)
+            for (int hf = 0; hf < 2; hf++) {
+                const int r = r0 + g + 8 * hf;
+                if (r < Lc) part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] = dot[hf];
+            }
+    }
+} else if constexpr (PHASE == 4) {
+    // ---- the gates: reverse scans per (sequence, head) ---------------------
+    constexpr int NT4 = 256;
+    // threadgroup memory (float): red[2][NT4], lanes[2][32]
+    threadgroup float *red0 = (threadgroup float *)alloy_threadgroup_memory;
+    threadgroup float *red1 = red0 + NT4;
+    threadgroup float *lpass = red1 + NT4;
+    threadgroup float *lchain = lpass + 32;
+    const long grp = long(threadgroup_position_in_grid.x);
+    const int head = int(grp % NH);
+    const long seq = grp / NH;
+    const long sidx = seq * NH + head;
+    long tokbase;
+    int len;
+    if (VARLEN) {
+        const int s0 = clamp(int(cu[seq]), 0, S), s1 = clamp(int(cu[seq + 1]), 0, S);
+        tokbase = long(head) * S + s0;
+        len = max(s1 - s0, 0);
+    } else {
+        tokbase = sidx * long(S);
+        len = S;
+    }
+    // <dX_S, X_S> (the final state's cotangent against the final state) and <dX_0, X_0>
+    float xf = 0.0f, x0 = 0.0f;
+    const long E = long(DHQK) * DHHV;
+    for (long e = tid; e < E + DHQK; e += NT4) {
+        if (HAS_DFINAL)
+            xf += e < E ? float(dCf[sidx * E + e]) * C_fin[sidx * E + e]
+                        : float(dnf[sidx * DHQK + (e - E)]) * n_fin[sidx * DHQK + (e - E)];
+        if (HAS_INIT)
+            x0 += e < E ? dC0[sidx * E + e] * float(C0[sidx * E + e])
+                        : dn0[sidx * DHQK + (e - E)] * float(n0[sidx * DHQK + (e - E)]);
+    }
+    red0[tid] = xf;
+    red1[tid] = x0;
+    for (int w = NT4 / 2; w > 0; w /= 2) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (tid < w) {
+            red0[tid] += red0[tid + w];
+            red1[tid] += red1[tid + w];
+        }
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    xf = red0[0];
+    x0 = red1[0];
+    if (warp == 0) {
+        // lane l walks block 31 - l of the tokens, so the lanes before it hold the later tokens
+        const int per = (len + 31) / 32, bi = 31 - int(lane);
+        const int ta = min(bi * per, len), tz = min(ta + per, len);
+        auto dF = [&](int t) {
+            const device float *pp = part + (tokbase + t) * (2 * KT);
+            float a = 0.0f, b = 0.0f;
+            for (int x = 0; x < KT; x++) a += pp[x], b += pp[KT + x];
+            return (a - b) + (t == len - 1 ? xf : 0.0f);
+        };
+        float sumF = 0.0f, chain = 0.0f, pass = 1.0f;
+        for (int t = tz - 1; t >= ta; t--) {
+            const device float *rr = rec + (tokbase + t) * RR;
+            sumF += dF(t);
+            const float tot = chain + rr[3];
+            if (rr[4] != 0.0f) chain = tot;
+            else chain = 0.0f, pass = 0.0f;
+        }
+        // the later blocks: their dF sum, and the carry of m's chain into this block's end
+        const float after = mc_lane_prefix_excl(sumF, lane);
+        lpass[lane] = pass;
+        lchain[lane] = chain;
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        float carry = HAS_DFINAL ? float(dmf[sidx]) - xf : 0.0f;
+        for (int l = 0; l < int(lane); l++) carry = lpass[l] * carry + lchain[l];
+        float suf = after;
+        for (int t = tz - 1; t >= ta; t--) {
+            const device float *rr = rec + (tokbase + t) * RR;
+            const device float *pp = part + (tokbase + t) * (2 * KT);
+            float kdk = 0.0f;
+            for (int x = 0; x < KT; x++) kdk += pp[KT + x];
+            suf += dF(t);
+            const float tot = carry + rr[3];
+            float dlf = suf, dig = kdk;
+            if (rr[4] != 0.0f) {
+                dlf += tot;
+                carry = tot;
+            } else {
+                dig += tot;
+                carry = 0.0f;
+            }
+            const float fp = float(f[tokbase + t]);
+            di[tokbase + t] = T(dig);
+            df[tokbase + t] = T(dlf / (1.0f + exp(fp)));   // d logsigmoid(f) = sigmoid(-f)
+        }
+        // the first block's carry reaches m_0
+        if (HAS_INIT) {
+            const float c0 = mc_lane(carry, 31u);
+            if (lane == 0) dm0[sidx] = x0 + c0;
+        }
+    }
+}
