@@ -86,9 +86,10 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t Ls = L < 64 ? L : 64;
     /* the phases' threadgroup memory (the layouts of the kernel file) */
     r.DKP = r.DHQK <= 64 ? up(r.DHQK, 16) : up(r.DHQK, 64);
-    const int64_t x_elems = ts == 2 ? r.DKP * 72 : Ls * 72; /* a slice of C (16-bit inputs) or of h */
-    const size_t smem1 = (size_t)up((2 * Ls * (r.DKP + 8) + 2 * Ls * 72 + x_elems) * (int64_t)ts, 16) +
-                         4 * (8 * 64 + r.DKP);
+    /* 16-bit: a slice of C in k's room once S is done; float32: a slice of h beside it */
+    const int64_t k_elems = ts == 2 && r.DKP * 72 > Ls * (r.DKP + 8) ? r.DKP * 72 : Ls * (r.DKP + 8);
+    const size_t smem1 = (size_t)up((Ls * (r.DKP + 8) + k_elems + 2 * Ls * 72 + (ts == 2 ? 0 : Ls * 72)) *
+                                        (int64_t)ts, 16) + 4 * (8 * 64 + r.DKP);
     r.DS = up(r.DHQK, 16) < 64 ? up(r.DHQK, 16) : 64;
     r.TV = up(r.DHHV, 8) < 64 ? up(r.DHHV, 8) : 64;
     const int64_t wrn = 2 * Ls + 4;

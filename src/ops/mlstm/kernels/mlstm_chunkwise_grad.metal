@@ -78,16 +78,17 @@ if constexpr (PHASE == 1) {
     // cancel in every gradient, and only the same C on both sides keeps the
     // difference (h's rounding swamped it); float32 reads h.
     constexpr bool HX = sizeof(T) == 2;
-    // threadgroup memory: T: QS, KS (L x LDK), DHS, VS (L x LDS), then HX: CS
-    // (DKP x LDS: a slice of C's columns), else HS (L x LDS);
-    // float: U, IA, MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP)
-    constexpr int X_ELEMS = HX ? DKP * LDS : L * LDS;
-    constexpr int T_BYTES = ((2 * L * LDK + 2 * L * LDS + X_ELEMS) * int(sizeof(T)) + 15) / 16 * 16;
+    // threadgroup memory: T: QS (L x LDK), KS (L x LDK; HX: once S is done, a
+    // slice of C's columns, DKP x LDS, in its place), DHS, VS (L x LDS), and
+    // without HX HS (L x LDS); float: U, IA, MR, PRE, SUF, BPRE, BSUF, BB (64
+    // each), NS (DKP). Sharing k's room keeps two threadgroups per SM.
+    constexpr int K_ELEMS = HX && DKP * LDS > L * LDK ? DKP * LDS : L * LDK;
+    constexpr int T_BYTES = ((L * LDK + K_ELEMS + 2 * L * LDS + (HX ? 0 : L * LDS)) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
-    threadgroup T *DHS = KS + L * LDK;
+    threadgroup T *DHS = KS + K_ELEMS;
     threadgroup T *VS = DHS + L * LDS;
-    threadgroup T *HS = VS + L * LDS;   // HX: CS
+    threadgroup T *HS = HX ? KS : VS + L * LDS;   // HX: C's slice
     threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
     threadgroup float *IA = U + 64;
     threadgroup float *MR = IA + 64;
@@ -166,7 +167,8 @@ if constexpr (PHASE == 1) {
         #pragma unroll
         for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
     const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
-    mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
+    // (every product skips SIMD groups past the chunk: their rows are not in threadgroup memory)
+    if (slive > 0) mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
     float rs[2] = {0.0f, 0.0f};
     #pragma unroll
     for (int u = 0; u < KTL; u++) {
@@ -208,7 +210,7 @@ if constexpr (PHASE == 1) {
         mc_load_async<T, L, 64, NT, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
         mc_wait_copies();
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
+        if (slive > 0) mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
         if (HX) {
             float hq[8][4];
             #pragma unroll
@@ -216,7 +218,7 @@ if constexpr (PHASE == 1) {
                 #pragma unroll
                 for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
             const int hlive = rows_live ? 8 : 0;
-            mc_row_tiles<T, 8>(hq, QS + r0 * LDK, LDK, 1, HS, LDS, 1, DKP, hlive, lane);
+            if (hlive > 0) mc_row_tiles<T, 8>(hq, QS + r0 * LDK, LDK, 1, HS, LDS, 1, DKP, hlive, lane);
             #pragma unroll
             for (int u = 0; u < 8; u++)
                 #pragma unroll
@@ -358,8 +360,10 @@ if constexpr (PHASE == 1) {
         if (s + 1 < nsl) issue(s + 1, buf ^ 1);
         const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
         const threadgroup T *Bt = BS + buf * 64 * LDA;
-        if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, LDA, 1, 64, live, lane);
-        else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, 1, LDA, 64, live, lane);
+        if (live > 0) {   // (SIMD groups past the chunk: rows not in threadgroup memory)
+            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, LDA, 1, 64, live, lane);
+            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, 1, LDA, 64, live, lane);
+        }
         threadgroup_barrier(mem_flags::mem_threadgroup);   // the buffer is read before its next copy
     }
     mc_wait_copies();
@@ -394,8 +398,10 @@ if constexpr (PHASE == 1) {
             acc[u][e] = fma(acc[u][e], rsc[hf], ron[hf] * nv);
         }
     // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q
-    if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y, LDA, 1, L, live, lane);
-    else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y, LDA, 1, L, live, lane);
+    if (live > 0) {
+        if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y, LDA, 1, L, live, lane);
+        else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y, LDA, 1, L, live, lane);
+    }
     const float fin = kind == 0 ? 1.0f : scale;
     device T *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
     const device T *dotx = kind == 1 ? q : k;   // q . dq, k . dk

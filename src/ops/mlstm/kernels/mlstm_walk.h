@@ -189,7 +189,10 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         for (int u = 0; u < CPW; u++)
             #pragma unroll
             for (int e = 0; e < 4; e++) cst[u][e] *= decay;
-        mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
+        // (SIMD groups past the tile's rows skip it: on CUDA the product reads
+        // its A fragment whatever the count, here columns past DS — the other
+        // buffer, which the next chunk's copies are filling)
+        if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
     }
     // the state after the window
     #pragma unroll
