@@ -86,16 +86,17 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t Ls = L < 64 ? L : 64;
     /* the phases' threadgroup memory (the layouts of the kernel file) */
     r.DKP = r.DHQK <= 64 ? up(r.DHQK, 16) : up(r.DHQK, 64);
-    /* 16-bit: a slice of C in k's room once S is done; float32: a slice of h beside it */
-    const int64_t k_elems = ts == 2 && r.DKP * 72 > Ls * (r.DKP + 8) ? r.DKP * 72 : Ls * (r.DKP + 8);
-    const size_t smem1 = (size_t)up((Ls * (r.DKP + 8) + k_elems + 2 * Ls * 72 + (ts == 2 ? 0 : Ls * 72)) *
-                                        (int64_t)ts, 16) + 4 * (8 * 64 + r.DKP);
     r.DS = up(r.DHQK, 16) < 64 ? up(r.DHQK, 16) : 64;
     r.TV = up(r.DHHV, 8) < 64 ? up(r.DHHV, 8) : 64;
+    /* 16-bit: a ring of three DS x 72 tiles of C in k's room once S is done and
+     * two (dh, v) slice pairs; float32: dh, v and h slices */
+    const int64_t k_elems = ts == 2 && 3 * r.DS * 72 > Ls * (r.DKP + 8) ? 3 * r.DS * 72 : Ls * (r.DKP + 8);
+    const size_t smem1 = (size_t)up((Ls * (r.DKP + 8) + k_elems + (ts == 2 ? 4 : 3) * Ls * 72) * (int64_t)ts, 16) +
+                         4 * (8 * 64 + r.DKP);
     const int64_t wrn = 2 * Ls + 4;
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
-    const size_t smem3 = (size_t)(Ls * (Ls + 8) + 3 * Ls * 72 + 2 * 64 * 72) * ts;
+    const size_t smem3 = (size_t)(Ls * (Ls + 8) + 4 * Ls * 72 + 3 * 64 * 72) * ts;
     const size_t smem4 = 4 * (2 * 256 + 64);
     if (dt == ALLOY_FLOAT64 || r.DHQK > 512 || smem1 > SMEM_BUDGET || smem2 > SMEM_BUDGET || smem3 > SMEM_BUDGET)
         return ALLOY_ERROR_UNSUPPORTED;

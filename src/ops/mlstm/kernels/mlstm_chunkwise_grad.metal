@@ -79,16 +79,17 @@ if constexpr (PHASE == 1) {
     // difference (h's rounding swamped it); float32 reads h.
     constexpr bool HX = sizeof(T) == 2;
     // threadgroup memory: T: QS (L x LDK), KS (L x LDK; HX: once S is done, a
-    // slice of C's columns, DKP x LDS, in its place), DHS, VS (L x LDS), and
-    // without HX HS (L x LDS); float: U, IA, MR, PRE, SUF, BPRE, BSUF, BB (64
-    // each), NS (DKP). Sharing k's room keeps two threadgroups per SM.
-    constexpr int K_ELEMS = HX && DKP * LDS > L * LDK ? DKP * LDS : L * LDK;
-    constexpr int T_BYTES = ((L * LDK + K_ELEMS + 2 * L * LDS + (HX ? 0 : L * LDS)) * int(sizeof(T)) + 15) / 16 * 16;
+    // ring of three tiles of C, DS x LDS, in its place), then HX: two (dh, v)
+    // slice pairs (L x LDS each), else DHS, VS, HS (L x LDS); float: U, IA,
+    // MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP). Sharing k's room keeps
+    // two threadgroups per SM.
+    constexpr int K_ELEMS = HX && 3 * DS * LDS > L * LDK ? 3 * DS * LDS : L * LDK;
+    constexpr int T_BYTES = ((L * LDK + K_ELEMS + (HX ? 4 : 3) * L * LDS) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
-    threadgroup T *DHS = KS + K_ELEMS;
+    threadgroup T *DHS = KS + K_ELEMS;   // HX: pair p at DHS + 2 p L LDS (dh, then v)
     threadgroup T *VS = DHS + L * LDS;
-    threadgroup T *HS = HX ? KS : VS + L * LDS;   // HX: C's slice
+    threadgroup T *HS = VS + L * LDS;    // without HX: h's slice
     threadgroup float *U = (threadgroup float *)(alloy_threadgroup_memory + T_BYTES);
     threadgroup float *IA = U + 64;
     threadgroup float *MR = IA + 64;
@@ -198,35 +199,68 @@ if constexpr (PHASE == 1) {
         #pragma unroll
         for (int e = 0; e < 4; e++) aacc[u][e] = 0.0f;
     float dhh[2] = {0.0f, 0.0f};
-    for (int v0 = 0; v0 < DHHV; v0 += 64) {
-        threadgroup_barrier(mem_flags::mem_threadgroup);   // the last slice is read
-        mc_load_async<T, L, 64, NT, VEC, false>(DHS, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-        if (HX) {
-            mc_load_async<T, DKP, 64, NT, VEC, false>(HS, LDS, c_chunk + wsx * DHQK * DHHV + v0, DHHV, DHQK,
-                                                      DHHV - v0, tid);
-        } else {
-            mc_load_async<T, L, 64, NT, VEC, false>(HS, LDS, h + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-        }
-        mc_load_async<T, L, 64, NT, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-        mc_wait_copies();
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (slive > 0) mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
-        if (HX) {
-            float hq[8][4];
-            #pragma unroll
-            for (int u = 0; u < 8; u++)
-                #pragma unroll
-                for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
-            const int hlive = rows_live ? 8 : 0;
-            if (hlive > 0) mc_row_tiles<T, 8>(hq, QS + r0 * LDK, LDK, 1, HS, LDS, 1, DKP, hlive, lane);
-            #pragma unroll
-            for (int u = 0; u < 8; u++)
-                #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int r = r0 + g + 8 * (e >> 1), x = u * 8 + 2 * qd + (e & 1);
-                    if (r < L) dhh[e >> 1] = fma(float(DHS[r * LDS + x]), hq[u][e], dhh[e >> 1]);
+    if constexpr (HX) {
+        // stages (column slice vt of 64, DHQK slice sl of DS rows of C), pipelined
+        // as the forward's phase 2: C's tiles in a ring of three, (dh, v) slices
+        // in a ring of two, two stages' copies in flight
+        constexpr int NSL = DKP / DS;
+        const int VTS = (DHHV + 63) / 64, nst = VTS * NSL;
+        auto issue = [&](int st) {
+            if (st < nst) {
+                const int vt = st / NSL, sl = st % NSL, v0 = vt * 64;
+                if (sl == 0) {
+                    threadgroup T *pr = DHS + (vt & 1) * 2 * L * LDS;
+                    mc_load_async<T, L, 64, NT, VEC, false>(pr, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+                    mc_load_async<T, L, 64, NT, VEC, false>(pr + L * LDS, LDS, v + tb * DHHV + v0, DHHV, Lc,
+                                                            DHHV - v0, tid);
                 }
-        } else {
+                mc_load_async<T, DS, 64, NT, VEC, false>(KS + (st % 3) * DS * LDS, LDS,
+                                                         c_chunk + (wsx * DHQK + sl * DS) * DHHV + v0, DHHV,
+                                                         DHQK - sl * DS, DHHV - v0, tid);
+            }
+            mc_copies_commit();   // one group per stage, empty past the last
+        };
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // S is done: k's room takes C
+        issue(0);
+        issue(1);
+        float hq[8][4];
+        const int hlive = rows_live ? 8 : 0;
+        for (int st = 0; st < nst; st++) {
+            const int vt = st / NSL, sl = st % NSL;
+            mc_wait_copies_but<1>();   // this stage's copies have landed, the next may fly
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            issue(st + 2);   // into the ring slot stage st - 1 read
+            const threadgroup T *pdh = DHS + (vt & 1) * 2 * L * LDS;
+            if (sl == 0) {
+                if (slive > 0) mc_row_tiles<T, KTL>(aacc, pdh + r0 * LDS, LDS, 1, pdh + L * LDS, 1, LDS, 64, slive, lane);
+                #pragma unroll
+                for (int u = 0; u < 8; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
+            }
+            if (hlive > 0)
+                mc_row_tiles<T, 8>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS, LDS, 1, DS, hlive,
+                                   lane);
+            if (sl == NSL - 1 && r0 < L) {
+                #pragma unroll
+                for (int u = 0; u < 8; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int r = r0 + g + 8 * (e >> 1), x = u * 8 + 2 * qd + (e & 1);
+                        dhh[e >> 1] = fma(float(pdh[r * LDS + x]), hq[u][e], dhh[e >> 1]);
+                    }
+            }
+        }
+        mc_wait_copies();
+    } else {
+        for (int v0 = 0; v0 < DHHV; v0 += 64) {
+            threadgroup_barrier(mem_flags::mem_threadgroup);   // the last slice is read
+            mc_load_async<T, L, 64, NT, VEC, false>(DHS, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_load_async<T, L, 64, NT, VEC, false>(HS, LDS, h + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_load_async<T, L, 64, NT, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_wait_copies();
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (slive > 0) mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
             for (int x = qd; r0 < L && x < 64; x += 4) {
                 dhh[0] = fma(float(DHS[(r0 + g) * LDS + x]), float(HS[(r0 + g) * LDS + x]), dhh[0]);
                 dhh[1] = fma(float(DHS[(r0 + g + 8) * LDS + x]), float(HS[(r0 + g + 8) * LDS + x]), dhh[1]);
@@ -301,11 +335,11 @@ if constexpr (PHASE == 1) {
     // ---- dv, dq, dk of one chunk: 64 columns per threadgroup ----------------
     constexpr int XT = 8;                          // 16 x 8 tiles per SIMD group: 64 columns
     constexpr int LDP = L + 8, LDA = 64 + 8;
-    // threadgroup memory (T): PI (L x LDP), Y (L x LDA), AS[2] (L x LDA), BS[2] (64 x LDA)
+    // threadgroup memory (T): PI (L x LDP), Y (L x LDA), AS[3] (L x LDA), BS[3] (64 x LDA)
     threadgroup T *PI = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *Y = PI + L * LDP;
     threadgroup T *AS = Y + L * LDA;
-    threadgroup T *BS = AS + 2 * L * LDA;
+    threadgroup T *BS = AS + 3 * L * LDA;
     long grp = long(threadgroup_position_in_grid.x);
     const int job = int(grp % (VT + 2 * KT));
     grp /= VT + 2 * KT;
@@ -328,25 +362,35 @@ if constexpr (PHASE == 1) {
     const device T *asrc = kind == 0 ? k : (kind == 1 ? dh : v);
     const int ald = kind == 0 ? DHQK : DHHV;
     const int nsl = kind == 0 ? KT : VT;
-    auto issue = [&](int s, int buf) {
-        const int x0 = s * 64;
-        mc_load_async<T, L, 64, NT, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc, ald - x0, tid);
-        if (kind == 0)
-            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, dc_chunk + (wsx * DHQK + x0) * DHHV + t0, DHHV,
-                                              DHQK - x0, DHHV - t0, tid);
-        else if (kind == 1)
-            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, c_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV,
-                                              DHQK - t0, DHHV - x0, tid);
-        else
-            mc_load_async<T, 64, 64, NT, VEC>(BS + buf * 64 * LDA, LDA, dc_chunk + (wsx * DHQK + t0) * DHHV + x0,
-                                              DHHV, DHQK - t0, DHHV - x0, tid);
-    };
-    issue(0, 0);
-    // the L x L matrix and the tile Y: dv: P', dh[:, t0..]; dq: AW, K[:, t0..]; dk: AW, Q[:, t0..]
+    // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..];
+    // dk: AW, Q[:, t0..]) as one copy group, then the stream's slices in a ring
+    // of three, two slices' copies in flight, one group each (empty past the last)
     mc_load_async<T, L, L, NT, VEC, false>(PI, LDP, (kind == 0 ? pm : am) + wsx * L * L, L, L, L, tid);
     const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
     const int yld = kind == 0 ? DHHV : DHQK;
     mc_load_async<T, L, 64, NT, VEC>(Y, LDA, ysrc + tb * yld + t0, yld, Lc, yld - t0, tid);
+    auto issue = [&](int s) {
+        if (s < nsl) {
+            const int x0 = s * 64, buf = s % 3;
+            mc_load_async<T, L, 64, NT, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc, ald - x0,
+                                                    tid);
+            if (kind == 0)
+                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
+                                                         dc_chunk + (wsx * DHQK + x0) * DHHV + t0, DHHV, DHQK - x0,
+                                                         DHHV - t0, tid);
+            else if (kind == 1)
+                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
+                                                         c_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV, DHQK - t0,
+                                                         DHHV - x0, tid);
+            else
+                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
+                                                         dc_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV, DHQK - t0,
+                                                         DHHV - x0, tid);
+        }
+        mc_copies_commit();
+    };
+    issue(0);
+    issue(1);
     float acc[XT][4];
     #pragma unroll
     for (int u = 0; u < XT; u++)
@@ -354,20 +398,18 @@ if constexpr (PHASE == 1) {
         for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
     const int live = r0 < Lc ? XT : 0;
     for (int s = 0; s < nsl; s++) {
-        const int buf = s & 1;
-        mc_wait_copies();
+        const int buf = s % 3;
+        mc_wait_copies_but<1>();   // slice s (and the first group) landed; s + 1 may fly
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (s + 1 < nsl) issue(s + 1, buf ^ 1);
+        issue(s + 2);   // into the slot slice s - 1 used
         const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
         const threadgroup T *Bt = BS + buf * 64 * LDA;
         if (live > 0) {   // (SIMD groups past the chunk: rows not in threadgroup memory)
             if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, LDA, 1, 64, live, lane);
             else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, 1, LDA, 64, live, lane);
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);   // the buffer is read before its next copy
     }
     mc_wait_copies();
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     // row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c;
     // dk: wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q)
     float rsc[2], ron[2];
