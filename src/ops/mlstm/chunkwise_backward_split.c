@@ -97,7 +97,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
     const size_t smem3 = (size_t)(Ls * (Ls + 8) + 4 * Ls * 72 + 3 * 64 * 72) * ts;
-    const size_t smem4 = 4 * (2 * 256 + 64);
+    const size_t smem4 = 4 * 3 * 256;
     if (dt == ALLOY_FLOAT64 || r.DHQK > 512 || smem1 > SMEM_BUDGET || smem2 > SMEM_BUDGET || smem3 > SMEM_BUDGET)
         return ALLOY_ERROR_UNSUPPORTED;
 

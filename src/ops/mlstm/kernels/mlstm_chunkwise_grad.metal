@@ -31,9 +31,9 @@
 //   dq and dk also write their rows' q . dq and k . dk over their 64
 //   columns into part (per token, 2 KT floats).
 // PHASE 4, per (sequence, head), 256 threads: <dX_S, X_S> and <dX_0, X_0>,
-//   then SIMD group 0 the reverse scans over the tokens (blocks of tokens per
-//   lane, the later blocks' sums and the chain's affine carries across the
-//   lanes): di, df, dm0.
+//   then the reverse scans over the tokens (a block of tokens per thread, the
+//   later blocks' sums and the chain's affine carries through threadgroup
+//   memory): di, df, dm0.
 // Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE.
@@ -473,11 +473,10 @@ if constexpr (PHASE == 1) {
 } else if constexpr (PHASE == 4) {
     // ---- the gates: reverse scans per (sequence, head) ---------------------
     constexpr int NT4 = 256;
-    // threadgroup memory (float): red[2][NT4], lanes[2][32]
+    // threadgroup memory (float): red0, red1, lchain (NT4 each)
     threadgroup float *red0 = (threadgroup float *)alloy_threadgroup_memory;
     threadgroup float *red1 = red0 + NT4;
-    threadgroup float *lpass = red1 + NT4;
-    threadgroup float *lchain = lpass + 32;
+    threadgroup float *lchain = red1 + NT4;
     const long grp = long(threadgroup_position_in_grid.x);
     const int head = int(grp % NH);
     const long seq = grp / NH;
@@ -515,55 +514,54 @@ if constexpr (PHASE == 1) {
     threadgroup_barrier(mem_flags::mem_threadgroup);
     xf = red0[0];
     x0 = red1[0];
-    if (warp == 0) {
-        // lane l walks block 31 - l of the tokens, so the lanes before it hold the later tokens
-        const int per = (len + 31) / 32, bi = 31 - int(lane);
-        const int ta = min(bi * per, len), tz = min(ta + per, len);
-        auto dF = [&](int t) {
-            const device float *pp = part + (tokbase + t) * (2 * KT);
-            float a = 0.0f, b = 0.0f;
-            for (int x = 0; x < KT; x++) a += pp[x], b += pp[KT + x];
-            return (a - b) + (t == len - 1 ? xf : 0.0f);
-        };
-        float sumF = 0.0f, chain = 0.0f, pass = 1.0f;
-        for (int t = tz - 1; t >= ta; t--) {
-            const device float *rr = rec + (tokbase + t) * RR;
-            sumF += dF(t);
-            const float tot = chain + rr[3];
-            if (rr[4] != 0.0f) chain = tot;
-            else chain = 0.0f, pass = 0.0f;
-        }
-        // the later blocks: their dF sum, and the carry of m's chain into this block's end
-        const float after = mc_lane_prefix_excl(sumF, lane);
-        lpass[lane] = pass;
-        lchain[lane] = chain;
-        simdgroup_barrier(mem_flags::mem_threadgroup);
-        float carry = HAS_DFINAL ? float(dmf[sidx]) - xf : 0.0f;
-        for (int l = 0; l < int(lane); l++) carry = lpass[l] * carry + lchain[l];
-        float suf = after;
-        for (int t = tz - 1; t >= ta; t--) {
-            const device float *rr = rec + (tokbase + t) * RR;
-            const device float *pp = part + (tokbase + t) * (2 * KT);
-            float kdk = 0.0f;
-            for (int x = 0; x < KT; x++) kdk += pp[KT + x];
-            suf += dF(t);
-            const float tot = carry + rr[3];
-            float dlf = suf, dig = kdk;
-            if (rr[4] != 0.0f) {
-                dlf += tot;
-                carry = tot;
-            } else {
-                dig += tot;
-                carry = 0.0f;
-            }
-            const float fp = float(f[tokbase + t]);
-            di[tokbase + t] = T(dig);
-            df[tokbase + t] = T(dlf / (1.0f + exp(fp)));   // d logsigmoid(f) = sigmoid(-f)
-        }
-        // the first block's carry reaches m_0
-        if (HAS_INIT) {
-            const float c0 = mc_lane(carry, 31u);
-            if (lane == 0) dm0[sidx] = x0 + c0;
-        }
+    // thread x walks block NT4 - 1 - x of the tokens, so the threads before
+    // it hold the later tokens: its block's dF sum and m chain's affine map
+    // (carry out = pass * carry in + chain), then the later blocks' in order
+    const int per = (len + NT4 - 1) / NT4, bi = NT4 - 1 - tid;
+    const int ta = min(bi * per, len), tz = min(ta + per, len);
+    auto dF = [&](int t) {
+        const device float *pp = part + (tokbase + t) * (2 * KT);
+        float a = 0.0f, b = 0.0f;
+        for (int x = 0; x < KT; x++) a += pp[x], b += pp[KT + x];
+        return (a - b) + (t == len - 1 ? xf : 0.0f);
+    };
+    float sumF = 0.0f, chain = 0.0f, pass = 1.0f;
+    for (int t = tz - 1; t >= ta; t--) {
+        const device float *rr = rec + (tokbase + t) * RR;
+        sumF += dF(t);
+        const float tot = chain + rr[3];
+        if (rr[4] != 0.0f) chain = tot;
+        else chain = 0.0f, pass = 0.0f;
     }
+    threadgroup_barrier(mem_flags::mem_threadgroup);   // red0, red1 are read: the summaries take their place
+    red0[tid] = sumF;
+    red1[tid] = pass;
+    lchain[tid] = chain;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float suf = 0.0f, carry = HAS_DFINAL ? float(dmf[sidx]) - xf : 0.0f;
+    for (int x = 0; x < tid; x++) {
+        suf += red0[x];
+        carry = red1[x] * carry + lchain[x];
+    }
+    for (int t = tz - 1; t >= ta; t--) {
+        const device float *rr = rec + (tokbase + t) * RR;
+        const device float *pp = part + (tokbase + t) * (2 * KT);
+        float kdk = 0.0f;
+        for (int x = 0; x < KT; x++) kdk += pp[KT + x];
+        suf += dF(t);
+        const float tot = carry + rr[3];
+        float dlf = suf, dig = kdk;
+        if (rr[4] != 0.0f) {
+            dlf += tot;
+            carry = tot;
+        } else {
+            dig += tot;
+            carry = 0.0f;
+        }
+        const float fp = float(f[tokbase + t]);
+        di[tokbase + t] = T(dig);
+        df[tokbase + t] = T(dlf / (1.0f + exp(fp)));   // d logsigmoid(f) = sigmoid(-f)
+    }
+    // the first block's carry reaches m_0
+    if (HAS_INIT && tid == NT4 - 1) dm0[sidx] = x0 + carry;
 }
