@@ -113,43 +113,20 @@ typedef struct chunk_launch {
 } chunk_launch;
 
 static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, alloy_array **ins, alloy_array **outs) {
-    if (c->groups > (int64_t)(UINT32_MAX / c->threads))
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
-                           "%s: %lld threadgroups (sequences or chunks, times NH and column tiles) are too many for "
-                           "one launch", FN, (long long)c->groups);
-    alloy_launch *l = NULL;
-    alloy_status st = alloy_launch_new(&l);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", r->dt);
-    const struct {
-        const char *name;
-        int64_t v;
-    } tints[] = {{"L", r->L}, {"DKP", c->DKP}, {"DS", c->DS}, {"TV", c->TV}};
-    for (size_t e = 0; e < sizeof tints / sizeof tints[0] && st == ALLOY_OK; e++)
-        st = alloy_launch_add_template_int(l, tints[e].name, tints[e].v);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", r->has_init);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", r->varlen);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "STATES_OUT", c->states_out);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", r->vec);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "RES", c->res);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PHASE", c->phase);
-    for (int e = 0; e < 8 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(c->groups * c->threads), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, c->threads, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, c->smem);
-    const struct {
-        const char *name;
-        int64_t v;
-    } ints[] = {{"S", r->S},   {"NH", r->NH},   {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"VT", c->VT},
-                {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
-    for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
-        st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)r->DHQK));
-    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, r->eps);
-    alloy_array *res[8] = {NULL};
-    if (st == ALLOY_OK) st = alloy_kernel_apply(r->kc, 9, ins, l, r->stream, res);
-    for (int e = 0; e < 8; e++) alloy_array_free(res[e]);
-    alloy_launch_free(l);
-    return st;
+    const alloy_mlstm_named tints[] = {{"L", r->L}, {"DKP", c->DKP}, {"DS", c->DS}, {"TV", c->TV}, {"PHASE", c->phase}};
+    const alloy_mlstm_named tbools[] = {{"HAS_INIT", r->has_init},
+                                        {"VARLEN", r->varlen},
+                                        {"STATES_OUT", c->states_out},
+                                        {"VEC", r->vec},
+                                        {"RES", c->res}};
+    const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH},   {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"VT", c->VT},
+                                        {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
+    const alloy_mlstm_launch_spec spec = {
+        .fn = FN, .kernel = r->kc, .stream = r->stream, .dt = r->dt,
+        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 5, .consts = consts, .n_consts = 10,
+        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 9, .outs = outs, .n_outs = 8,
+        .groups = c->groups, .threads = c->threads, .smem = c->smem};
+    return alloy_mlstm_launch(&spec);
 }
 
 /* The split path's specialisation (its chunk length Ls: the caller's, at

@@ -32,41 +32,18 @@ typedef struct grad_run {
 
 static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_t threads, size_t smem,
                            alloy_array **ins, alloy_array **outs) {
-    if (groups <= 0) return ALLOY_OK;
-    if (groups > (int64_t)(UINT32_MAX / threads))
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: %lld threadgroups are too many for one launch", FN,
-                           (long long)groups);
-    alloy_launch *l = NULL;
-    alloy_status st = alloy_launch_new(&l);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", r->dt);
-    const struct {
-        const char *name;
-        int64_t v;
-    } tints[] = {{"L", r->L}, {"DKP", r->DKP}, {"DS", r->DS}, {"TV", r->TV}, {"PHASE", phase}};
-    for (size_t e = 0; e < sizeof tints / sizeof tints[0] && st == ALLOY_OK; e++)
-        st = alloy_launch_add_template_int(l, tints[e].name, tints[e].v);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", r->has_init);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", r->has_dfinal);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", r->varlen);
-    if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VEC", r->vec);
-    for (int e = 0; e < 15 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * threads), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, threads, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, smem > 0 ? smem : 16);
-    const struct {
-        const char *name;
-        int64_t v;
-    } ints[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"NSEQ", r->nseq},
-                {"WN", r->WN}, {"VT", r->VT}, {"KT", r->KT},     {"VT2", r->VT2},   {"KT2", r->KT2}};
-    for (size_t e = 0; e < sizeof ints / sizeof ints[0] && st == ALLOY_OK; e++)
-        st = alloy_launch_set_constant_int(l, ints[e].name, ALLOY_INT32, ints[e].v);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)r->DHQK));
-    if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, r->eps);
-    alloy_array *res[15] = {NULL};
-    if (st == ALLOY_OK) st = alloy_kernel_apply(r->kern, 19, ins, l, r->stream, res);
-    for (int e = 0; e < 15; e++) alloy_array_free(res[e]);
-    alloy_launch_free(l);
-    return st;
+    const alloy_mlstm_named tints[] = {{"L", r->L}, {"DKP", r->DKP}, {"DS", r->DS}, {"TV", r->TV}, {"PHASE", phase}};
+    const alloy_mlstm_named tbools[] = {
+        {"HAS_INIT", r->has_init}, {"HAS_DFINAL", r->has_dfinal}, {"VARLEN", r->varlen}, {"VEC", r->vec}};
+    const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV},
+                                        {"NSEQ", r->nseq}, {"WN", r->WN}, {"VT", r->VT},     {"KT", r->KT},
+                                        {"VT2", r->VT2}, {"KT2", r->KT2}};
+    const alloy_mlstm_launch_spec spec = {
+        .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt,
+        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
+        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 19, .outs = outs, .n_outs = 15,
+        .groups = groups, .threads = threads, .smem = smem};
+    return alloy_mlstm_launch(&spec);
 }
 
 static int64_t up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }

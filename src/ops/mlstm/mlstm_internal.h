@@ -50,6 +50,33 @@ alloy_status alloy_mlstm_prepare_out(const char *fn, const char *name, alloy_arr
 alloy_status alloy_mlstm_check_cu_seqlens(const char *fn, alloy_array *cu, alloy_device *dev, int64_t B, int64_t S,
                                           int64_t *nseq);
 
+/* One launch of an mLSTM kernel file (launch.c): template T = dt, the
+ * template ints and bools, the int32 launch constants, float32 `scale` and
+ * `eps`, groups threadgroups of `threads` with `smem` bytes of threadgroup
+ * memory (at least 16), the inputs and the outputs (at most
+ * ALLOY_MLSTM_MAX_OUTPUTS). No launch for groups <= 0; too many groups is an
+ * error naming fn. */
+enum { ALLOY_MLSTM_MAX_OUTPUTS = 16 };
+typedef struct alloy_mlstm_named {
+    const char *name;
+    int64_t value;
+} alloy_mlstm_named;
+typedef struct alloy_mlstm_launch_spec {
+    const char *fn;
+    alloy_kernel *kernel;
+    alloy_stream *stream;
+    alloy_dtype dt;
+    const alloy_mlstm_named *tints, *tbools, *consts;
+    int n_tints, n_tbools, n_consts;
+    double scale, eps;
+    alloy_array **ins, **outs;
+    int n_ins, n_outs;
+    int64_t groups;
+    uint32_t threads;
+    size_t smem;
+} alloy_mlstm_launch_spec;
+alloy_status alloy_mlstm_launch(const alloy_mlstm_launch_spec *spec);
+
 /* The split forward of chunkwise.c run for the backward (inputs already
  * checked; L the caller's chunk length): h (float32 inputs only; NULL for
  * 16-bit ones, whose backward needs none), the final states (float32) and,
