@@ -119,15 +119,14 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
-    /* The chunk-parallel path (chunkwise_backward_split.c) for bfloat16 inputs,
-     * and for float32 with ALLOY_MLSTM_BWD_PATH=split (its float32 gradients
-     * miss the exact kernel's 5e-4 with hostile gates: docs/mlstm.md);
-     * ALLOY_MLSTM_BWD_PATH=exact keeps bfloat16 on the kernel below. float16
-     * always takes the kernel below (the chunk path's 16-bit operands, dh / den
-     * and P / den, pass 65504 where den nears eps), float64 too. */
+    /* The chunk-parallel path (chunkwise_backward_split.c) for bfloat16 and
+     * float32 inputs with ALLOY_MLSTM_BWD_PATH=split: far faster, but its
+     * gradients miss the kernel below's bounds where hostile gates make them
+     * nearly cancelling differences (docs/mlstm.md), so it is not the default
+     * yet. float16 always takes the kernel below (the chunk path's 16-bit
+     * operands, dh / den and P / den, pass 65504 where den nears eps), float64 too. */
     const char *path = getenv("ALLOY_MLSTM_BWD_PATH");
-    int split = dt == ALLOY_BFLOAT16 ? !(path && !strcmp(path, "exact"))
-                                     : dt == ALLOY_FLOAT32 && path && !strcmp(path, "split");
+    int split = (dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT32) && path && !strcmp(path, "split");
     if (st == ALLOY_OK && split) {
         st = alloy_mlstm_backward_split(q, k, v, i, f, has_init ? c_initial : NULL, has_init ? n_initial : NULL,
                                         has_init ? m_initial : NULL, cu_seqlens, dh, has_dfinal ? dc_final : NULL,
