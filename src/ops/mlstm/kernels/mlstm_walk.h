@@ -17,7 +17,8 @@
 // end_n (float32) when has_end.
 // Forward: kx = k, vx = v, rec = the gate records (w_j; nc = w_j; e_last).
 // Backward: kx = q, vx = dh, rec = scale e_r / den_r, scale e_r ds_r, e_last;
-// X is then dX, stored before each chunk's own rows are added.
+// X is then dX, stored before each chunk's own rows are added; its n column
+// is summed in float32 (see the REV branch).
 // grp is the threadgroup's index; threadgroup memory at smem: T: two
 // buffers of L x (DS + 8) and L x (TV + 16), and (16-bit T) 4 x 16 x (TV + 8)
 // staging, 16-byte rounded; then float: two records of GWN.
@@ -182,7 +183,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
             }
         }
         if (vt == 0)
-            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(wj[NOFF + jj]);
+            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = REV ? T(0) : T(wj[NOFF + jj]);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float decay = wj[DOFF];
         #pragma unroll
@@ -193,6 +194,15 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // its A fragment whatever the count, here columns past DS — the other
         // buffer, which the next chunk's copies are filling)
         if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
+        // REV (the backward): the n column's values in float32 FMAs rather than as a
+        // rounded operand column — dn and dC's columns nearly cancel in dk where a
+        // state is nearly rank one, and a 16-bit n column swamped the difference
+        if (REV && vt == 0 && qd == 0 && warp < RT)
+            for (int hf = 0; hf < 2; hf++) {
+                float x = cst[VTC][2 * hf];
+                for (int jj = 0; jj < L; jj++) x = fma(float(KB[jj * LDK + 16 * warp + g + 8 * hf]), wj[NOFF + jj], x);
+                cst[VTC][2 * hf] = x;
+            }
     }
     // the state after the window
     #pragma unroll
