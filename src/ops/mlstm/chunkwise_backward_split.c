@@ -111,7 +111,6 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                             cu_seqlens ? cu_seqlens : q};
     alloy_array *outs[15] = {g[0], g[1], g[2], g[3], g[4], r.has_init ? g[5] : g[0], r.has_init ? g[6] : g[0],
                              r.has_init ? g[7] : g[0], rec, wrec, pm, am, dc, dn, part};
-    (void)m_initial;
     const int64_t nsh = r.nseq * r.NH;
     if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 128, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
