@@ -6,7 +6,8 @@
 // The chunk of n = min(V, m) elements at a[i]: with VEC one 16-byte load (a[i]
 // 16-byte aligned, m >= V), else the first m elements one by one; elements
 // past m read as 0 bits (+0). m <= 0 reads nothing (a[i] is never formed).
-template <class T, int VEC> inline uint4 nn_chunk_load(const T *a, long i, int m) {
+// P: a device pointer to T (or what ALLOY_CPU_DEBUG makes of one).
+template <class T, int VEC, class P> inline uint4 nn_chunk_load(P a, long i, int m) {
     uint4 u = uint4(0u, 0u, 0u, 0u);
     if (m <= 0) return u;
     if (VEC != 0) return *(const uint4 *)&a[i];
@@ -44,7 +45,7 @@ template <class T, class A> inline A nn_chunk_elem(uint4 u, int e) {
 
 // V values of A rounded to T and stored at a[i]: with VEC one 16-byte store
 // (a[i] 16-byte aligned, m >= V), else the first m elements one by one.
-template <class T, class A, int VEC> inline void nn_chunk_store(T *a, long i, int m, const A *v) {
+template <class T, class A, int VEC, class P> inline void nn_chunk_store(P a, long i, int m, const A *v) {
     if (VEC != 0) {
         uint4 u;
         if constexpr (sizeof(T) == 8) {
