@@ -2,13 +2,15 @@
  * head (alloy/nn.h), forward and backward.
  *
  * Groups of head_dim elements that fit in the registers of at most 8 SIMD
- * groups (ROWS_MAX_NC 16-byte chunks per lane: 8192 float32, 16384 16-bit
- * elements; one SIMD group up to 1024 elements forward, 512 backward) take
- * the one-pass kernels: norm_rows (forward) and norm_rows_backward (dx and
- * partial sums of dweight and dbias in the same pass), then column_sum adds
- * the partial sums in order. Larger groups: one threadgroup per group (norm_forward;
- * norm_backward for dx and each group's statistics, norm_param_partials for
- * the partial sums over blocks of rows, then column_sum). */
+ * groups (ROWS_MAX_NC 16-byte chunks per lane, kept as raw bits: 8192
+ * float32, 16384 16-bit elements; one SIMD group up to 1024 float32 / 2048
+ * 16-bit elements, 16-bit LayerNorm's backward 1024) take the one-pass
+ * kernels: norm_rows (forward) and norm_rows_backward (dx and partial sums of
+ * dweight and dbias, in threadgroup memory, in the same pass), then
+ * column_sum adds the partial sums in order. Larger groups: one threadgroup
+ * per group (norm_forward; norm_backward for dx and each group's statistics,
+ * norm_param_partials for the partial sums over blocks of rows, then
+ * column_sum). */
 #include <math.h>
 #include <string.h>
 
