@@ -189,7 +189,7 @@ def main():
     for name, kind, shape, head_dim, bias, K, q in SIZES:
         if q != quick:
             continue
-        for dname, dt in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+        for dname, dt in (("f32", torch.float32), ("bf16", torch.bfloat16), ("f16", torch.float16)):
             for bwd in (False, True):
                 label = f"{name} {dname} {'bwd' if bwd else 'fwd'}"
                 if args.only and args.only not in label:

@@ -280,14 +280,18 @@ static void test_norms(void) {
     /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100, 2200: more
      * than one SIMD group holds (2 to 8 SIMD groups per group); 8500: more than 8 hold in float32 and
      * float64 (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows, several
-     * threadgroups per head */
-    const norm_case cases[10] = {{1, 1, 0},   {3, 33, 0},  {5, 1000, 0}, {7, 96, 32},   {40, 40, 8},
-                                 {1, 33, 11}, {2, 2100, 0}, {530, 64, 8}, {2, 8500, 0}, {5, 4400, 2200}};
+     * threadgroups per head; (9, 1024): the benchmark's rows (one SIMD group each, 8 float32 chunks a lane),
+     * an odd count; (5, 2048): 16-bit LayerNorm's backward sums too large for one SIMD group's share of 64 KB
+     * (2 SIMD groups), RMSNorm's not; (3, 4097): 8 SIMD groups of scalar accesses (16-bit, float32) and the
+     * threadgroup-per-group kernels (float64); (11, 4096, 512): heads of the benchmark's per-head rows */
+    const norm_case cases[14] = {{1, 1, 0},    {3, 33, 0},   {5, 1000, 0}, {7, 96, 32},  {40, 40, 8},
+                                 {1, 33, 11},  {2, 2100, 0}, {530, 64, 8}, {2, 8500, 0}, {5, 4400, 2200},
+                                 {9, 1024, 0}, {5, 2048, 0}, {3, 4097, 0}, {11, 4096, 512}};
     for (int rms = 0; rms <= 1; rms++)
-        for (int ci = 0; ci < 10; ci++)
+        for (int ci = 0; ci < 14; ci++)
             for (int di = 0; di < 4; di++) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
-                if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
+                if (ci == 1 || ci == 3 || ci == 10) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
             }
 }
 

@@ -5,9 +5,9 @@
  *
  * Sizes: 64 M elements — (8, 8192, 1024) for soft-cap, the row norms (D =
  * 1024) and the convolution (C = 1024 channels), (2, 8192, 4096) with heads of
- * 512 for the per-head norms (xLSTM 7B's 8 heads of DHHV 512); float32 and
- * bfloat16. --quick and the CPU: 128 K elements. Labels "<op> <f32|bf16>
- * <fwd|bwd>" (--only "rmsnorm bf16", --only bwd).
+ * 512 for the per-head norms (xLSTM 7B's 8 heads of DHHV 512); float32,
+ * bfloat16 and float16. --quick and the CPU: 128 K elements. Labels "<op>
+ * <f32|bf16|f16> <fwd|bwd>" (--only "rmsnorm bf16", --only bwd).
  *
  * Calls: forward y = op(x); backward from x and dy, every gradient a training
  * step needs — soft-cap dx; the norms dx and dweight (and dbias for LayerNorm
@@ -286,17 +286,17 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
         printf("copy: the driver's cuMemcpyDtoDAsync is unavailable; the copy kernel only\n");
     if (!json)
         printf("%-24s %-22s %12s %14s %14s %8s %10s\n", "nn", "size", "time", "rate", "copy", "% copy", "error f64");
-    static const alloy_dtype DTS[2] = {ALLOY_FLOAT32, ALLOY_BFLOAT16};
+    static const alloy_dtype DTS[3] = {ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT16};
+    static const char *const DTN[3] = {"f32", "bf16", "f16"};
     int failures = 0;
     uint64_t rng = 0x6e6e5u;
     for (size_t zi = 0; zi < sizeof NN_SIZES / sizeof *NN_SIZES; zi++) {
         const nn_size *z = &NN_SIZES[zi];
         if ((quick || !is_cuda) != z->quick) continue; /* --quick and the CPU: the small rows */
-        for (int d = 0; d < 2; d++)
+        for (int d = 0; d < 3; d++)
             for (int bwd = 0; bwd < 2; bwd++) {
                 char label[64];
-                snprintf(label, sizeof label, "%s %s %s", z->name, DTS[d] == ALLOY_FLOAT32 ? "f32" : "bf16",
-                         bwd ? "bwd" : "fwd");
+                snprintf(label, sizeof label, "%s %s %s", z->name, DTN[d], bwd ? "bwd" : "fwd");
                 if (only && !strstr(label, only)) continue;
                 failures += bench_one(dev, s, z, DTS[d], bwd, label, &copy, json, &rng);
             }

@@ -2,14 +2,17 @@
  * head (alloy/nn.h), forward and backward.
  *
  * Groups of head_dim elements that fit in the registers of at most 8 SIMD
- * groups (ROWS_MAX_NC 16-byte chunks per lane: 8192 float32, 16384 16-bit
- * elements; one SIMD group up to 1024 elements forward, 512 backward) take
- * the one-pass kernels: norm_rows (forward) and norm_rows_backward (dx and
- * partial sums of dweight and dbias in the same pass), then column_sum adds
- * the partial sums in order. Larger groups: one threadgroup per group (norm_forward;
- * norm_backward for dx and each group's statistics, norm_param_partials for
- * the partial sums over blocks of rows, then column_sum). */
+ * groups (ROWS_MAX_NC 16-byte chunks per lane, kept as raw bits: 8192
+ * float32, 16384 16-bit elements; one SIMD group up to 1024 float32 / 2048
+ * 16-bit elements, 16-bit LayerNorm's backward 1024) take the one-pass
+ * kernels: norm_rows (forward) and norm_rows_backward (dx and partial sums of
+ * dweight and dbias, in threadgroup memory, in the same pass), then
+ * column_sum adds the partial sums in order. Larger groups: one threadgroup
+ * per group (norm_forward; norm_backward for dx and each group's statistics,
+ * norm_param_partials for the partial sums over blocks of rows, then
+ * column_sum). */
 #include <math.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
@@ -24,24 +27,39 @@ static const char ROWS_BWD_FILE[] = "src/ops/nn/kernels/norm_rows_backward.metal
 static const int64_t MAX_TGS = 65536;
 
 /* The one-pass kernels: at most this many 16-byte chunks of a group per
- * lane, and at most about this many threadgroups of 8 SIMD groups in all:
- * 2 per SM of an H100, what about 128 registers per thread allow (each SIMD
- * group then works through several rows, the forward keeping w and b in
- * registers; few partial sums for column_sum). */
-enum { ROWS_MAX_NC = 8, ROWS_TGS_FWD = 264, ROWS_TGS_BWD = 264 };
+ * lane (a chunk is 4 registers whatever the dtype); the backward's column
+ * sums live in threadgroup memory, at most ROWS_BWD_SMEM bytes a threadgroup
+ * where a group fits in it (else up to twice that). */
+enum { ROWS_MAX_NC = 8, ROWS_BWD_SMEM = 64 * 1024 };
+
+/* Threadgroups of 256 threads resident per SM: the kernels' launch bounds
+ * hold the forward to 64 registers a thread (4 threadgroups) and the
+ * backward to 128 (2), and the backward's threadgroup memory must fit too
+ * (227 KB an SM on Hopper). */
+static int64_t rows_per_sm(int fwd, int64_t smem) {
+    int64_t k = fwd ? 4 : 2;
+    if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
+    return k > 0 ? k : 1;
+}
+
+/* The SMs the grids are sized for: the device's, or an H100's 132 where it
+ * has none (the CPU). */
+static int64_t sm_count(alloy_device *dev) {
+    const int n = alloy_device_multiprocessor_count(dev);
+    return n > 0 ? n : 132;
+}
 
 /* The sizes every norm call shares. */
 typedef struct norm_dims {
     int64_t D, DH, G, R, groups;
     /* the one-pass kernels: chunks per lane (0: not used), SIMD groups per group, threadgroups per head,
-     * partial rows of dweight/dbias per threadgroup */
-    int64_t nc, wg, pt, pr;
+     * the backward's threadgroup memory in bytes */
+    int64_t nc, wg, pt, smem;
 } norm_dims;
 
-static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *weight, alloy_array *bias,
+static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream,
                                  norm_dims *d) {
-    const int64_t tgs = dy ? ROWS_TGS_BWD : ROWS_TGS_FWD;
     alloy_status st = alloy_nn_check_x(fn, x, 1, stream);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
@@ -67,31 +85,31 @@ static alloy_status check_common(const char *fn, alloy_array *x, alloy_array *we
     d->R = D > 0 ? alloy_array_size(x) / D : 0;
     d->groups = d->R * d->G;
     /* chunks per lane and SIMD groups per group, powers of two (few specialisations): the fewest SIMD
-     * groups that hold the group with at most 32 elements per lane in the forward (x, w, b in
-     * registers), 16 in the backward (x, dy, w and the two sums) — about 128 registers, two threadgroups
-     * per SM (ptxas for sm_90) — else with up to 8 chunks per lane */
+     * groups that hold the group with at most ROWS_MAX_NC chunks per lane (no barrier in the row loop
+     * with one), the backward's sums (NS of them, NE = nc * V elements a lane, float32/float64) within
+     * ROWS_BWD_SMEM where they can be, else within twice that */
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), need = (d->DH + 32 * V - 1) / (32 * V);
-    const int64_t lean = (dy ? 16 : 32) / V;
+    const int64_t ns = rms ? 1 : 2, acc_size = (int64_t)alloy_dtype_size(alloy_nn_accum(dt));
     d->nc = 0;
     d->wg = 1;
+    d->smem = 0;
     for (int pass = 0; pass < 2 && !d->nc; pass++) {
-        const int64_t max_nc = pass == 0 && lean < ROWS_MAX_NC ? lean : ROWS_MAX_NC;
+        const int64_t cap = (int64_t)ROWS_BWD_SMEM << pass;
         for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
-            for (int64_t nc = 1; nc <= max_nc; nc *= 2)
-                if (nc * wg >= need) {
+            for (int64_t nc = 1; nc <= ROWS_MAX_NC; nc *= 2)
+                if (nc * wg >= need && (!dy || 256 * ns * nc * V * acc_size <= cap)) {
                     d->nc = nc;
                     d->wg = wg;
                     break;
                 }
     }
-    /* threadgroups per head: at most tgs in all, and as many rounds of 8 / wg rows each (no SIMD group
-     * idles in a last round while others work) */
+    if (dy && d->nc) d->smem = 256 * ns * d->nc * V * acc_size;
+    /* threadgroups per head: at most as many in all as the SMs hold at once, and as many rounds of 8 / wg
+     * rows each (no SIMD group idles in a last round while others work) */
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
-    /* partial rows per threadgroup: 1 when the kernel's COMBINE holds (its row sets add their sums in
-     * 16 KB of threadgroup memory), else one per row set */
-    d->pr = d->wg * d->nc * V * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) <= 256 ? 1 : rw;
     if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
 }
@@ -113,6 +131,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     /* the forward reads rms as a constant, the backward as the template RMS */
     if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
@@ -135,8 +154,9 @@ static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, d
 
 static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
                                  int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y) {
-    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    alloy_status st = check_common(fn, x, weight, bias, NULL, head_dim, eps, stream, &d);
+    norm_dims d;
+    memset(&d, 0, sizeof d);
+    alloy_status st = check_common(fn, rms, x, weight, bias, NULL, head_dim, eps, stream, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
@@ -217,7 +237,7 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
                                   alloy_stream *stream) {
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
-    const int64_t P = d->pt * d->pr, s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
+    const int64_t P = d->pt, s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     alloy_status st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
     if (st == ALLOY_OK && d->groups > 0) {
@@ -245,10 +265,11 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
 static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *dy,
                                   int64_t head_dim, double eps, alloy_stream *stream, alloy_array **dx,
                                   alloy_array **dweight, alloy_array **dbias) {
-    norm_dims d = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    alloy_status st = check_common(fn, x, weight, NULL, NULL, head_dim, eps, stream, &d);
+    norm_dims d;
+    memset(&d, 0, sizeof d);
+    alloy_status st = check_common(fn, rms, x, weight, NULL, NULL, head_dim, eps, stream, &d);
     if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
-    if (st == ALLOY_OK) st = check_common(fn, x, weight, NULL, dy, head_dim, eps, stream, &d);
+    if (st == ALLOY_OK) st = check_common(fn, rms, x, weight, NULL, dy, head_dim, eps, stream, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);

@@ -23,6 +23,9 @@
 //! template: VEC=1
 //! template: KT=4
 //! header:
+// at most 128 registers a thread: two threadgroups of 256 threads per SM
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
 // A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
 // 16-byte access at p (16-byte aligned), else the first m elements one by
 // one (the rest read as 0); unpacked to / packed from V values of A.

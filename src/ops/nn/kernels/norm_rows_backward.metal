@@ -1,23 +1,27 @@
 // norm_rows_backward: the backward of norm_rows in one pass over x and dy:
 // dx of each group, and partial sums of dweight and dbias. Same layout as
-// norm_rows (WG SIMD groups per group of n = DH elements, the group of x and
-// dy in registers, lane q = (sg % WG) * 32 + lane holding chunks (i * 32 * WG
-// + q) * V, 16-byte accesses with VEC, sums across the WG SIMD groups in
-// order through threadgroup memory). With g = dy * w and x^ = (x - mu) * rstd:
+// norm_rows (WG SIMD groups per group of n = DH elements, lane q = (sg % WG)
+// * 32 + lane holding chunks (i * 32 * WG + q) * V of x and dy as raw bits,
+// 16-byte accesses with VEC, w reread from cache, sums across the WG SIMD
+// groups in order through threadgroup memory). With g = dy * w and x^ = (x -
+// mu) * rstd:
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
-// + RW * PT * k (RW = 8 / WG); each lane sums dy * x^ and dy of its columns
-// over its rows in registers. When 16 KB of threadgroup memory hold a
-// group's sums (COMBINE), the RW row sets add theirs there in order and
-// write partial row u = p / G; else each row set writes its own partial row
-// u = (p / G) * RW + sg / WG:  part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH
-// + j] = sum dy (column_sum then adds the rows in order: deterministic).
+// + RW * PT * k (RW = 8 / WG). Each lane sums dy * x^ (and dy for LayerNorm)
+// of its columns over its rows in float A in threadgroup memory (the dynamic
+// alloy_threadgroup_memory: per SIMD group NS = 1 or 2 sums of NE = NC * V
+// elements of its 32 lanes, lane-consecutive words, so no bank conflicts and
+// no barrier: a lane reads and writes only its own words), not in registers,
+// which leave room for the group's x and dy. At the end the RW row sets' sums
+// are added in order and written as partial row u = p / G:
+//   part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH + j] = sum dy (0 for RMS)
+// (column_sum then adds the rows in order: deterministic).
 // Launch constants: long R (rows), long PT, int DH, int G, A eps. Template: T
 // (data), A (accumulation; part is A), NC (chunks per lane), WG (SIMD groups
-// per group: 1, 2, 4 or 8), VEC (16-byte accesses), RMS (a template, so
-// RMSNorm's kernel holds no dbias sums in registers).
-// Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
+// per group: 1, 2, 4 or 8), VEC (16-byte accesses), RMS (RMSNorm: no dbias).
+// Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
+// memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
 //! inputs: x w dy
 //! outputs: dx part
@@ -28,74 +32,43 @@
 //! template: WG=1
 //! template: RMS=0
 //! header:
-// 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
-// one vector load or store whatever T is (bit operations, no per-element loads).
-template <class T, class A> inline void nn_ld16(const T *p, A *o) {
-    const uint4 u = *(const uint4 *)p;
-    if constexpr (sizeof(T) == 8) {
-        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
-        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
-    } else {
-        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
-    }
-}
-template <class T, class A> inline void nn_st16(T *p, const A *v) {
-    uint4 u;
-    if constexpr (sizeof(T) == 8) {
-        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
-        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
-    } else {
-        for (int e = 0; e < 4; e++)
-            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
-    }
-    *(uint4 *)p = u;
-}
+// at most 128 registers a thread: two threadgroups of 256 threads per SM
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#include "src/ops/nn/kernels/chunk.h"
 //! body:
 constexpr int V = 16 / int(sizeof(T));
 constexpr int NE = NC * V;
 constexpr int RW = 8 / WG;
+constexpr int NS = RMS != 0 ? 1 : 2;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
 const int q = (sg % WG) * 32 + lane, sr = sg / WG;
 const int tid = int(thread_index_in_threadgroup);
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
-const long D = long(G) * long(DH);
-// the row sets' column sums meet in threadgroup memory when it holds them (16 KB)
-constexpr bool COMBINE = WG * NE * int(sizeof(A)) <= 256;
-threadgroup A red[COMBINE ? 2 * 32 * WG * NE : 1];
+const long D = long(G) * long(DH), hw = long(h) * long(DH);
 threadgroup A tred[2][4][8];
-A aw[NE], ab[NE];
-for (int k = 0; k < NE; k++) aw[k] = ab[k] = A(0);
+// this SIMD group's sums: word (k * NE + i * V + e) * 32 + lane, k = 0 (dy x^) or 1 (dy)
+threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
+const int a0 = sg * (NS * NE * 32) + lane;
+for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
 int par = 0;
 for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
     const long r = r0 + long(sr);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
-    // w is reread per row (from cache) rather than held: fewer registers, more warps
-    A v[NE], d[NE], wv[NE];
+    // every chunk's loads are issued before any is used
+    uint4 ux[NC], ud[NC];
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        if (VEC != 0 && ok && col < DH) {
-            nn_ld16(&x[base + col], &v[i * V]);
-            nn_ld16(&dy[base + col], &d[i * V]);
-            nn_ld16(&w[h * DH + col], &wv[i * V]);
-        } else {
-            for (int e = 0; e < V; e++) {
-                const bool in = VEC == 0 && ok && col + e < DH;
-                v[i * V + e] = in ? A(x[base + col + e]) : A(0);
-                d[i * V + e] = in ? A(dy[base + col + e]) : A(0);
-                wv[i * V + e] = in ? A(w[h * DH + col + e]) : A(0);
-            }
-        }
+        ux[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
+        ud[i] = nn_chunk_load<T, VEC>(dy, base + col, ok ? DH - col : 0);
     }
     A mu = A(0);
     if (RMS == 0) {
         A s = A(0);
-        for (int k = 0; k < NE; k++) s += v[k];
+        for (int i = 0; i < NC; i++)
+            for (int e = 0; e < V; e++) s += nn_chunk_elem<T, A>(ux[i], e);
         A tot = simd_sum(s);
         if (WG > 1) {
             if (lane == 0) tred[par][0][sg] = tot;
@@ -109,7 +82,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
     for (int i = 0; i < NC; i++)
         for (int e = 0; e < V; e++)
             if ((i * 32 * WG + q) * V + e < DH) {
-                const A dv = v[i * V + e] - mu;
+                const A dv = nn_chunk_elem<T, A>(ux[i], e) - mu;
                 s2 += dv * dv;
             }
     A tot2 = simd_sum(s2);
@@ -120,16 +93,18 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
         for (int k = 0; k < WG; k++) tot2 += tred[par][1][sr * WG + k];
     }
     const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
-    // x^ replaces x; sums of g and g x^ (d and w are 0 past the group)
+    // sums of g and g x^ (dy and w read as 0 past the group)
     A sg1 = A(0), sgx = A(0);
-    for (int i = 0; i < NC; i++)
+    for (int i = 0; i < NC; i++) {
+        const int col = (i * 32 * WG + q) * V;
+        const uint4 wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
         for (int e = 0; e < V; e++) {
-            const int k = i * V + e;
-            v[k] = (i * 32 * WG + q) * V + e < DH ? (v[k] - mu) * rstd : A(0);
-            const A gk = d[k] * wv[k];
+            const A xh = col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
+            const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(wu, e);
             sg1 += gk;
-            sgx += gk * v[k];
+            sgx += gk * xh;
         }
+    }
     A tg = A(0);
     if (RMS == 0) {
         const A t = simd_sum(sg1);
@@ -151,51 +126,34 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
     }
     par ^= 1;
     const A mg = tg / A(DH), mgx = tgx / A(DH);
-    if (ok) {
+    if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
+            if (col >= DH) continue;
+            const uint4 wu = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
             A o[V];
             for (int e = 0; e < V; e++) {
-                const int k = i * V + e;
-                o[e] = rstd * (d[k] * wv[k] - mg - v[k] * mgx);
-                aw[k] += d[k] * v[k];
-                if (RMS == 0) ab[k] += d[k];
+                const A xh = col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
+                const A d = nn_chunk_elem<T, A>(ud[i], e);
+                o[e] = rstd * (d * nn_chunk_elem<T, A>(wu, e) - mg - xh * mgx);
+                acc[a0 + (i * V + e) * 32] += d * xh;
+                if (RMS == 0) acc[a0 + (NE + i * V + e) * 32] += d;
             }
-            if (VEC != 0) {
-                if (col < DH) nn_st16(&dx[base + col], o);
-            } else {
-                for (int e = 0; e < V; e++)
-                    if (col + e < DH) dx[base + col + e] = T(o[e]);
-            }
+            nn_chunk_store<T, A, VEC>(dx, base + col, DH - col, o);
         }
-    }
 }
-if (COMBINE) {
-    // the RW row sets' column sums, added in order of sr
+threadgroup_barrier(mem_flags::mem_threadgroup);
+// column j of the head: chunk c = j / V of lane q = c % (32 WG) of chunk row i = c / (32 WG); the RW row
+// sets' sums added in order of sr
+const long u = p / long(G);
+for (int j = tid; j < DH; j += 256) {
+    const int c = j / V, e = j % V, i = c / (32 * WG), qq = c % (32 * WG);
+    A sw = A(0), sb = A(0);
     for (int k = 0; k < RW; k++) {
-        if (sr == k)
-            for (int i = 0; i < NC; i++)
-                for (int e = 0; e < V; e++) {
-                    const int col = (i * 32 * WG + q) * V + e;
-                    red[col] = (k == 0 ? A(0) : red[col]) + aw[i * V + e];
-                    red[NE * 32 * WG + col] =
-                        (k == 0 ? A(0) : red[NE * 32 * WG + col]) + (RMS == 0 ? ab[i * V + e] : A(0));
-                }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        const int o0 = (k * WG + qq / 32) * (NS * NE * 32) + (i * V + e) * 32 + qq % 32;
+        sw += acc[o0];
+        if (RMS == 0) sb += acc[o0 + NE * 32];
     }
-    const long u = p / long(G);
-    for (int j = tid; j < DH; j += 256) {
-        part[u * 2 * D + long(h * DH + j)] = red[j];
-        part[u * 2 * D + D + long(h * DH + j)] = red[NE * 32 * WG + j];
-    }
-} else {
-    const long u = (p / long(G)) * RW + long(sr);
-    for (int i = 0; i < NC; i++)
-        for (int e = 0; e < V; e++) {
-            const int col = (i * 32 * WG + q) * V + e;
-            if (col < DH) {
-                part[u * 2 * D + long(h * DH + col)] = aw[i * V + e];
-                part[u * 2 * D + D + long(h * DH + col)] = RMS == 0 ? ab[i * V + e] : A(0);
-            }
-        }
+    part[u * 2 * D + hw + j] = sw;
+    part[u * 2 * D + D + hw + j] = sb;
 }
