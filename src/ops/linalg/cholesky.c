@@ -28,6 +28,9 @@ static const char CPU_FILE[] = "src/ops/linalg/kernels/cholesky_cpu.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/cholesky_small.metal";
 static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/cholesky_blocked.metal";
 static const char REG_FILE[] = "src/ops/linalg/kernels/cholesky_reg.metal";
+static const char WARP_FILE[] = "src/ops/linalg/kernels/cholesky_warp.metal";
+/* cholesky_warp: matrices (SIMD groups) per threadgroup */
+#define WARP_PER_GROUP 4
 
 /* The blocked kernel keeps the matrix in threadgroup memory up to this size
  * (float32 n <= 131, float64 n <= 93), and needs n x 33 elements of it for
@@ -64,6 +67,9 @@ static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy
     if (path == ALLOY_CHOLESKY_AUTO) {
         if (alloy_device_backend(dev) == ALLOY_BACKEND_CPU) path = ALLOY_CHOLESKY_CPU;
         else if (n <= 32) path = ALLOY_CHOLESKY_SMALL;
+        /* float32 up to 64: one SIMD group per matrix, its rows in registers (float64's
+         * 96 registers of rows per lane would be 192: those keep the register kernel) */
+        else if (n <= 64 && dt == ALLOY_FLOAT32) path = ALLOY_CHOLESKY_WARP;
         /* the register kernel up to 64; above, the blocked one is faster (H100, float32,
          * 10 000 matrices: n 80 2.57 against 4.29 ms, n 128 5.14 against 8.18 ms) */
         else if (n <= 64 && (size_t)n * (size_t)ldw * es <= SMEM_REG_MAX) path = ALLOY_CHOLESKY_REG;
@@ -101,6 +107,14 @@ static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy
         p->per_group = 1;
         p->ldw = ldw;
         p->smem = n > 0 ? (size_t)n * (size_t)ldw * es : 16;
+        return ALLOY_OK;
+    case ALLOY_CHOLESKY_WARP:
+        if (n > 64)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_cholesky: the SIMD-group kernel takes n <= 64, not %lld",
+                               (long long)n);
+        p->file = WARP_FILE;
+        p->threads = 32 * WARP_PER_GROUP;
+        p->per_group = WARP_PER_GROUP;
         return ALLOY_OK;
     case ALLOY_CHOLESKY_BLOCKED_SMEM:
     case ALLOY_CHOLESKY_BLOCKED_DEVICE:
@@ -213,6 +227,9 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "NP", p.nb);
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "R", p.r);
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "C", p.c);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_WARP) st = alloy_launch_add_template_int(ln, "W", WARP_PER_GROUP);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_WARP)
+            st = alloy_launch_add_template_int(ln, "MINB", dt == ALLOY_FLOAT32 ? 4 : 1);
         if (st == ALLOY_OK && p.file == BLOCKED_FILE)
             st = alloy_launch_add_template_bool(ln, "SMEM", p.path == ALLOY_CHOLESKY_BLOCKED_SMEM);
         if (st == ALLOY_OK && p.smem) st = alloy_launch_set_threadgroup_memory(ln, p.smem);
@@ -240,7 +257,7 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
                 if (st == ALLOY_OK)
                     st = alloy_launch_set_constant_int(ln, "l_off", ALLOY_INT64, off[1] + start * n * n);
                 if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "i_off", ALLOY_INT64, off[2] + start);
-                if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_SMALL)
+                if (st == ALLOY_OK && (p.path == ALLOY_CHOLESKY_SMALL || p.path == ALLOY_CHOLESKY_WARP))
                     st = alloy_launch_set_constant_int(ln, "batch", ALLOY_INT64, cnt);
                 if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(groups * p.threads), 1, 1);
                 alloy_array *res[2] = {NULL, NULL};
