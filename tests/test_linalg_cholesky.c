@@ -309,6 +309,10 @@ static void test_paths(void) {
         {ALLOY_CHOLESKY_WARP, 0, 3},          {ALLOY_CHOLESKY_WARP, 1, 6},          {ALLOY_CHOLESKY_WARP, 5, 7},
         {ALLOY_CHOLESKY_WARP, 31, 6},         {ALLOY_CHOLESKY_WARP, 32, 9},         {ALLOY_CHOLESKY_WARP, 33, 6},
         {ALLOY_CHOLESKY_WARP, 47, 13},        {ALLOY_CHOLESKY_WARP, 63, 6},         {ALLOY_CHOLESKY_WARP, 64, 10},
+        {ALLOY_CHOLESKY_TILED, 0, 2},         {ALLOY_CHOLESKY_TILED, 1, 6},         {ALLOY_CHOLESKY_TILED, 31, 6},
+        {ALLOY_CHOLESKY_TILED, 32, 6},        {ALLOY_CHOLESKY_TILED, 33, 6},        {ALLOY_CHOLESKY_TILED, 64, 6},
+        {ALLOY_CHOLESKY_TILED, 97, 6},        {ALLOY_CHOLESKY_TILED, 129, 6},       {ALLOY_CHOLESKY_TILED, 160, 3},
+        {ALLOY_CHOLESKY_TILED, 191, 6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)
@@ -321,6 +325,13 @@ static void test_paths(void) {
         chol_case t = {DTS[d], 256, 1, d, ALLOY_CHOLESKY_BLOCKED_DEVICE, 1, NULL, 0};
         run_chol(&t);
     }
+    /* the threadgroup-memory kernel at its float32 sizes (float64 takes n <= 192 on CUDA) */
+    const int tiled_n[] = {250, 256, 288};
+    for (size_t i = 0; i < sizeof tiled_n / sizeof tiled_n[0]; i++)
+        for (int up = 0; up < 2; up++) {
+            chol_case t = {ALLOY_FLOAT32, tiled_n[i], 6, up, ALLOY_CHOLESKY_TILED, (int)(i + up) % 2, kinds, 6};
+            run_chol(&t);
+        }
 }
 
 /* a read in place through strides: a transposed view of each matrix (the
@@ -385,6 +396,7 @@ static void test_strided(void) {
     run_strided(9, ALLOY_CHOLESKY_AUTO);
     run_strided(40, ALLOY_CHOLESKY_WARP);
     run_strided(64, ALLOY_CHOLESKY_WARP);
+    run_strided(70, ALLOY_CHOLESKY_TILED);
 }
 
 static void test_errors(void) {

@@ -11,7 +11,7 @@
 // 0..31: the rest of it lies above the diagonal) in a[32] and row r + 32
 // (columns 0..63) in b[64]. Right-looking, one column per step as in
 // cholesky_small: every lane publishes its elements of column k into a
-// double-buffered per-SIMD-group buffer (one simdgroup_barrier per step),
+// double-buffered per-SIMD-group buffer (one SIMD-group barrier per step),
 // reads the pivot d, scales its own a_rk by 1 / sqrt(d) and updates its rows
 // past column k, a_rj -= (a_rk / d) a_jk, reading the published column four
 // elements at a time (broadcasts). Every lane updates every column past k,
@@ -39,11 +39,25 @@
 //! template: W=4
 //! template: MINB=4
 //! header:
-// ptxas is asked for MINB groups per SM (float32: 4 groups of 4 SIMD groups,
-// at most 128 registers per thread; float64 is given 1, its rows alone being
-// 192 registers).
+// ptxas is asked for MINB groups per SM. float32: 3 groups of 4 SIMD groups,
+// at most 168 registers per thread (ptxas takes 182 unbounded; at 128 it
+// spilled 0.9 KB inside the steps, keeping the published column's reads in
+// flight next to the 96 row registers); float64 is given 1, its rows alone
+// being 192 registers.
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(ALLOY_TEMPLATE_W * 32, ALLOY_TEMPLATE_MINB)
+// The SIMD group's barrier. Every lane of every SIMD group takes part (the
+// grid is whole threadgroups, no lane returns early and the control flow
+// around each call is uniform over the SIMD group), so on CUDA it is
+// __syncwarp with a full mask: simdgroup_barrier first computes the active
+// lanes, about a dozen instructions per call; elsewhere the MSL function.
+inline void alloy_chol_warp_sync() {
+#if defined(ALLOY_BACKEND_CUDA)
+    __syncwarp(0xffffffffu);
+#else
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+#endif
+}
 //! body:
 constexpr int TP = 33;                 // row stride of a transpose tile
 threadgroup T tiles[W * 32 * TP];      // one transpose tile per SIMD group
@@ -81,14 +95,14 @@ if (si == 1) {
             const int i = i0 + t;
             tiles[tb + t * TP + lane] = (live && m <= i && i < nn) ? T(Ab[long(i) * si + long(m) * sm]) : T(0);
         }
-        simdgroup_barrier(mem_flags::mem_threadgroup);
+        alloy_chol_warp_sync();
         #pragma unroll
         for (int c = 0; c < 32; c++) {
             const T x = tiles[tb + lane * TP + c];
             if (tt == 0) a[c] = x;
             else b[m0 + c] = x;
         }
-        simdgroup_barrier(mem_flags::mem_threadgroup);
+        alloy_chol_warp_sync();
     }
 }
 
@@ -99,7 +113,7 @@ for (int k = 0; k < 64; k++) {
     const int h = cb + (k & 1) * 16;   // this step's half of the column buffer
     if (k < 32) colv[h + (lane >> 2)][lane & 3] = a[k];
     colv[h + 8 + (lane >> 2)][lane & 3] = b[k];
-    simdgroup_barrier(mem_flags::mem_threadgroup);
+    alloy_chol_warp_sync();
     const T d = colv[h + (k >> 2)][k & 3];
     if (info_m == 0 && !(d > T(0))) info_m = k + 1;
     if (info_m == 0) {
@@ -150,14 +164,14 @@ if (so_i == 1) {
             const T x = tt == 0 ? a[c] : b[m0 + c];
             tiles[tb + lane * TP + c] = m0 + c <= i0 + lane ? x : T(0);
         }
-        simdgroup_barrier(mem_flags::mem_threadgroup);
+        alloy_chol_warp_sync();
         const int m = m0 + lane;
         #pragma unroll
         for (int t = 0; t < 32; t++) {
             const int i = i0 + t;
             if (live && i < nn && m < nn) Lb[long(i) * so_i + long(m) * so_m] = tiles[tb + t * TP + lane];
         }
-        simdgroup_barrier(mem_flags::mem_threadgroup);
+        alloy_chol_warp_sync();
     }
     // block (0, 32) lies above the diagonal
     #pragma unroll
