@@ -56,17 +56,13 @@ inline int alloy_tl_base(int I) { return 512 * I * (I + 1) + 128 * I; }
 inline int alloy_tl_ld(int I) { return 32 * I + 36; }
 inline int alloy_tl_at(int i, int j) { return alloy_tl_base(i >> 5) + (i & 31) * alloy_tl_ld(i >> 5) + j; }
 
-// SIMD group 0's barrier in the diagonal block's factorization: all its
+// SIMD group 0's barriers in the diagonal block's factorization: all its
 // lanes take part (the grid is whole threadgroups, nothing returns early),
-// so on CUDA __syncwarp with a full mask (simdgroup_barrier first computes
-// the active lanes, about a dozen instructions); elsewhere the MSL function.
-inline void alloy_tl_warp_sync() {
+// so on CUDA this kernel's simdgroup_barrier is __syncwarp with a full mask
+// (the prelude's first computes the active lanes, about a dozen instructions).
 #if defined(ALLOY_BACKEND_CUDA)
-    __syncwarp(0xffffffffu);
-#else
-    simdgroup_barrier(mem_flags::mem_threadgroup);
+#define simdgroup_barrier(flags) __syncwarp(0xffffffffu)
 #endif
-}
 
 // Tile t (row-major over the lower block triangle) as block row and column.
 inline void alloy_tl_tile(int t, thread int &I, thread int &J) {
@@ -113,7 +109,7 @@ inline int alloy_tl_diag(SP S, SP Pt, int PL, int q, int n, bool update, int r, 
         if (k >= pb) break;
         const int h = (k & 1) * 8;
         colv[h + (r >> 2)][r & 3] = a[k];
-        alloy_tl_warp_sync();
+        simdgroup_barrier(mem_flags::mem_threadgroup);
         const T d = colv[h + (k >> 2)][k & 3];
         if (bad == 0 && !(d > T(0))) bad = k + 1;
         if (bad == 0) {

@@ -46,18 +46,14 @@
 // being 192 registers.
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(ALLOY_TEMPLATE_W * 32, ALLOY_TEMPLATE_MINB)
-// The SIMD group's barrier. Every lane of every SIMD group takes part (the
+// The SIMD groups' barriers: every lane of every SIMD group takes part (the
 // grid is whole threadgroups, no lane returns early and the control flow
-// around each call is uniform over the SIMD group), so on CUDA it is
-// __syncwarp with a full mask: simdgroup_barrier first computes the active
-// lanes, about a dozen instructions per call; elsewhere the MSL function.
-inline void alloy_chol_warp_sync() {
+// around each barrier is uniform over the SIMD group), so on CUDA this
+// kernel's simdgroup_barrier is __syncwarp with a full mask (the prelude's
+// first computes the active lanes, about a dozen instructions per call).
 #if defined(ALLOY_BACKEND_CUDA)
-    __syncwarp(0xffffffffu);
-#else
-    simdgroup_barrier(mem_flags::mem_threadgroup);
+#define simdgroup_barrier(flags) __syncwarp(0xffffffffu)
 #endif
-}
 //! body:
 constexpr int TP = 33;                 // row stride of a transpose tile
 threadgroup T tiles[W * 32 * TP];      // one transpose tile per SIMD group
@@ -95,14 +91,14 @@ if (si == 1) {
             const int i = i0 + t;
             tiles[tb + t * TP + lane] = (live && m <= i && i < nn) ? T(Ab[long(i) * si + long(m) * sm]) : T(0);
         }
-        alloy_chol_warp_sync();
+        simdgroup_barrier(mem_flags::mem_threadgroup);
         #pragma unroll
         for (int c = 0; c < 32; c++) {
             const T x = tiles[tb + lane * TP + c];
             if (tt == 0) a[c] = x;
             else b[m0 + c] = x;
         }
-        alloy_chol_warp_sync();
+        simdgroup_barrier(mem_flags::mem_threadgroup);
     }
 }
 
@@ -113,7 +109,7 @@ for (int k = 0; k < 64; k++) {
     const int h = cb + (k & 1) * 16;   // this step's half of the column buffer
     if (k < 32) colv[h + (lane >> 2)][lane & 3] = a[k];
     colv[h + 8 + (lane >> 2)][lane & 3] = b[k];
-    alloy_chol_warp_sync();
+    simdgroup_barrier(mem_flags::mem_threadgroup);
     const T d = colv[h + (k >> 2)][k & 3];
     if (info_m == 0 && !(d > T(0))) info_m = k + 1;
     if (info_m == 0) {
@@ -164,14 +160,14 @@ if (so_i == 1) {
             const T x = tt == 0 ? a[c] : b[m0 + c];
             tiles[tb + lane * TP + c] = m0 + c <= i0 + lane ? x : T(0);
         }
-        alloy_chol_warp_sync();
+        simdgroup_barrier(mem_flags::mem_threadgroup);
         const int m = m0 + lane;
         #pragma unroll
         for (int t = 0; t < 32; t++) {
             const int i = i0 + t;
             if (live && i < nn && m < nn) Lb[long(i) * so_i + long(m) * so_m] = tiles[tb + t * TP + lane];
         }
-        alloy_chol_warp_sync();
+        simdgroup_barrier(mem_flags::mem_threadgroup);
     }
     // block (0, 32) lies above the diagonal
     #pragma unroll
