@@ -305,6 +305,14 @@ static void test_paths(void) {
         {ALLOY_CHOLESKY_BLOCKED_DEVICE, 129, 2}, {ALLOY_CHOLESKY_REG, 0, 2},         {ALLOY_CHOLESKY_REG, 1, 5},
         {ALLOY_CHOLESKY_REG, 17, 3},          {ALLOY_CHOLESKY_REG, 33, 6},          {ALLOY_CHOLESKY_REG, 64, 4},
         {ALLOY_CHOLESKY_REG, 65, 3},          {ALLOY_CHOLESKY_REG, 100, 3},         {ALLOY_CHOLESKY_REG, 128, 2},
+        /* batches that leave SIMD groups of the last threadgroup idle */
+        {ALLOY_CHOLESKY_WARP, 0, 3},          {ALLOY_CHOLESKY_WARP, 1, 6},          {ALLOY_CHOLESKY_WARP, 5, 7},
+        {ALLOY_CHOLESKY_WARP, 31, 6},         {ALLOY_CHOLESKY_WARP, 32, 9},         {ALLOY_CHOLESKY_WARP, 33, 6},
+        {ALLOY_CHOLESKY_WARP, 47, 13},        {ALLOY_CHOLESKY_WARP, 63, 6},         {ALLOY_CHOLESKY_WARP, 64, 10},
+        {ALLOY_CHOLESKY_TILED, 0, 2},         {ALLOY_CHOLESKY_TILED, 1, 6},         {ALLOY_CHOLESKY_TILED, 31, 6},
+        {ALLOY_CHOLESKY_TILED, 32, 6},        {ALLOY_CHOLESKY_TILED, 33, 6},        {ALLOY_CHOLESKY_TILED, 64, 6},
+        {ALLOY_CHOLESKY_TILED, 97, 6},        {ALLOY_CHOLESKY_TILED, 129, 6},       {ALLOY_CHOLESKY_TILED, 160, 3},
+        {ALLOY_CHOLESKY_TILED, 191, 6},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)
@@ -317,58 +325,78 @@ static void test_paths(void) {
         chol_case t = {DTS[d], 256, 1, d, ALLOY_CHOLESKY_BLOCKED_DEVICE, 1, NULL, 0};
         run_chol(&t);
     }
+    /* the threadgroup-memory kernel at its float32 sizes (float64 takes n <= 192 on CUDA) */
+    const int tiled_n[] = {250, 256, 288};
+    for (size_t i = 0; i < sizeof tiled_n / sizeof tiled_n[0]; i++)
+        for (int up = 0; up < 2; up++) {
+            chol_case t = {ALLOY_FLOAT32, tiled_n[i], 6, up, ALLOY_CHOLESKY_TILED, (int)(i + up) % 2, kinds, 6};
+            run_chol(&t);
+        }
 }
 
 /* a read in place through strides: a transposed view of each matrix (the
  * "upper" triangle of the view is the stored lower one) and batch
- * dimensions that do not collapse (one launch per outer index). */
-static void test_strided(void) {
-    for (int d = 0; d < 2; d++) {
-        const alloy_dtype dt = DTS[d];
-        const size_t es = alloy_dtype_size(dt);
-        const int n = 9;
-        const int64_t B0 = 2, B1 = 3, nn = n * n;
-        /* storage (B1, B0, n, n); the view is (B0, B1, n, n) with its matrices transposed */
-        double *A = malloc(sizeof(double) * (size_t)(B0 * B1 * nn));
-        void *raw = malloc(es * (size_t)(B0 * B1 * nn));
-        for (int64_t b = 0; b < B0 * B1; b++) make_spd(n, 100, A + b * nn);
-        for (int64_t e = 0; e < B0 * B1 * nn; e++) put(dt, raw, e, A[e]);
-        const int64_t shape[4] = {B0, B1, n, n}, strides[4] = {nn, B0 * nn, 1, n};
-        alloy_array *view = NULL, *l = NULL, *info = NULL;
-        CHECK_OK(ku_view_of_host(raw, B0 * B1 * nn, dt, 4, shape, strides, 0, &view));
-        alloy_cholesky_options o;
-        alloy_cholesky_options_init(&o);
-        o.upper = d; /* either triangle of a symmetric matrix */
-        CHECK_OK(alloy_cholesky(view, &o, NULL, &l, &info));
-        if (l && info) {
-            CHECK(alloy_array_ndim(info) == 2 && alloy_array_shape(info)[0] == B0 && alloy_array_shape(info)[1] == B1);
-            void *got = malloc(es * (size_t)(B0 * B1 * nn));
-            int32_t gi[6];
-            CHECK_OK(alloy_array_copy_to_host(l, got, es * (size_t)(B0 * B1 * nn)));
-            CHECK_OK(alloy_array_copy_to_host(info, gi, sizeof gi));
-            long double W[81];
-            int bad = 0;
-            for (int64_t i0 = 0; i0 < B0; i0++)
-                for (int64_t i1 = 0; i1 < B1; i1++) {
-                    const double *Am = A + (i1 * B0 + i0) * nn; /* symmetric: the transpose is itself */
-                    CHECK(ref_chol(n, Am, W) == 0);
-                    CHECK(gi[i0 * B1 + i1] == 0);
-                    for (int i = 0; i < n; i++)
-                        for (int j = 0; j < n; j++) {
-                            const double g = get(dt, got, (i0 * B1 + i1) * nn + i * n + j);
-                            const double r = d ? (j >= i ? (double)W[j * n + i] : 0) : (j <= i ? (double)W[i * n + j] : 0);
-                            if (!(fabs(g - r) <= (dt == ALLOY_FLOAT64 ? 1e-12 : 1e-4))) bad++;
-                        }
-                }
-            CHECK_MSG(bad == 0, "%d elements wrong (%s)", bad, alloy_dtype_name(dt));
-            free(got);
+ * dimensions that do not collapse (one launch per outer index), through the
+ * op's own choice (n = 9) and the kernels that read a matrix in two ways
+ * depending on its strides. */
+static void run_strided(int n, alloy_cholesky_path path) {
+    for (int d = 0; d < 2; d++)
+        for (int up = 0; up < 2; up++) {
+            const alloy_dtype dt = DTS[d];
+            const size_t es = alloy_dtype_size(dt);
+            const int64_t B0 = 2, B1 = 3, nn = (int64_t)n * n;
+            /* storage (B1, B0, n, n); the view is (B0, B1, n, n) with its matrices transposed */
+            double *A = malloc(sizeof(double) * (size_t)(B0 * B1 * nn));
+            void *raw = malloc(es * (size_t)(B0 * B1 * nn));
+            for (int64_t b = 0; b < B0 * B1; b++) make_spd(n, 100, A + b * nn);
+            for (int64_t e = 0; e < B0 * B1 * nn; e++) put(dt, raw, e, A[e]);
+            const int64_t shape[4] = {B0, B1, n, n}, strides[4] = {nn, B0 * nn, 1, n};
+            alloy_array *view = NULL, *l = NULL, *info = NULL;
+            CHECK_OK(ku_view_of_host(raw, B0 * B1 * nn, dt, 4, shape, strides, 0, &view));
+            alloy_cholesky_options o;
+            alloy_cholesky_options_init(&o);
+            o.upper = up; /* either triangle of a symmetric matrix */
+            CHECK_OK(alloy_cholesky_with_path(view, &o, path, NULL, &l, &info));
+            if (l && info) {
+                CHECK(alloy_array_ndim(info) == 2 && alloy_array_shape(info)[0] == B0 &&
+                      alloy_array_shape(info)[1] == B1);
+                void *got = malloc(es * (size_t)(B0 * B1 * nn));
+                int32_t gi[6];
+                long double *W = malloc(sizeof(long double) * (size_t)nn);
+                CHECK_OK(alloy_array_copy_to_host(l, got, es * (size_t)(B0 * B1 * nn)));
+                CHECK_OK(alloy_array_copy_to_host(info, gi, sizeof gi));
+                int bad = 0;
+                for (int64_t i0 = 0; i0 < B0; i0++)
+                    for (int64_t i1 = 0; i1 < B1; i1++) {
+                        const double *Am = A + (i1 * B0 + i0) * nn; /* symmetric: the transpose is itself */
+                        CHECK(ref_chol(n, Am, W) == 0);
+                        CHECK(gi[i0 * B1 + i1] == 0);
+                        for (int i = 0; i < n; i++)
+                            for (int j = 0; j < n; j++) {
+                                const double g = get(dt, got, (i0 * B1 + i1) * nn + i * n + j);
+                                const double r = up ? (j >= i ? (double)W[j * n + i] : 0)
+                                                    : (j <= i ? (double)W[i * n + j] : 0);
+                                if (!(fabs(g - r) <= (dt == ALLOY_FLOAT64 ? 1e-12 : 1e-4))) bad++;
+                            }
+                    }
+                CHECK_MSG(bad == 0, "%d elements wrong (%s n=%d upper %d path %d)", bad, alloy_dtype_name(dt), n, up,
+                          (int)path);
+                free(got);
+                free(W);
+            }
+            alloy_array_free(view);
+            alloy_array_free(l);
+            alloy_array_free(info);
+            free(A);
+            free(raw);
         }
-        alloy_array_free(view);
-        alloy_array_free(l);
-        alloy_array_free(info);
-        free(A);
-        free(raw);
-    }
+}
+
+static void test_strided(void) {
+    run_strided(9, ALLOY_CHOLESKY_AUTO);
+    run_strided(40, ALLOY_CHOLESKY_WARP);
+    run_strided(64, ALLOY_CHOLESKY_WARP);
+    run_strided(70, ALLOY_CHOLESKY_TILED);
 }
 
 static void test_errors(void) {

@@ -6,9 +6,12 @@
  * measurement of issue 9's kernels; bench/experiments/linalg_batched_torch.py
  * times torch.linalg on the same shapes. With arguments OP N BATCH (OP one of
  * cholesky, lu_factor, solve, eigh, svd) it runs that one case a few times
- * (a driver for ncu). Not part of the build; on the GPU machine:
- *   cc -O2 -Iinclude bench/experiments/linalg_batched.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/lb
- *   ALLOY_DEVICE=cuda /tmp/lb [OP N BATCH] */
+ * (a driver for ncu); `cholesky N BATCH PATH` instead times that case on one
+ * kernel path (alloy_cholesky_with_path: auto, small, warp, reg, tiled,
+ * blocked_smem, blocked_device), so paths compare in one call. Not part of
+ * the build; on the GPU machine:
+ *   cc -O2 -Iinclude -Isrc bench/experiments/linalg_batched.c build-gpu/liballoy.a -lpthread -ldl -lm -o /tmp/lb
+ *   ALLOY_DEVICE=cuda /tmp/lb [OP N BATCH [PATH]] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,7 @@
 
 #include "alloy/alloy.h"
 #include "alloy/linalg.h"
+#include "ops/linalg/cholesky_internal.h"
 
 #define OK(x) do { alloy_status s_ = (x); if (s_) { fprintf(stderr, "%s: %s\n", #x, alloy_last_error()); exit(1); } } while (0)
 
@@ -31,12 +35,13 @@ static int cmp(const void *a, const void *b) {
 
 typedef struct ctx {
     int op;
+    alloy_cholesky_path path;
     alloy_array *spd, *gen, *b, *out, *lu, *piv, *info, *x, *w, *v, *u, *sv, *vh;
     alloy_stream *s;
 } ctx;
 
 static void call(ctx *c) {
-    if (c->op == 0) OK(alloy_cholesky(c->spd, NULL, c->s, &c->out, &c->info));
+    if (c->op == 0) OK(alloy_cholesky_with_path(c->spd, NULL, c->path, c->s, &c->out, &c->info));
     else if (c->op == 1) OK(alloy_lu_factor(c->gen, c->s, &c->lu, &c->piv, &c->info));
     else if (c->op == 2) OK(alloy_solve(c->gen, c->b, c->s, &c->x, &c->info));
     else if (c->op == 3) OK(alloy_eigh(c->spd, NULL, c->s, &c->w, &c->v, &c->info));
@@ -50,7 +55,23 @@ int main(int argc, char **argv) {
     int64_t sizes[][2] = {{10000, 8}, {10000, 16}, {10000, 32}, {10000, 64}, {10000, 128}, {1000, 256}};
     const char *names[5] = {"cholesky", "lu_factor", "solve (k=1)", "eigh", "svd"};
     int op0 = 0, op1 = 3, nsizes = (int)(sizeof sizes / sizeof sizes[0]);
-    if (argc >= 4) { /* one case, run a few times */
+    alloy_cholesky_path path = ALLOY_CHOLESKY_AUTO;
+    int timed = argc < 4;
+    if (argc >= 5) { /* a Cholesky kernel path, timed */
+        static const struct {
+            const char *name;
+            alloy_cholesky_path path;
+        } paths[] = {{"auto", ALLOY_CHOLESKY_AUTO},   {"small", ALLOY_CHOLESKY_SMALL},
+                     {"warp", ALLOY_CHOLESKY_WARP},   {"reg", ALLOY_CHOLESKY_REG},
+                     {"tiled", ALLOY_CHOLESKY_TILED}, {"blocked_smem", ALLOY_CHOLESKY_BLOCKED_SMEM},
+                     {"blocked_device", ALLOY_CHOLESKY_BLOCKED_DEVICE}};
+        size_t i = 0;
+        while (i < sizeof paths / sizeof paths[0] && strcmp(argv[4], paths[i].name) != 0) i++;
+        if (i == sizeof paths / sizeof paths[0]) { fprintf(stderr, "unknown cholesky path %s\n", argv[4]); return 2; }
+        path = paths[i].path;
+        timed = 1;
+    }
+    if (argc >= 4) { /* one case, run a few times (or timed on a path) */
         const char *ops[5] = {"cholesky", "lu_factor", "solve", "eigh", "svd"};
         for (op0 = 0; op0 < 5 && strcmp(argv[1], ops[op0]) != 0; op0++) {}
         if (op0 == 5) { fprintf(stderr, "unknown op %s\n", argv[1]); return 2; }
@@ -76,6 +97,7 @@ int main(int argc, char **argv) {
         int64_t sh[3] = {B, n, n}, sb[3] = {B, n, 1}, sv[1] = {B};
         ctx c;
         memset(&c, 0, sizeof c);
+        c.path = path;
         OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sh, h, &c.spd));
         OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sh, g, &c.gen));
         OK(alloy_array_from_host(dev, ALLOY_FLOAT32, 3, sb, hb, &c.b));
@@ -95,7 +117,7 @@ int main(int argc, char **argv) {
             c.op = op;
             call(&c);
             OK(alloy_stream_synchronize(c.s));
-            if (argc >= 4) {
+            if (!timed) {
                 for (int r = 0; r < 3; r++) call(&c);
                 OK(alloy_stream_synchronize(c.s));
                 continue;
@@ -114,8 +136,8 @@ int main(int argc, char **argv) {
                 ts[r] = (now_s() - t0) / per;
             }
             qsort(ts, 9, sizeof ts[0], cmp);
-            printf("%-12s %6lld x %3lldx%-3lld %10.4f ms\n", names[op], (long long)B, (long long)n, (long long)n,
-                   ts[4] * 1e3);
+            printf("%-12s %6lld x %3lldx%-3lld %10.4f ms%s%s\n", names[op], (long long)B, (long long)n, (long long)n,
+                   ts[4] * 1e3, argc >= 5 ? "  path " : "", argc >= 5 ? argv[4] : "");
             fflush(stdout);
         }
         alloy_array *arrs[] = {c.spd, c.gen, c.b, c.out, c.lu, c.x, c.info, c.piv, c.w, c.sv, c.v, c.u, c.vh};

@@ -1,14 +1,17 @@
 /* cholesky.c — alloy_cholesky and alloy_cholesky_solve (alloy/linalg.h):
  * LAPACK's potrf and potrs for batches of matrices.
  *
- * The factorization picks one of three kernel files per device (each says
- * what it does): on the CPU one thread per matrix (cholesky_cpu); on a GPU
- * SIMD-group-sized register kernels for n <= 32 (cholesky_small, several
- * matrices per threadgroup), up to n = 64 one threadgroup per matrix with
- * the matrix spread over its threads' registers (cholesky_reg), and above
- * that one threadgroup per matrix with a blocked right-looking algorithm
- * (cholesky_blocked), the matrix in threadgroup memory while it fits, else
- * in the output. a is read in place
+ * The factorization picks a kernel file per device, dtype and size (each
+ * file says what it does): on the CPU one thread per matrix (cholesky_cpu);
+ * on a GPU SIMD-group-sized register kernels for n <= 32 (cholesky_small,
+ * several matrices per threadgroup), for float32 up to n = 64 one SIMD group
+ * per matrix with its rows in registers (cholesky_warp; float64 one
+ * threadgroup per matrix with the matrix spread over its threads' registers,
+ * cholesky_reg), for float32 above 128 the whole lower triangle in
+ * threadgroup memory with a blocked right-looking algorithm and a lookahead
+ * (cholesky_tiled, n <= 288), and otherwise one threadgroup per matrix with
+ * a blocked right-looking algorithm (cholesky_blocked), the matrix in
+ * threadgroup memory while it fits, else in the output. a is read in place
  * with any strides; the leading dimensions that do not collapse into one
  * batch stride are walked with one launch per outer index. Sizes and strides
  * are launch constants, so a new shape never recompiles a kernel. The solve
@@ -28,6 +31,13 @@ static const char CPU_FILE[] = "src/ops/linalg/kernels/cholesky_cpu.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/cholesky_small.metal";
 static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/cholesky_blocked.metal";
 static const char REG_FILE[] = "src/ops/linalg/kernels/cholesky_reg.metal";
+static const char WARP_FILE[] = "src/ops/linalg/kernels/cholesky_warp.metal";
+static const char TILED_FILE[] = "src/ops/linalg/kernels/cholesky_tiled.metal";
+/* cholesky_warp: matrices (SIMD groups) per threadgroup */
+#define WARP_PER_GROUP 4
+/* cholesky_tiled's dynamic threadgroup memory on CUDA (H100: 227 KB per
+ * group with its static arrays): float32 n <= 288, float64 n <= 192 */
+#define SMEM_TILED_MAX ((size_t)224 * 1024)
 
 /* The blocked kernel keeps the matrix in threadgroup memory up to this size
  * (float32 n <= 131, float64 n <= 93), and needs n x 33 elements of it for
@@ -50,7 +60,7 @@ alloy_status alloy_cholesky(alloy_array *a, const alloy_cholesky_options *option
 typedef struct chol_plan {
     alloy_cholesky_path path;
     const char *file;
-    int nb;              /* cholesky_small: rows per matrix slot; cholesky_reg: NP */
+    int nb;              /* cholesky_small: rows per matrix slot; cholesky_reg: NP; cholesky_tiled: NW */
     int r, c;            /* cholesky_reg: rows and columns per thread */
     uint32_t threads;    /* per threadgroup */
     int64_t per_group;   /* matrices per threadgroup */
@@ -58,15 +68,28 @@ typedef struct chol_plan {
     int64_t ldw;
 } chol_plan;
 
+/* cholesky_tiled's storage: the lower triangle by block rows of 32 (row
+ * stride 32 I + 36) and the transposed panel (32 x 32 (nblk - 1)). */
+static size_t tiled_smem(int64_t n, size_t es) {
+    const int64_t nblk = (n + 31) / 32, pl = nblk > 1 ? 32 * (nblk - 1) : 4;
+    return (size_t)(512 * nblk * (nblk + 1) + 128 * nblk + 32 * pl) * es;
+}
+
 static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy_cholesky_path path, chol_plan *p) {
     const size_t es = alloy_dtype_size(dt);
     const int64_t ldw = n | 1;
     if (path == ALLOY_CHOLESKY_AUTO) {
         if (alloy_device_backend(dev) == ALLOY_BACKEND_CPU) path = ALLOY_CHOLESKY_CPU;
         else if (n <= 32) path = ALLOY_CHOLESKY_SMALL;
+        /* float32 up to 64: one SIMD group per matrix, its rows in registers (float64's
+         * 96 registers of rows per lane would be 192: those keep the register kernel) */
+        else if (n <= 64 && dt == ALLOY_FLOAT32) path = ALLOY_CHOLESKY_WARP;
         /* the register kernel up to 64; above, the blocked one is faster (H100, float32,
          * 10 000 matrices: n 80 2.57 against 4.29 ms, n 128 5.14 against 8.18 ms) */
         else if (n <= 64 && (size_t)n * (size_t)ldw * es <= SMEM_REG_MAX) path = ALLOY_CHOLESKY_REG;
+        /* float32 above 128: the whole lower triangle in threadgroup memory while it
+         * fits (n <= 288; float64 keeps the blocked kernel, not timed on this one) */
+        else if (n > 128 && dt == ALLOY_FLOAT32 && tiled_smem(n, es) <= SMEM_TILED_MAX) path = ALLOY_CHOLESKY_TILED;
         else if ((size_t)n * (size_t)ldw * es <= SMEM_MATRIX_MAX) path = ALLOY_CHOLESKY_BLOCKED_SMEM;
         else path = ALLOY_CHOLESKY_BLOCKED_DEVICE;
     }
@@ -101,6 +124,28 @@ static alloy_status plan_for(alloy_device *dev, alloy_dtype dt, int64_t n, alloy
         p->per_group = 1;
         p->ldw = ldw;
         p->smem = n > 0 ? (size_t)n * (size_t)ldw * es : 16;
+        return ALLOY_OK;
+    case ALLOY_CHOLESKY_WARP:
+        if (n > 64)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_cholesky: the SIMD-group kernel takes n <= 64, not %lld",
+                               (long long)n);
+        p->file = WARP_FILE;
+        p->threads = 32 * WARP_PER_GROUP;
+        p->per_group = WARP_PER_GROUP;
+        return ALLOY_OK;
+    case ALLOY_CHOLESKY_TILED:
+        p->file = TILED_FILE;
+        p->smem = tiled_smem(n, es);
+        /* 8 SIMD groups where two groups' storage fits in an SM (227 KB with the
+         * static arrays, about 1.1 K elements: float32 n <= 160), else 16 (one
+         * group per SM, 128 registers per thread either way) */
+        p->nb = 2 * (p->smem + (1024 + 96) * es + 16) <= (size_t)227 * 1024 ? 8 : 16;
+        p->threads = (uint32_t)(32 * p->nb);
+        p->per_group = 1;
+        if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && p->smem > SMEM_TILED_MAX)
+            return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                               "alloy_cholesky: n = %lld is more than the threadgroup-memory kernel takes for %s",
+                               (long long)n, alloy_dtype_name(dt));
         return ALLOY_OK;
     case ALLOY_CHOLESKY_BLOCKED_SMEM:
     case ALLOY_CHOLESKY_BLOCKED_DEVICE:
@@ -213,6 +258,12 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "NP", p.nb);
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "R", p.r);
         if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_REG) st = alloy_launch_add_template_int(ln, "C", p.c);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_WARP) st = alloy_launch_add_template_int(ln, "W", WARP_PER_GROUP);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_WARP)
+            st = alloy_launch_add_template_int(ln, "MINB", dt == ALLOY_FLOAT32 ? 3 : 1);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_TILED) st = alloy_launch_add_template_int(ln, "NW", p.nb);
+        if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_TILED)
+            st = alloy_launch_add_template_int(ln, "MINB", p.nb == 16 ? 1 : 2);
         if (st == ALLOY_OK && p.file == BLOCKED_FILE)
             st = alloy_launch_add_template_bool(ln, "SMEM", p.path == ALLOY_CHOLESKY_BLOCKED_SMEM);
         if (st == ALLOY_OK && p.smem) st = alloy_launch_set_threadgroup_memory(ln, p.smem);
@@ -240,7 +291,7 @@ alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_optio
                 if (st == ALLOY_OK)
                     st = alloy_launch_set_constant_int(ln, "l_off", ALLOY_INT64, off[1] + start * n * n);
                 if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "i_off", ALLOY_INT64, off[2] + start);
-                if (st == ALLOY_OK && p.path == ALLOY_CHOLESKY_SMALL)
+                if (st == ALLOY_OK && (p.path == ALLOY_CHOLESKY_SMALL || p.path == ALLOY_CHOLESKY_WARP))
                     st = alloy_launch_set_constant_int(ln, "batch", ALLOY_INT64, cnt);
                 if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(groups * p.threads), 1, 1);
                 alloy_array *res[2] = {NULL, NULL};

@@ -11,7 +11,9 @@ typedef enum alloy_cholesky_path {
     ALLOY_CHOLESKY_SMALL = 2,       /* cholesky_small.metal: n <= 32 */
     ALLOY_CHOLESKY_BLOCKED_SMEM = 3,/* cholesky_blocked.metal, matrix in threadgroup memory */
     ALLOY_CHOLESKY_BLOCKED_DEVICE = 4,/* cholesky_blocked.metal, matrix in the output */
-    ALLOY_CHOLESKY_REG = 5          /* cholesky_reg.metal: n <= 128, the matrix in registers */
+    ALLOY_CHOLESKY_REG = 5,         /* cholesky_reg.metal: n <= 128, the matrix in registers */
+    ALLOY_CHOLESKY_WARP = 6,        /* cholesky_warp.metal: n <= 64, one SIMD group per matrix */
+    ALLOY_CHOLESKY_TILED = 7        /* cholesky_tiled.metal: the lower triangle in threadgroup memory */
 } alloy_cholesky_path;
 
 alloy_status alloy_cholesky_with_path(alloy_array *a, const alloy_cholesky_options *options,
