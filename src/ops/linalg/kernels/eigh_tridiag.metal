@@ -238,10 +238,23 @@ int alloy_eigh_td_ql_sweep(S d, S e, S cb, S sb, int n, int max_sweeps, T floor_
     const T u = T(0.5) * numeric_limits<T>::epsilon();
     const T safe2 = numeric_limits<T>::min() / u;
     while (l < n) {
+        // m: the first negligible e(m) at or after l, or n - 1; four
+        // entries per step, their loads issued together (indices clamped to
+        // n - 2: a repeated entry gives the same answer again)
         int m = l;
-        for (; m + 1 < n; m++) {
-            const T em = fabs(T(e[m]));
-            if (em <= u * (fabs(T(d[m])) + fabs(T(d[m + 1]))) || em <= floor_e) break;
+        while (m + 1 < n) {
+            int ix[4];
+            bool neg[4];
+            for (int k = 0; k < 4; k++) ix[k] = min(m + k, n - 2);
+            for (int k = 0; k < 4; k++) {
+                const T ek = fabs(T(e[ix[k]])), sk = fabs(T(d[ix[k]])) + fabs(T(d[ix[k] + 1]));
+                neg[k] = ek <= max(u * sk, floor_e);
+            }
+            if (neg[0] || neg[1] || neg[2] || neg[3]) {
+                m = neg[0] ? ix[0] : neg[1] ? ix[1] : neg[2] ? ix[2] : ix[3];
+                break;
+            }
+            m = min(m + 4, n - 1);
         }
         if (m == l) {
             l++;
