@@ -8,8 +8,9 @@
  * <= 10 n u, eigenvalues ascending and within 10 n u ||A||_F of the
  * reference (Weyl's bound for that backward error), every output element
  * written (given outputs pre-filled with NaN / sentinels), both triangles
- * (the other one filled with NaN), every kernel path through the op,
- * strided operands, and the errors that name their argument. On the device
+ * (the other one filled with NaN), every kernel path through the op (the
+ * tridiagonal paths also at n = 33 .. 256 with the hostile kinds and through
+ * odd strides), strided operands, and the errors that name their argument. On the device
  * the tests run on (ALLOY_DEVICE, default cpu). */
 #include <float.h>
 
