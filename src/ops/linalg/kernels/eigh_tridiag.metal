@@ -45,10 +45,11 @@
 //    below touch consecutive addresses in consecutive threads.
 // 4. Implicit QL with Wilkinson shifts (EISPACK's tql2) on the tridiagonal
 //    d, e: e(m) is negligible when |e(m)| <= u (|d(m)| + |d(m+1)|) (a
-//    relative test, as LAPACK's) or |e(m)| <= u max |t_ij| (the rounding
-//    noise of a sweep; each such deflation perturbs T by at most u ||A||_2,
-//    so the eigenvalues stay within the normwise bounds, and zero or graded
-//    eigenvalues no longer stall the relative test). One thread runs the chase
+//    relative test, as LAPACK's) or |e(m)| <= sqrt(n) u max |t_ij| (the
+//    rounding noise a sweep leaves in e(l); each such deflation perturbs T by
+//    at most sqrt(n) u ||A||_2, the order of the reduction's own backward
+//    error, so the eigenvalues stay within the normwise bounds, and zero,
+//    graded or clustered eigenvalues no longer stall). One thread runs the chase
 //    (serial by nature); each sweep's rotations are recorded (c, s per plane)
 //    in one of two buffers, and while the chase thread computes sweep j the
 //    other SIMD groups apply sweep j - 1 to Q's rows, one row per thread,
@@ -154,14 +155,24 @@ void alloy_eigh_td_reduce(P M, long ld, int n, S d, S e, S tau, S pw, S red, int
             tau[k] = tk;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
-        // M22 -= v w^T + w v^T: rows by SIMD group, columns by lane
-        for (int j = k1 + warp; j < n; j += nw) {
-            const T vj = j == k1 ? T(1) : T(rowk[j]), wj = pw[j];
-            P mj = M + long(j) * ld;
-            for (int i = k1 + lane; i < n; i += 32) {
-                const T vi = i == k1 ? T(1) : T(rowk[i]), wi = pw[i];
-                const T t = i <= j ? fma(vi, wj, wi * vj) : fma(vj, wi, wj * vi);
-                mj[i] = T(mj[i]) - t;
+        // M22 -= v w^T + w v^T: columns by lane, rows by SIMD group, four
+        // rows at a time (their loads issued before any store: the compiler
+        // cannot move a load of M above a store to M by itself)
+        for (int i = k1 + lane; i < n; i += 32) {
+            const T vi = i == k1 ? T(1) : T(rowk[i]), wi = pw[i];
+            for (int j = k1 + warp; j < n; j += 4 * nw) {
+                T x[4], vj[4], wj[4];
+                for (int q = 0; q < 4; q++) {
+                    const int jq = min(j + q * nw, n - 1); // past the end: loaded, not stored
+                    x[q] = M[long(jq) * ld + i];
+                    vj[q] = jq == k1 ? T(1) : T(rowk[jq]);
+                    wj[q] = pw[jq];
+                }
+                for (int q = 0; q < 4; q++) {
+                    const int jq = j + q * nw;
+                    const T t = i <= jq ? fma(vi, wj[q], wi * vj[q]) : fma(vj[q], wi, wj[q] * vi);
+                    if (jq < n) M[long(jq) * ld + i] = x[q] - t;
+                }
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
@@ -208,13 +219,24 @@ void alloy_eigh_td_form_q(P M, long ld, int n, S tau, S pw, int tid, int nt) {
             }
             threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
         }
-        for (int j = k1 + warp; j < n; j += nw) {
-            P qj = M + long(j) * ld;
-            if (j == k1) { // Q's column k+1: e_{k+1} - tau v
-                for (int i = k1 + lane; i < n; i += 32) qj[i] = i == k1 ? T(1) - tk : T(0) - tk * T(rowk[i]);
-            } else { // Q(k+1:, j) -= tau v (v . Q(:, j)); Q(k+1, j) was 0
-                const T twj = tk != T(0) ? T(pw[j]) : T(0);
-                for (int i = k1 + lane; i < n; i += 32) qj[i] = i == k1 ? T(0) - twj : fma(-twj, T(rowk[i]), T(qj[i]));
+        // Q's column k+1 is e_{k+1} - tau v; the columns after it take
+        // Q(k+1:, j) -= tau v (v . Q(:, j)) (Q(k+1, j) was 0). Columns of Q
+        // (rows of M) by SIMD group, four at a time as in the reduction
+        for (int i = k1 + lane; i < n; i += 32) {
+            const T vi = i == k1 ? T(1) : T(rowk[i]);
+            for (int j = k1 + warp; j < n; j += 4 * nw) {
+                T x[4], tw[4];
+                for (int q = 0; q < 4; q++) {
+                    const int jq = min(j + q * nw, n - 1);
+                    x[q] = M[long(jq) * ld + i];
+                    tw[q] = tk != T(0) ? T(pw[jq]) : T(0);
+                }
+                for (int q = 0; q < 4; q++) {
+                    const int jq = j + q * nw;
+                    const T y = jq == k1 ? (i == k1 ? T(1) - tk : T(0) - tk * vi)
+                                         : (i == k1 ? T(0) - tw[q] : fma(-tw[q], vi, x[q]));
+                    if (jq < n) M[long(jq) * ld + i] = y;
+                }
             }
         }
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
@@ -279,7 +301,7 @@ int alloy_eigh_td_ql_sweep(S d, S e, S cb, S sb, int n, int max_sweeps, T floor_
         for (; i >= l; i--) {
             const int ip = i > l ? i - 1 : l;
             const T di_next = d[ip], ei_next = e[ip];
-            const T f = s * ei, b = c * ei;
+            const T f = s * ei, b = c * ei, b2 = T(2) * b;
             const T r2 = fma(f, f, g * g);
             T r;
             if (r2 >= safe2) {
@@ -301,7 +323,7 @@ int alloy_eigh_td_ql_sweep(S d, S e, S cb, S sb, int n, int max_sweeps, T floor_
             s = f * rinv;
             c = g * rinv;
             g = dn - p;
-            const T t = fma(di - g, s, T(2) * c * b);
+            const T t = fma(di - g, s, c * b2);
             p = s * t;
             d[i + 1] = g + p;
             g = fma(c, t, -b);
@@ -358,14 +380,17 @@ int alloy_eigh_td_run(P M, long ld, S sm, I qs, AP Ab, long sa_r, long sa_c, WO 
     alloy_eigh_td_reduce<T>(M, ld, n, d, e, tau, pw, red, tid, nt);
     if (vectors) alloy_eigh_td_form_q<T>(M, ld, n, tau, pw, tid, nt);
     int l = 0, iter = 0, info = 0, lo = 0;
-    // the absolute deflation floor, u max |t_ij| (<= u ||A||_2): the rounding
-    // noise of a sweep in e(l) is of that size, so a test relative to d(l),
-    // d(l+1) alone stalls where they are small next to the rest (zero and
-    // graded eigenvalues: dozens of sweeps for one eigenvalue)
+    // the absolute deflation floor, sqrt(n) u max |t_ij| (<= sqrt(n) u
+    // ||A||_2, the size of the reduction's own backward error): a sweep
+    // leaves rounding noise of about that size in e(l) (it grows with n), so
+    // a test relative to d(l), d(l+1) alone stalls where they are small next
+    // to the rest (zero and graded eigenvalues), and a smaller floor stalls
+    // inside clusters of eigenvalues a few u apart (the tests' float32
+    // clusters took 15 to 33 sweeps for one eigenvalue with u max |t_ij|)
     T floor_e = T(0);
     if (tid == 0)
         for (int i = 0; i < n; i++) floor_e = max(floor_e, max(T(fabs(T(d[i]))), T(fabs(T(e[i])))));
-    floor_e *= T(0.5) * numeric_limits<T>::epsilon();
+    floor_e *= T(0.5) * numeric_limits<T>::epsilon() * sqrt(T(n > 1 ? n : 1));
     if (!vectors) {
         if (tid == 0)
             while (alloy_eigh_td_ql_sweep<T>(d, e, cs, cs + n, n, max_sweeps, floor_e, l, iter, info, lo) >= 0) {}
