@@ -391,36 +391,33 @@ int alloy_eigh_td_run(P M, long ld, S sm, I qs, AP Ab, long sa_r, long sa_c, WO 
     if (tid == 0)
         for (int i = 0; i < n; i++) floor_e = max(floor_e, max(T(fabs(T(d[i]))), T(fabs(T(e[i])))));
     floor_e *= T(0.5) * numeric_limits<T>::epsilon() * sqrt(T(n > 1 ? n : 1));
-    if (!vectors) {
-        if (tid == 0)
-            while (alloy_eigh_td_ql_sweep<T>(d, e, cs, cs + n, n, max_sweeps, floor_e, l, iter, info, lo) >= 0) {}
-    } else {
-        // sweep j's rotations in buffer j & 1 (c at cs + 2 n b, s n later),
-        // its planes in qs[2b] (lo) and qs[2b + 1] (m, -1: done)
-        for (int j = 0;; j++) {
-            const int b = j & 1;
-            if (tid == 0) {
-                const int m = alloy_eigh_td_ql_sweep<T>(d, e, cs + 2 * n * b, cs + 2 * n * b + n, n, max_sweeps,
-                                                        floor_e, l, iter, info, lo);
-                qs[2 * b] = lo;
-                qs[2 * b + 1] = m;
-            } else if (tid >= 32 && j > 0) { // sweep j - 1 on Q's row tid - 32
-                const int pb = b ^ 1, plo = qs[2 * pb], phi = qs[2 * pb + 1];
-                S cb = cs + 2 * n * pb, sb = cb + n;
-                for (int r = tid - 32; r < n; r += nt - 32) {
-                    T x = M[long(phi) * ld + r]; // Q(r, i + 1), updated as i walks down
-                    for (int i = phi - 1; i >= plo; i--) {
-                        const T y = M[long(i) * ld + r];
-                        const T c = cb[i], s = sb[i];
-                        M[long(i + 1) * ld + r] = fma(s, y, c * x);
-                        x = fma(c, y, -s * x);
-                    }
-                    M[long(plo) * ld + r] = x;
+    // sweep j's rotations in buffer j & 1 (c at cs + 2 n b, s n later), its
+    // planes in qs[2b] (lo) and qs[2b + 1] (m, -1: done). Eigenvalues only
+    // takes the same loop (one call site of the chase, so the GPU compiler
+    // cannot round the two modes' values differently), without the vectors
+    for (int j = 0;; j++) {
+        const int b = j & 1;
+        if (tid == 0) {
+            const int m = alloy_eigh_td_ql_sweep<T>(d, e, cs + 2 * n * b, cs + 2 * n * b + n, n, max_sweeps,
+                                                    floor_e, l, iter, info, lo);
+            qs[2 * b] = lo;
+            qs[2 * b + 1] = m;
+        } else if (vectors && tid >= 32 && j > 0) { // sweep j - 1 on Q's row tid - 32
+            const int pb = b ^ 1, plo = qs[2 * pb], phi = qs[2 * pb + 1];
+            S cb = cs + 2 * n * pb, sb = cb + n;
+            for (int r = tid - 32; r < n; r += nt - 32) {
+                T x = M[long(phi) * ld + r]; // Q(r, i + 1), updated as i walks down
+                for (int i = phi - 1; i >= plo; i--) {
+                    const T y = M[long(i) * ld + r];
+                    const T c = cb[i], s = sb[i];
+                    M[long(i + 1) * ld + r] = fma(s, y, c * x);
+                    x = fma(c, y, -s * x);
                 }
+                M[long(plo) * ld + r] = x;
             }
-            threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
-            if (qs[2 * b + 1] < 0) break;
         }
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+        if (qs[2 * b + 1] < 0) break;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     // rank the eigenvalues (ascending, ties by index)
