@@ -8,8 +8,9 @@
  * <= 10 n u, eigenvalues ascending and within 10 n u ||A||_F of the
  * reference (Weyl's bound for that backward error), every output element
  * written (given outputs pre-filled with NaN / sentinels), both triangles
- * (the other one filled with NaN), every kernel path through the op,
- * strided operands, and the errors that name their argument. On the device
+ * (the other one filled with NaN), every kernel path through the op (the
+ * tridiagonal paths also at n = 33 .. 256 with the hostile kinds and through
+ * odd strides), strided operands, and the errors that name their argument. On the device
  * the tests run on (ALLOY_DEVICE, default cpu). */
 #include <float.h>
 
@@ -359,6 +360,11 @@ static void run_checked(const eigh_case *t) {
               alloy_dtype_name(t->dt), t->n, (long long)t->batch, (int)t->path, t->upper, t->vectors);
 }
 
+/* the paths the op takes and every GPU kernel file (forced) */
+static const alloy_eigh_path PATHS[] = {ALLOY_EIGH_AUTO, ALLOY_EIGH_TG_SMEM, ALLOY_EIGH_TG_DEVICE, ALLOY_EIGH_REG,
+                                        ALLOY_EIGH_TRIDIAG_SMEM, ALLOY_EIGH_TRIDIAG_DEVICE};
+#define N_PATHS ((int)(sizeof PATHS / sizeof PATHS[0]))
+
 static const int ALL_KINDS[] = {K_RANDOM, K_COND_LO, K_COND_HI, K_GRADED, K_REPEATED,
                                 K_CLUSTER, K_RANKDEF, K_ZERO, K_IDENTITY};
 
@@ -397,11 +403,8 @@ static void test_batches(void) {
  * do not depend on V), bit for bit. */
 static void test_values_only(void) {
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 4; p++) {
-            const alloy_eigh_path path = p == 0   ? ALLOY_EIGH_AUTO
-                                         : p == 1 ? ALLOY_EIGH_TG_SMEM
-                                         : p == 2 ? ALLOY_EIGH_TG_DEVICE
-                                                  : ALLOY_EIGH_REG;
+        for (int p = 0; p < N_PATHS; p++) {
+            const alloy_eigh_path path = PATHS[p];
             const alloy_dtype dt = DTS[d];
             const int n = 19;
             const int64_t batch = 4, shape[3] = {batch, n, n};
@@ -440,11 +443,8 @@ static void test_info(void) {
     static const int nan_kinds[] = {K_RANDOM, K_NAN, K_COND_LO, K_NAN, K_IDENTITY};
     static const int rnd[] = {K_RANDOM};
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 4; p++) {
-            const alloy_eigh_path path = p == 0   ? ALLOY_EIGH_AUTO
-                                         : p == 1 ? ALLOY_EIGH_TG_SMEM
-                                         : p == 2 ? ALLOY_EIGH_TG_DEVICE
-                                                  : ALLOY_EIGH_REG;
+        for (int p = 0; p < N_PATHS; p++) {
+            const alloy_eigh_path path = PATHS[p];
             eigh_case t = {DTS[d], 9, 5, p % 2, 1, path, 1, nan_kinds, 5, 0};
             run_checked(&t);
             t.vectors = 0;
@@ -471,6 +471,10 @@ static void test_paths(void) {
         {ALLOY_EIGH_TG_DEVICE, 32, 9}, {ALLOY_EIGH_TG_DEVICE, 65, 2}, {ALLOY_EIGH_REG, 0, 2},
         {ALLOY_EIGH_REG, 1, 3},       {ALLOY_EIGH_REG, 2, 9},        {ALLOY_EIGH_REG, 5, 9},
         {ALLOY_EIGH_REG, 16, 9},      {ALLOY_EIGH_REG, 31, 9},       {ALLOY_EIGH_REG, 32, 9},
+        {ALLOY_EIGH_TRIDIAG_SMEM, 0, 2}, {ALLOY_EIGH_TRIDIAG_SMEM, 1, 3}, {ALLOY_EIGH_TRIDIAG_SMEM, 2, 9},
+        {ALLOY_EIGH_TRIDIAG_SMEM, 3, 9}, {ALLOY_EIGH_TRIDIAG_SMEM, 5, 9}, {ALLOY_EIGH_TRIDIAG_SMEM, 16, 9},
+        {ALLOY_EIGH_TRIDIAG_SMEM, 33, 9}, {ALLOY_EIGH_TRIDIAG_DEVICE, 1, 3}, {ALLOY_EIGH_TRIDIAG_DEVICE, 7, 9},
+        {ALLOY_EIGH_TRIDIAG_DEVICE, 32, 9}, {ALLOY_EIGH_TRIDIAG_DEVICE, 40, 9},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++) {
@@ -478,6 +482,117 @@ static void test_paths(void) {
                            ALL_KINDS, 9, 0};
             run_checked(&t);
         }
+}
+
+/* The tridiagonal paths (eigh_tridiag.metal, matrix in threadgroup memory
+ * or in device scratch) at the sizes the GPU gives them, with the hostile
+ * kinds, both dtypes and both triangles. */
+static void test_tridiag_sizes(void) {
+    static const int hostile[] = {K_COND_HI, K_GRADED, K_REPEATED, K_CLUSTER, K_RANKDEF, K_ZERO, K_IDENTITY, K_COND_LO};
+    const int ns[] = {33, 64, 100, 129, 256};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int d = 0; d < 2; d++)
+            for (int p = 0; p < 2; p++) {
+                const int n = ns[i];
+                eigh_case t = {DTS[d], n, 9, (int)(i + d + p) % 2, 1,
+                               p ? ALLOY_EIGH_TRIDIAG_DEVICE : ALLOY_EIGH_TRIDIAG_SMEM, (int)(i + p) % 2, ALL_KINDS, 9, 0};
+                if (n >= 64) { /* a rotating few of the hostile kinds (each a long-double O(n^3) check) */
+                    const int per = n >= 256 ? 2 : n >= 129 ? 3 : 4, start = (int)(2 * i + 3 * d + 5 * p) % 8;
+                    static int picked[4];
+                    for (int k = 0; k < per; k++) picked[k] = hostile[(start + k) % 8];
+                    t.kinds = picked;
+                    t.nkinds = per;
+                    t.batch = per;
+                }
+                run_checked(&t);
+            }
+    /* random matrices (the reference a long-double Jacobi) and eigenvalues only */
+    const int nr[] = {33, 64, 100};
+    static const int rnd[] = {K_RANDOM, K_CLUSTER};
+    for (size_t i = 0; i < sizeof nr / sizeof nr[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            eigh_case t = {DTS[d], nr[i], 3, d, 1, i % 2 ? ALLOY_EIGH_TRIDIAG_DEVICE : ALLOY_EIGH_TRIDIAG_SMEM, 1, rnd, 2, 0};
+            run_checked(&t);
+            t.vectors = 0;
+            t.upper = !t.upper;
+            run_checked(&t);
+        }
+}
+
+/* The tridiagonal paths reading through odd strides: rows padded to an odd
+ * stride, an odd batch stride and offset, junk (NaN) outside the triangle
+ * read and in the padding; eigenvalues against the long-double reference,
+ * residual and orthogonality of the vectors. */
+static void test_tridiag_strided(void) {
+    for (int d = 0; d < 2; d++)
+        for (int p = 0; p < 2; p++)
+            for (int up = 0; up < 2; up++) {
+                const alloy_dtype dt = DTS[d];
+                const size_t es = alloy_dtype_size(dt);
+                const int n = 37;
+                const int64_t B = 3, nn = (int64_t)n * n, rs = n + 2, bs = rs * n + 5, off = 3;
+                const int64_t total = off + B * bs;
+                double *A = malloc(sizeof(double) * (size_t)(B * nn));
+                long double *ref = malloc(sizeof(long double) * (size_t)(B * n));
+                void *raw = malloc(es * (size_t)total);
+                for (int64_t e = 0; e < total; e++) put(dt, raw, e, NAN);
+                for (int64_t b = 0; b < B; b++) {
+                    make_matrix(dt, n, b == 1 ? K_CLUSTER : K_RANDOM, A + b * nn, ref + b * n);
+                    for (int i = 0; i < n; i++)
+                        for (int j = 0; j < n; j++)
+                            if (up ? j >= i : j <= i) put(dt, raw, off + b * bs + i * rs + j, A[b * nn + i * n + j]);
+                }
+                const int64_t shape[3] = {B, n, n}, strides[3] = {bs, rs, 1};
+                alloy_array *view = NULL, *w = NULL, *v = NULL, *info = NULL;
+                CHECK_OK(ku_view_of_host(raw, total, dt, 3, shape, strides, off, &view));
+                alloy_eigh_options o;
+                alloy_eigh_options_init(&o);
+                o.upper = up;
+                CHECK_OK(alloy_eigh_with_path(view, &o, p ? ALLOY_EIGH_TRIDIAG_DEVICE : ALLOY_EIGH_TRIDIAG_SMEM, NULL,
+                                              &w, &v, &info));
+                if (w && v && info) {
+                    void *hw = malloc(es * (size_t)(B * n)), *hv = malloc(es * (size_t)(B * nn));
+                    int32_t hi[3];
+                    CHECK_OK(alloy_array_copy_to_host(w, hw, es * (size_t)(B * n)));
+                    CHECK_OK(alloy_array_copy_to_host(v, hv, es * (size_t)(B * nn)));
+                    CHECK_OK(alloy_array_copy_to_host(info, hi, sizeof hi));
+                    const double lim = 10.0 * n * unit_round(dt);
+                    int bad = 0;
+                    for (int64_t b = 0; b < B; b++) {
+                        const double *Ab = A + b * nn;
+                        long double anrm = 0, res = 0, orth = 0;
+                        for (int64_t e = 0; e < nn; e++) anrm += (long double)Ab[e] * Ab[e];
+                        anrm = sqrtl(anrm);
+                        bad += hi[b] != 0;
+                        for (int k = 0; k < n; k++)
+                            bad += !(fabsl((long double)get(dt, hw, b * n + k) - ref[b * n + k]) <= lim * anrm);
+                        for (int i = 0; i < n; i++)
+                            for (int k = 0; k < n; k++) {
+                                long double s = 0, g = 0;
+                                for (int j = 0; j < n; j++) {
+                                    s += (long double)Ab[i * n + j] * get(dt, hv, b * nn + j * n + k);
+                                    g += (long double)get(dt, hv, b * nn + j * n + i) * get(dt, hv, b * nn + j * n + k);
+                                }
+                                s -= (long double)get(dt, hv, b * nn + i * n + k) * get(dt, hw, b * n + k);
+                                res += s * s;
+                                g -= i == k;
+                                orth += g * g; /* Frobenius: at most sqrt(n) times the spectral norm */
+                            }
+                        bad += !(sqrtl(res) <= lim * anrm);
+                        bad += !(sqrtl(orth) <= lim * sqrt((double)n));
+                    }
+                    CHECK_MSG(bad == 0, "%d wrong (%s path %d upper %d)", bad, alloy_dtype_name(dt), p, up);
+                    free(hw);
+                    free(hv);
+                }
+                alloy_array_free(view);
+                alloy_array_free(w);
+                alloy_array_free(v);
+                alloy_array_free(info);
+                free(A);
+                free(ref);
+                free(raw);
+            }
 }
 
 /* a read in place through strides: each matrix transposed in memory and
@@ -591,6 +706,8 @@ int main(void) {
     RUN(test_values_only);
     RUN(test_info);
     RUN(test_paths);
+    RUN(test_tridiag_sizes);
+    RUN(test_tridiag_strided);
     RUN(test_strided);
     RUN(test_errors);
     return harness_finish();

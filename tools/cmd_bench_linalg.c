@@ -13,7 +13,7 @@
  * peer time / alloy time. On CUDA the peer is torch.linalg, which C cannot
  * call: bench/bench_linalg_torch.py prints its rows.
  *
- * The eigh and svd rows (Jacobi) run on fewer matrices for n >= 64 than the
+ * The eigh and svd rows run on fewer matrices for n >= 64 than the
  * other rows (slow_batch), the size column saying how many: on CUDA torch
  * loops over the batch there (about a millisecond per 64 x 64 matrix), and
  * bench_linalg_torch.py uses the same counts; on the CPU alloy's Jacobi

@@ -255,8 +255,9 @@ alloy_status alloy_orthogonal(alloy_device *device, alloy_dtype dtype, int ndim,
 alloy_status alloy_orthonormalize(alloy_array *a, alloy_stream *stream, alloy_array **out);
 
 /* ---- Symmetric eigendecomposition and SVD ---- */
-/* Jacobi methods for batches of small matrices (docs/linalg.md, "Symmetric
- * eigendecomposition and SVD"): a (..., n, n) or (..., m, n) with any
+/* Batches of small matrices (docs/linalg.md, "Symmetric eigendecomposition
+ * and SVD"; Jacobi methods, except eigh on a GPU for 32 < n <= 256:
+ * Householder tridiagonalisation and implicit QL): a (..., n, n) or (..., m, n) with any
  * leading dimensions (an empty batch and n = 0 are fine), float32 or
  * float64, any strides (read in place). Outputs follow the LU rule: `*out`
  * NULL receives a new row-contiguous array (the caller frees it); an array
@@ -272,7 +273,8 @@ alloy_status alloy_orthonormalize(alloy_array *a, alloy_stream *stream, alloy_ar
 typedef struct alloy_eigh_options {
     int upper;           /* 0 (default, NumPy's UPLO='L'): a's lower triangle is read; 1: the upper */
     int compute_vectors; /* 1 (default): eigenvectors too; 0: eigenvalues only (v is not used) */
-    int max_sweeps;      /* Jacobi sweeps before giving up (info 2); 0: the default, 30 */
+    int max_sweeps;      /* Jacobi sweeps before giving up (info 2); on a GPU for 32 < n <= 256 the QL
+                            iterations allowed per eigenvalue; 0: the default, 30 */
 } alloy_eigh_options;
 
 /* upper 0, compute_vectors 1, max_sweeps 0 (30). */

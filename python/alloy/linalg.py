@@ -29,7 +29,8 @@ QR and what is built on it take tall, square and wide matrices::
     w = alloy.linalg.orthogonal((64, 256), gain=1.0, seed=3)   # torch.nn.init.orthogonal_
     q = alloy.linalg.orthonormalize(a)            # orthonormal columns of a (rows when wide)
 
-The symmetric eigendecomposition and the SVD are Jacobi methods::
+The symmetric eigendecomposition and the SVD are Jacobi methods (eigh on a
+GPU for 32 < n <= 256: Householder tridiagonalisation and QL)::
 
     w, v = alloy.linalg.eigh(a)                   # numpy.linalg.eigh: w ascending, a v = v diag(w)
     w = alloy.linalg.eigvalsh(a)
@@ -433,13 +434,15 @@ def _uplo(op, uplo):
 
 
 def eigh(a, UPLO="L", *, check=True, max_sweeps=None, stream=None):
-    """numpy.linalg.eigh for a batch of symmetric matrices (two-sided Jacobi).
+    """numpy.linalg.eigh for a batch of symmetric matrices (two-sided Jacobi;
+    on a GPU for 32 < n <= 256 Householder tridiagonalisation and QL).
 
     a: (..., n, n), float32 or float64; only the lower triangle (UPLO='L',
     NumPy's default) or the upper one (UPLO='U') is read. Returns
     EighResult(eigenvalues (..., n) ascending, eigenvectors (..., n, n)),
     column k the unit eigenvector of eigenvalue k (its sign is not fixed, as
-    in LAPACK). max_sweeps: the Jacobi sweeps allowed (None: 30).
+    in LAPACK). max_sweeps: the Jacobi sweeps allowed (None: 30); on the
+    tridiagonal path the QL iterations allowed per eigenvalue.
 
     check=True raises LinAlgError naming the matrices whose info is non-zero
     (a NaN or Inf read: that matrix's results are NaN; or no convergence

@@ -1,17 +1,24 @@
 /* eigh.c — alloy_eigh (alloy/linalg.h): the symmetric eigendecomposition
- * of a batch of matrices (NumPy's linalg.eigh) by two-sided Jacobi.
+ * of a batch of matrices (NumPy's linalg.eigh).
  *
  * Validates the arguments (errors name the argument), reduces the leading
  * dimensions to launches over one strided batch (a is read in place with
  * any strides), picks a kernel per device and launches it on the caller's
  * stream; nothing waits for the device. Kernels (each file says what it
  * does): on the CPU eigh_cpu (one thread per matrix, cyclic Jacobi); on a
- * GPU eigh_tg (one threadgroup per matrix, round-robin parallel rotations,
- * the matrix and vectors in threadgroup memory while they fit, else in
- * device scratch), and up to n = 32 svd_tg's register path on the shifted
- * matrix (one SIMD group per matrix; the file says why that is an eigh). Sizes and strides are launch constants, so a new shape
- * never recompiles a kernel. */
+ * GPU, up to n = 32, svd_tg's register path on the shifted matrix (one SIMD
+ * group per matrix, Jacobi; the file says why that is an eigh), above it
+ * eigh_tridiag (one threadgroup per matrix: Householder tridiagonalisation,
+ * implicit QL whose serial chase runs on one thread while the others apply
+ * the previous sweep's rotations; the matrix in threadgroup memory while it
+ * fits, else in device scratch). eigh_tg (two-sided parallel Jacobi, one
+ * threadgroup per matrix) stays selectable: ALLOY_EIGH_PATH=jacobi in the
+ * environment makes it the GPU choice above n = 32 again, and
+ * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n (both
+ * for timing the paths against each other). Sizes and strides are launch
+ * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloy/alloy.h"
@@ -25,9 +32,18 @@
 static const char CPU_FILE[] = "src/ops/linalg/kernels/eigh_cpu.metal";
 static const char TG_FILE[] = "src/ops/linalg/kernels/eigh_tg.metal";
 static const char SVD_FILE[] = "src/ops/linalg/kernels/svd_tg.metal";
+static const char TRIDIAG_FILE[] = "src/ops/linalg/kernels/eigh_tridiag.metal";
 
 #define EIGH_DEFAULT_SWEEPS 30
 #define EIGH_GPU_MAX_N 256 /* eigh_tg's static arrays: 128 pairs, 256 indices */
+
+/* The CUDA choice above the register path: eigh_tridiag unless
+ * ALLOY_EIGH_PATH=jacobi asks for eigh_tg; ALLOY_EIGH_PATH=tridiag takes
+ * eigh_tridiag for n <= 32 too. */
+static int env_path_is(const char *name) {
+    const char *e = getenv("ALLOY_EIGH_PATH");
+    return e && strcmp(e, name) == 0;
+}
 
 void alloy_eigh_options_init(alloy_eigh_options *o) {
     if (!o) return;
@@ -77,13 +93,22 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     const int cuda = alloy_device_backend(sq.dev) == ALLOY_BACKEND_CUDA;
     const int64_t ld_smem = n | 1;
     const int64_t smem_bytes = (o.compute_vectors ? 2 : 1) * n * ld_smem * es;
+    /* eigh_tridiag's dynamic threadgroup memory: the matrix (threadgroup
+     * variant), d, e, tau, p/w, two rotation buffers, 32 reduction slots,
+     * then n + 4 ints (the ranking and the sweeps' planes) */
+    const int64_t td_small = (8 * n + 32) * es + (n + 4) * 4;
+    const int64_t td_smem_bytes = n * ld_smem * es + td_small;
     if (path == ALLOY_EIGH_AUTO) {
+        const int tridiag = !env_path_is("jacobi");
         if (!cuda) path = ALLOY_EIGH_CPU;
-        else if (n <= 32) path = ALLOY_EIGH_REG;
+        else if (n <= 32 && !env_path_is("tridiag")) path = ALLOY_EIGH_REG;
+        else if (tridiag)
+            path = (size_t)td_smem_bytes <= smem_budget(sq.dev) ? ALLOY_EIGH_TRIDIAG_SMEM : ALLOY_EIGH_TRIDIAG_DEVICE;
         else if ((size_t)smem_bytes <= smem_budget(sq.dev)) path = ALLOY_EIGH_TG_SMEM;
         else path = ALLOY_EIGH_TG_DEVICE;
     }
-    if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE && path != ALLOY_EIGH_REG)
+    if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE && path != ALLOY_EIGH_REG &&
+        path != ALLOY_EIGH_TRIDIAG_SMEM && path != ALLOY_EIGH_TRIDIAG_DEVICE)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
     if (path == ALLOY_EIGH_REG && n > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes n <= 32, not %lld", fn,
@@ -102,11 +127,12 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         st = alloy_lu_prepare_out(fn, "info", info ? info : &none, sq.dev, ALLOY_INT32, nb, sq.shape, &I, &newI);
     }
     /* scratch: the CPU kernel's working matrix, transposed vectors and
-     * order; the device-memory GPU path's matrix and vectors */
+     * order; the device-memory GPU paths' matrix (and eigh_tg's vectors) */
     const int64_t one = 1;
     int64_t per = 0;
     if (path == ALLOY_EIGH_CPU) per = 2 * n * n + n;
     else if (path == ALLOY_EIGH_TG_DEVICE) per = 2 * n * n;
+    else if (path == ALLOY_EIGH_TRIDIAG_DEVICE) per = n * n;
     if (st == ALLOY_OK && per > 0 && sq.batch > 0) {
         const int64_t cnt = per * sq.batch;
         st = alloy_array_new(sq.dev, sq.dt, 1, &cnt, &work);
@@ -121,9 +147,16 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         alloy_batch_contiguous_strides(nb, sh, 1, s[1]);
         alloy_batch_layout lay;
         alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])s);
-        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE, reg = path == ALLOY_EIGH_REG;
-        const uint32_t nt = reg ? 32 : !tg ? 1 : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
-        const char *file = reg ? SVD_FILE : tg ? TG_FILE : CPU_FILE;
+        const int td = path == ALLOY_EIGH_TRIDIAG_SMEM || path == ALLOY_EIGH_TRIDIAG_DEVICE;
+        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE || td, reg = path == ALLOY_EIGH_REG;
+        /* eigh_tridiag: SIMD group 0 for the QL chase and one thread per row
+         * of the vectors in the others */
+        const uint32_t nt = reg  ? 32
+                            : td ? (uint32_t)(32 + 32 * ((n + 31) / 32))
+                            : !tg ? 1
+                                  : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
+        const char *file = reg ? SVD_FILE : td ? TRIDIAG_FILE : tg ? TG_FILE : CPU_FILE;
+        const int smem_matrix = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TRIDIAG_SMEM;
         alloy_kernel *k = NULL;
         alloy_launch *ln = NULL;
         st = alloy_catalog_kernel(file, &k);
@@ -135,11 +168,14 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(ln, work ? work : dummy[1]);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(ln, "T", sq.dt);
         if (st == ALLOY_OK && (tg || reg))
-            st = alloy_launch_add_template_bool(ln, "SMEM", path == ALLOY_EIGH_TG_SMEM || reg);
+            st = alloy_launch_add_template_bool(ln, "SMEM", smem_matrix || reg);
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "REG", 1);
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
+        if (st == ALLOY_OK && td)
+            st = alloy_launch_set_threadgroup_memory(
+                ln, (size_t)(path == ALLOY_EIGH_TRIDIAG_SMEM ? td_smem_bytes : td_small));
         if (st == ALLOY_OK && reg) st = alloy_launch_set_threadgroup_memory(ln, n > 0 ? (size_t)(3 * n * n * es) : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
         const struct {
@@ -153,7 +189,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
                     {"sa_b", ALLOY_INT64, lay.inner_stride[0]},
                     {"sa_r", ALLOY_INT64, stv[nd - 2]},
                     {"sa_c", ALLOY_INT64, stv[nd - 1]},
-                    {"ld", ALLOY_INT64, path == ALLOY_EIGH_TG_SMEM ? ld_smem : n}};
+                    {"ld", ALLOY_INT64, smem_matrix ? ld_smem : n}};
         /* svd_tg's names for the register path (m = n; uv: the vectors) */
         const struct {
             const char *name;

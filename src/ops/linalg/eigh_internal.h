@@ -11,7 +11,9 @@ typedef enum alloy_eigh_path {
     ALLOY_EIGH_CPU = 1,      /* eigh_cpu.metal: one thread per matrix, cyclic Jacobi */
     ALLOY_EIGH_TG_SMEM = 2,  /* eigh_tg.metal, the matrix and vectors in threadgroup memory */
     ALLOY_EIGH_TG_DEVICE = 3,/* eigh_tg.metal, the matrix and vectors in device scratch */
-    ALLOY_EIGH_REG = 4       /* svd_tg.metal's EIGH mode: n <= 32, one SIMD group, the sweeps in registers */
+    ALLOY_EIGH_REG = 4,      /* svd_tg.metal's EIGH mode: n <= 32, one SIMD group, the sweeps in registers */
+    ALLOY_EIGH_TRIDIAG_SMEM = 5,  /* eigh_tridiag.metal (Householder + QL), the matrix in threadgroup memory */
+    ALLOY_EIGH_TRIDIAG_DEVICE = 6 /* eigh_tridiag.metal, the matrix in device scratch */
 } alloy_eigh_path;
 
 alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,
