@@ -404,6 +404,11 @@ static void test_paths(void) {
         {ALLOY_SVD_TG_REG, 1, 1, 3},    {ALLOY_SVD_TG_REG, 5, 5, 8},     {ALLOY_SVD_TG_REG, 7, 3, 8},
         {ALLOY_SVD_TG_REG, 3, 7, 8},    {ALLOY_SVD_TG_REG, 16, 16, 8},   {ALLOY_SVD_TG_REG, 32, 20, 8},
         {ALLOY_SVD_TG_REG, 20, 32, 8},  {ALLOY_SVD_TG_REG, 31, 31, 8},   {ALLOY_SVD_TG_REG, 32, 32, 8},
+        {ALLOY_SVD_TG_COLS, 0, 0, 2},   {ALLOY_SVD_TG_COLS, 1, 1, 3},    {ALLOY_SVD_TG_COLS, 5, 5, 8},
+        {ALLOY_SVD_TG_COLS, 7, 3, 8},   {ALLOY_SVD_TG_COLS, 3, 7, 8},    {ALLOY_SVD_TG_COLS, 32, 32, 8},
+        {ALLOY_SVD_TG_COLS, 33, 33, 8}, {ALLOY_SVD_TG_COLS, 64, 64, 8},  {ALLOY_SVD_TG_COLS, 64, 17, 8},
+        {ALLOY_SVD_TG_COLS, 17, 64, 8}, {ALLOY_SVD_TG_COLS, 50, 41, 8},  {ALLOY_SVD_TG_COLS, 41, 63, 8},
+        {ALLOY_SVD_TG_COLS, 64, 33, 8}, {ALLOY_SVD_TG_COLS, 4, 0, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)
@@ -421,11 +426,12 @@ static void test_info(void) {
     static const int nan_kinds[] = {K_RANDOM, K_NAN, K_COND_LO, K_NAN, K_IDENTITY};
     static const int rnd[] = {K_RANDOM};
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < 5; p++) {
             const alloy_svd_path path = p == 0   ? ALLOY_SVD_AUTO
                                         : p == 1 ? ALLOY_SVD_TG_SMEM
                                         : p == 2 ? ALLOY_SVD_TG_DEVICE
-                                                 : ALLOY_SVD_TG_REG;
+                                        : p == 3 ? ALLOY_SVD_TG_REG
+                                                 : ALLOY_SVD_TG_COLS;
             svd_case t = {DTS[d], 9, 6, 5, 1, p % 2, path, 1, nan_kinds, 5, 0};
             run_checked(&t);
             t.m = 4;
@@ -440,11 +446,12 @@ static void test_info(void) {
 /* Values only give the same values as with vectors, bit for bit. */
 static void test_values_only(void) {
     for (int d = 0; d < 2; d++)
-        for (int p = 0; p < 4; p++) {
+        for (int p = 0; p < 5; p++) {
             const alloy_svd_path path = p == 0   ? ALLOY_SVD_AUTO
                                         : p == 1 ? ALLOY_SVD_TG_SMEM
                                         : p == 2 ? ALLOY_SVD_TG_DEVICE
-                                                 : ALLOY_SVD_TG_REG;
+                                        : p == 3 ? ALLOY_SVD_TG_REG
+                                                 : ALLOY_SVD_TG_COLS;
             const alloy_dtype dt = DTS[d];
             const int m = 13, n = 21;
             const int64_t shape[3] = {3, m, n};

@@ -58,7 +58,10 @@
 //! template: SMEM=true
 //! template: REG=false
 //! template: EIGH=false
+//! template: COLS=0
 //! header:
+// the rows of G a thread holds in the COLS path
+#define ALLOY_SVD_COLS_MR 64
 inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
     int a, b;
     if (i == 0) {
@@ -196,6 +199,154 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
     return info;
 }
 
+// The rotations of one round-robin step applied to a row of V held in the
+// registers of its thread (COLS path). The row is kept in ring order: slot
+// rho < NP - 1 holds column (rho + r) mod (NP - 1) at step r and slot
+// NP - 1 column NP - 1, so pair k of every step is the fixed slot pair
+// (k, NP - 1 - k) (k = 0: (0, NP - 1)) and the indices are compile-time
+// constants; after the step the ring turns by one (slot rho takes slot
+// rho + 1). cs[k] = (c, s'): a' = c a - s' b, b' = s' a + c b for the pair's
+// slots a < b (s' = s when a holds the lower column index, else -s).
+template <class T, int NP, class CB> inline void alloy_svd_cols_vstep(thread T (&v)[NP], CB cs) {
+    constexpr int K = NP - 1;
+#pragma unroll
+    for (int k = 0; k < NP / 2; k++) {
+        const vec<T, 2> w = cs[k];
+        const int a = k, b = k == 0 ? K : K - k;
+        const T x = v[a], y = v[b];
+        v[a] = w.x * x - w.y * y;
+        v[b] = w.y * x + w.x * y;
+    }
+    const T first = v[0];
+#pragma unroll
+    for (int k = 0; k < K - 1; k++) v[k] = v[k + 1];
+    v[K - 1] = first;
+}
+
+// The sweeps of an M x N matrix with M <= MR, N <= NP (NP threads, COLS):
+// thread j holds column j of G (MR registers, rows past M and columns past
+// N zero: zero columns are never rotated) and row j of V (NP registers, in
+// the ring order of alloy_svd_cols_vstep). At each step of the round-robin
+// tournament (NP - 1 steps a sweep, as alloy_svd_pair) a thread stores its
+// column and its squared norm in threadgroup memory (two buffers by step
+// parity, so one barrier a step suffices), reads its partner's after the
+// barrier, forms gamma = g_p . g_q in the same order as the partner (the
+// same bits), takes alpha and beta as the owners computed them, and
+// rewrites only its own column; the lower index of each pair stores (c,
+// s') for V, whose rows apply the step's rotations after the next barrier.
+// No SIMD reduction and one barrier per step; only the columns go through
+// threadgroup memory (V never does). G (ld M) and V (ld N) are read at the
+// start and written back at the end; xb, the exchange buffers (2 NP
+// columns of MR + W elements, W = 16 / sizeof(T)), may alias them.
+// Returns info (0 converged, 2 not).
+template <class T, int MR, int NP, class P, class XB, class TB, class CB>
+int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny, int tid, XB xb,
+                          TB nrm, CB csb, TB wred) {
+    constexpr int K = NP - 1, NH = NP / 2, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
+    T g[MR], o[MR], v[NP];
+#pragma unroll
+    for (int i = 0; i < MR; i++) g[i] = (tid < N && i < M) ? T(G[long(tid) * M + i]) : T(0);
+#pragma unroll
+    for (int k = 0; k < NP; k++)
+        v[k] = (uv && tid < N && k < N) ? T(V[long(k) * N + tid]) : k == tid ? T(1) : T(0);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int MW = (M + W - 1) / W; // vectors of a column that hold rows < M
+    int info = 2;
+    for (int sweep = 0; sweep < max_sweeps; sweep++) {
+        T worst = T(0);
+        for (int r = 0; r < K; r++) {
+            const int par = r & 1;
+            // ||g_j||^2 in four interleaved partial sums, published with the column
+            T sa[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+            for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
+            const T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+            auto mine = xb + (par * NP + tid) * S;
+#pragma unroll
+            for (int c = 0; c < CW; c++)
+                if (c < MW) {
+                    vec<T, W> x;
+#pragma unroll
+                    for (int w = 0; w < W; w++) x[w] = g[c * W + w];
+                    mine[c] = x;
+                }
+            nrm[par * NP + tid] = own;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (uv && r > 0) alloy_svd_cols_vstep<T, NP>(v, csb + (par ^ 1) * NH);
+            // the partner, this column's pair and ring slot (a: the lower slot)
+            int pj, pair;
+            bool slot_a;
+            if (tid == K) {
+                pj = r;
+                pair = 0;
+                slot_a = false;
+            } else {
+                const int rho = (tid - r + K) % K;
+                pj = rho == 0 ? K : (2 * r - tid + 2 * K) % K;
+                slot_a = rho < NH;
+                pair = slot_a ? rho : K - rho;
+            }
+            const bool isp = tid < pj; // this thread holds g_p (the lower index)
+            auto theirs = xb + (par * NP + pj) * S;
+#pragma unroll
+            for (int c = 0; c < CW; c++) {
+                vec<T, W> x = c < MW ? vec<T, W>(theirs[c]) : vec<T, W>(T(0));
+#pragma unroll
+                for (int w = 0; w < W; w++) o[c * W + w] = x[w];
+            }
+            const T oth = nrm[par * NP + pj];
+            // gamma: the same products and order in both threads (the same bits)
+            T sg[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+            for (int i = 0; i < MR; i++) sg[i & 3] = fma(g[i], o[i], sg[i & 3]);
+            const T ga = (sg[0] + sg[1]) + (sg[2] + sg[3]);
+            const T al = isp ? own : oth, be = isp ? oth : own;
+            const T na = sqrt(al), nb = sqrt(be);
+            T c = T(1), sn = T(0);
+            if (na > tiny && nb > tiny) {
+                const T rel = fabs(ga) / (na * nb);
+                if (!(rel <= worst)) worst = rel;
+                if (fabs(ga) > tol * na * nb) {
+                    const T zeta = (be - al) / (T(2) * ga);
+                    const T az = fabs(zeta);
+                    const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
+                    const T tn = (zeta >= T(0) ? T(1) : T(-1)) / (az + root);
+                    c = T(1) / sqrt(T(1) + tn * tn);
+                    sn = c * tn;
+                    // p' = c p - s q, q' = s p + c q: own' = c own + s2 partner
+                    const T s2 = isp ? -sn : sn;
+#pragma unroll
+                    for (int i = 0; i < MR; i++) g[i] = c * g[i] + s2 * o[i];
+                }
+            }
+            if (isp) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
+        }
+        // the sweep's largest relative gamma over the group; the last step's V
+        worst = simd_max(worst);
+        if ((tid & 31) == 0) wred[tid >> 5] = worst;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (uv) alloy_svd_cols_vstep<T, NP>(v, csb + ((K - 1) & 1) * NH);
+        T all = T(0);
+        for (int k = 0; k < NP / 32; k++) all = max(all, T(wred[k]));
+        if (all <= tol_stop) {
+            info = 0;
+            break;
+        }
+    }
+    // after whole sweeps the ring is back in column order
+    if (tid < N) {
+#pragma unroll
+        for (int i = 0; i < MR; i++)
+            if (i < M) G[long(tid) * M + i] = g[i];
+        if (uv) {
+#pragma unroll
+            for (int k = 0; k < NP; k++)
+                if (k < N) V[long(k) * N + tid] = v[k];
+        }
+    }
+    return info;
+}
+
 // EIGH (n <= 32, one SIMD group): NumPy's eigh of the symmetric n x n
 // matrix whose lower (upper == 0) or upper triangle A holds, through the
 // singular value decomposition of B = A' + sigma I, A' = A 2^-e (max |a'|
@@ -317,11 +468,13 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
-// U' (M or N). Returns info.
-template <class T, bool REG, class P, class AP, class SO, class UO, class R, class S, class I>
+// U' (M or N). COLS (0: off) is NP of alloy_svd_cols_sweeps, whose buffers
+// xb, nrm, csb, wred are used only then. Returns info.
+template <class T, bool REG, int COLS, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
+          class CB>
 int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
                      int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
-                     R &red, S &sig, S &xs, S &rn, S &dots, I &perm) {
+                     R &red, S &sig, S &xs, S &rn, S &dots, I &perm, XB xb, P nrm, CB csb, P wred) {
     const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
     const long mn = long(M) * N;
     T amax = T(0), bad = T(0);
@@ -371,8 +524,12 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
         int used = 0;
         info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    } else if constexpr (COLS > 0) {
+        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, COLS>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, tid,
+                                                                 xb, nrm, csb, wred);
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
-    for (int sweep = 0; sweep <= max_sweeps && !REG; sweep++) {
+    for (int sweep = 0; sweep <= max_sweeps && !REG && !COLS; sweep++) {
         if (sweep == max_sweeps) break;
         T worst = T(0); // largest |gamma| / (||g_p|| ||g_q||) of the sweep
         for (int r = 0; r < Np - 1; r++) {
@@ -536,11 +693,16 @@ if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
                                    u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
-    info_m = alloy_svd_tg_run<T, REG>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
-                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+    // COLS: the exchange buffers over G and V, then the norms, (c, s') and the sweep maxima
+    const long xn = 2L * (COLS > 0 ? COLS : 32) * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
+    auto xb = (threadgroup vec<T, 16 / sizeof(T)> *)dyn;
+    auto csb = (threadgroup vec<T, 2> *)(dyn + xn + 2 * COLS);
+    info_m = alloy_svd_tg_run<T, REG, COLS>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up,
+                                            urs, ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, xb,
+                                            dyn + xn, csb, dyn + xn + 4 * COLS);
 } else {
     auto wk = work + z * (mn + long(N) * N);
-    info_m = alloy_svd_tg_run<T, REG>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
-                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+    info_m = alloy_svd_tg_run<T, REG, 0>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+                                         ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, wk, wk, wk, wk);
 }
 if (tid == 0) info[z] = info_m;
