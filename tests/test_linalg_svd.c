@@ -408,7 +408,9 @@ static void test_paths(void) {
         {ALLOY_SVD_TG_COLS, 7, 3, 8},   {ALLOY_SVD_TG_COLS, 3, 7, 8},    {ALLOY_SVD_TG_COLS, 32, 32, 8},
         {ALLOY_SVD_TG_COLS, 33, 33, 8}, {ALLOY_SVD_TG_COLS, 64, 64, 8},  {ALLOY_SVD_TG_COLS, 64, 17, 8},
         {ALLOY_SVD_TG_COLS, 17, 64, 8}, {ALLOY_SVD_TG_COLS, 50, 41, 8},  {ALLOY_SVD_TG_COLS, 41, 63, 8},
-        {ALLOY_SVD_TG_COLS, 64, 33, 8}, {ALLOY_SVD_TG_COLS, 4, 0, 2},
+        {ALLOY_SVD_TG_COLS, 64, 33, 8}, {ALLOY_SVD_TG_COLS, 4, 0, 2},    {ALLOY_SVD_TG_COLS, 65, 65, 8},
+        {ALLOY_SVD_TG_COLS, 128, 128, 8}, {ALLOY_SVD_TG_COLS, 100, 37, 8}, {ALLOY_SVD_TG_COLS, 37, 100, 8},
+        {ALLOY_SVD_TG_COLS, 128, 20, 8}, {ALLOY_SVD_TG_COLS, 90, 90, 8},  {ALLOY_SVD_TG_COLS, 128, 64, 8},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++)

@@ -95,7 +95,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (!cuda) path = ALLOY_SVD_CPU;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
         /* float64 would need twice the registers (spills) */
-        else if (M <= SVD_COLS_MR && dt == ALLOY_FLOAT32) path = ALLOY_SVD_TG_COLS;
+        else if (M <= 2 * SVD_COLS_MR && dt == ALLOY_FLOAT32) path = ALLOY_SVD_TG_COLS;
         else if ((size_t)smem_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_SMEM;
         else path = ALLOY_SVD_TG_DEVICE;
     }
@@ -105,15 +105,17 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     if (path == ALLOY_SVD_TG_REG && M > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes m, n <= 32, not %lld x %lld",
                            fn, (long long)m, (long long)n);
-    if (path == ALLOY_SVD_TG_COLS && M > SVD_COLS_MR)
+    if (path == ALLOY_SVD_TG_COLS && M > 2 * SVD_COLS_MR)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes m, n <= %d, not %lld x %lld", fn,
-                           SVD_COLS_MR, (long long)m, (long long)n);
-    /* COLS: NP threads, one per column of G (N rounded up to 32 or 64); its
-     * threadgroup memory is the two exchange buffers of NP columns of MR + 16 /
-     * es elements (they hold G and V before and after the sweeps), NP norms
-     * for each, NP / 2 (c, s') pairs for each, and NP / 32 sweep maxima */
-    const int64_t cols_np = N <= 32 ? 32 : 64;
-    if (path == ALLOY_SVD_TG_COLS) smem_bytes = (2 * cols_np * (SVD_COLS_MR + 16 / es) + 4 * cols_np + cols_np / 32) * es;
+                           2 * SVD_COLS_MR, (long long)m, (long long)n);
+    /* COLS: NP H threads, H per column of G (NP: N rounded up to 32, 64 or
+     * 128; H = 2 where a column has more than MR rows or V's row is 128 long);
+     * its threadgroup memory is the two exchange buffers of NP H parts of
+     * MR + 16 / es elements (they hold G and V before and after the sweeps),
+     * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+    const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
+    const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
+    if (path == ALLOY_SVD_TG_COLS) smem_bytes = (2 * cols_np * cols_h * (SVD_COLS_MR + 16 / es) + 4 * cols_np + 8) * es;
     if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: a is %lld x %lld; the GPU kernel takes at most %d rows and columns", fn,
@@ -158,7 +160,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         const int smem = path == ALLOY_SVD_TG_SMEM || reg || cols;
         const uint32_t nt = !tg    ? 1
                             : reg  ? 32
-                            : cols ? (uint32_t)cols_np
+                            : cols ? (uint32_t)(cols_np * cols_h)
                                    : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
         alloy_kernel *kern = NULL;
         alloy_launch *ln = NULL;
@@ -174,6 +176,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "REG", reg);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "EIGH", 0);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "COLS", cols ? cols_np : 0);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "CH", cols ? cols_h : 1);
         if (st == ALLOY_OK && smem)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);

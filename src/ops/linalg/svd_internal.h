@@ -12,8 +12,8 @@ typedef enum alloy_svd_path {
     ALLOY_SVD_TG_SMEM = 2,  /* svd_tg.metal, the columns and V in threadgroup memory */
     ALLOY_SVD_TG_DEVICE = 3,/* svd_tg.metal, the columns and V in device scratch */
     ALLOY_SVD_TG_REG = 4,   /* svd_tg.metal, one SIMD group, the sweeps in registers (m, n <= 32) */
-    ALLOY_SVD_TG_COLS = 5   /* svd_tg.metal, a thread per column of G (registers), a row of V per thread
-                               (max(m, n) <= 64) */
+    ALLOY_SVD_TG_COLS = 5   /* svd_tg.metal, one or two threads per column of G and row of V, in
+                               registers (max(m, n) <= 128) */
 } alloy_svd_path;
 
 alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *options, alloy_svd_path path,

@@ -59,6 +59,7 @@
 //! template: REG=false
 //! template: EIGH=false
 //! template: COLS=0
+//! template: CH=1
 //! header:
 // the rows of G a thread holds in the COLS path
 #define ALLOY_SVD_COLS_MR 64
@@ -199,69 +200,86 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
     return info;
 }
 
-// The rotations of one round-robin step applied to a row of V held in the
-// registers of its thread (COLS path). The row is kept in ring order: slot
-// rho < NP - 1 holds column (rho + r) mod (NP - 1) at step r and slot
-// NP - 1 column NP - 1, so pair k of every step is the fixed slot pair
-// (k, NP - 1 - k) (k = 0: (0, NP - 1)) and the indices are compile-time
-// constants; after the step the ring turns by one (slot rho takes slot
-// rho + 1). cs[k] = (c, s'): a' = c a - s' b, b' = s' a + c b for the pair's
-// slots a < b (s' = s when a holds the lower column index, else -s).
-template <class T, int NP, class CB> inline void alloy_svd_cols_vstep(thread T (&v)[NP], CB cs) {
-    constexpr int K = NP - 1;
+// COLS path, V: thread (i, h) holds row i of V, pairs h Q .. h Q + Q - 1 of
+// the round-robin step (Q = NP / 2H), as a[k] and b[k]: the columns in the
+// pair's two ring slots. Ring order: slot rho < NP - 1 holds column (rho +
+// r) mod (NP - 1) at step r and slot NP - 1 column NP - 1; pair P of every
+// step is the slot pair (P, NP - 1 - P) (P = 0: (0, NP - 1)), so a[k] is
+// slot P = h Q + k and b[k] slot NP - 1 - P, and the indices are
+// compile-time constants. cs[P] = (c, s'): a' = c a - s' b, b' = s' a + c b
+// (s' = s when slot a holds the lower column index, else -s). After the
+// step the ring turns by one (slot rho takes slot rho + 1): a[k] <- a[k+1],
+// the last a <- the next half's first a (own b[Q-1] in the last half);
+// b[k] <- b[k-1], b[0] <- the previous half's last b (pair 0's b is the
+// fixed slot), b[1] of pair 1 <- pair 0's a (the wrap). With H = 2 the two
+// halves of a row are neighbouring lanes and swap one value a step.
+template <class T, int Q, int H, class CB>
+inline void alloy_svd_cols_vstep(thread T (&a)[Q], thread T (&b)[Q], CB cs, int h, int lane) {
 #pragma unroll
-    for (int k = 0; k < NP / 2; k++) {
-        const vec<T, 2> w = cs[k];
-        const int a = k, b = k == 0 ? K : K - k;
-        const T x = v[a], y = v[b];
-        v[a] = w.x * x - w.y * y;
-        v[b] = w.y * x + w.x * y;
+    for (int k = 0; k < Q; k++) {
+        const vec<T, 2> w = cs[h * Q + k];
+        const T x = a[k], y = b[k];
+        a[k] = w.x * x - w.y * y;
+        b[k] = w.y * x + w.x * y;
     }
-    const T first = v[0];
+    const T a0 = a[0], b0 = b[0], bl = b[Q - 1];
+    T recv = bl;
+    if (H > 1) recv = alloy_svd_shfl(h == 0 ? bl : a0, lane ^ 1);
 #pragma unroll
-    for (int k = 0; k < K - 1; k++) v[k] = v[k + 1];
-    v[K - 1] = first;
+    for (int k = 0; k < Q - 1; k++) a[k] = a[k + 1];
+    a[Q - 1] = h == H - 1 ? bl : recv;
+#pragma unroll
+    for (int k = Q - 1; k > 1; k--) b[k] = b[k - 1];
+    b[1] = h == 0 ? a0 : b0;
+    b[0] = h == 0 ? b0 : recv;
 }
 
-// The sweeps of an M x N matrix with M <= MR, N <= NP (NP threads, COLS):
-// thread j holds column j of G (MR registers, rows past M and columns past
-// N zero: zero columns are never rotated) and row j of V (NP registers, in
-// the ring order of alloy_svd_cols_vstep). At each step of the round-robin
-// tournament (NP - 1 steps a sweep, as alloy_svd_pair) a thread stores its
-// column and its squared norm in threadgroup memory (two buffers by step
-// parity, so one barrier a step suffices), reads its partner's after the
-// barrier, forms gamma = g_p . g_q in the same order as the partner (the
-// same bits), takes alpha and beta as the owners computed them, and
-// rewrites only its own column; the lower index of each pair stores (c,
-// s') for V, whose rows apply the step's rotations after the next barrier.
-// No SIMD reduction and one barrier per step; only the columns go through
-// threadgroup memory (V never does). G (ld M) and V (ld N) are read at the
-// start and written back at the end; xb, the exchange buffers (2 NP
-// columns of MR + W elements, W = 16 / sizeof(T)), may alias them.
-// Returns info (0 converged, 2 not).
-template <class T, int MR, int NP, class P, class XB, class TB, class CB>
+// The sweeps of an M x N matrix with M <= H MR, N <= NP (NP H threads,
+// COLS): thread (j, h) = (t / H, t % H) holds rows h MR .. h MR + MR - 1 of
+// column j of G (MR registers; rows past M and columns past N zero: zero
+// columns are never rotated) and its part of row j of V (alloy_svd_cols_vstep).
+// At each step of the round-robin tournament (NP - 1 steps a sweep, as
+// alloy_svd_pair) a thread stores its part of its column in threadgroup
+// memory (two buffers by step parity, so one barrier a step suffices), with
+// the squared norm (the halves' sums added by the two lanes in either order:
+// the same bits), reads its partner's part after the barrier, forms gamma =
+// g_p . g_q with the same products, order and halves' sum as the partner's
+// threads (the same bits, so all agree on the rotation), takes alpha and
+// beta as the owners computed them, and rewrites only its own part; one
+// thread of each pair stores (c, s') for V, whose rows apply the step's
+// rotations after the next barrier. No reduction beyond the two halves and
+// one barrier per step; only G goes through threadgroup memory. G (ld M)
+// and V (ld N) are read at the start and written back at the end; xb, the
+// exchange buffers (2 NP H parts of MR + W elements, W = 16 / sizeof(T)),
+// may alias them. Returns info (0 converged, 2 not).
+template <class T, int MR, int NP, int H, class P, class XB, class TB, class CB>
 int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny, int tid, XB xb,
                           TB nrm, CB csb, TB wred) {
-    constexpr int K = NP - 1, NH = NP / 2, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
-    T g[MR], o[MR], v[NP];
+    constexpr int K = NP - 1, NH = NP / 2, Q = NH / H, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
+    const int j = tid / H, h = tid - j * H, lane = tid & 31, r0 = h * MR;
+    T g[MR], o[MR], a[Q], b[Q];
 #pragma unroll
-    for (int i = 0; i < MR; i++) g[i] = (tid < N && i < M) ? T(G[long(tid) * M + i]) : T(0);
+    for (int i = 0; i < MR; i++) g[i] = (j < N && r0 + i < M) ? T(G[long(j) * M + r0 + i]) : T(0);
 #pragma unroll
-    for (int k = 0; k < NP; k++)
-        v[k] = (uv && tid < N && k < N) ? T(V[long(k) * N + tid]) : k == tid ? T(1) : T(0);
+    for (int k = 0; k < Q; k++) {
+        const int ca = h * Q + k, cb = ca == 0 ? K : K - ca; // the columns of the slots at step 0
+        a[k] = (uv && j < N && ca < N) ? T(V[long(ca) * N + j]) : ca == j ? T(1) : T(0);
+        b[k] = (uv && j < N && cb < N) ? T(V[long(cb) * N + j]) : cb == j ? T(1) : T(0);
+    }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    const int MW = (M + W - 1) / W; // vectors of a column that hold rows < M
+    const int MW = (min(max(M - r0, 0), MR) + W - 1) / W; // vectors of this part that hold rows < M
     int info = 2;
     for (int sweep = 0; sweep < max_sweeps; sweep++) {
         T worst = T(0);
         for (int r = 0; r < K; r++) {
             const int par = r & 1;
-            // ||g_j||^2 in four interleaved partial sums, published with the column
+            // ||g_j||^2 in four interleaved partial sums (+ the other half), published with the column
             T sa[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
             for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
-            const T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
-            auto mine = xb + (par * NP + tid) * S;
+            T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+            if (H > 1) own = own + alloy_svd_shfl(own, lane ^ 1);
+            auto mine = xb + ((par * NP + j) * H + h) * S;
 #pragma unroll
             for (int c = 0; c < CW; c++)
                 if (c < MW) {
@@ -270,24 +288,24 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
                     for (int w = 0; w < W; w++) x[w] = g[c * W + w];
                     mine[c] = x;
                 }
-            nrm[par * NP + tid] = own;
+            if (h == 0) nrm[par * NP + j] = own;
             threadgroup_barrier(mem_flags::mem_threadgroup);
-            if (uv && r > 0) alloy_svd_cols_vstep<T, NP>(v, csb + (par ^ 1) * NH);
+            if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
             // the partner, this column's pair and ring slot (a: the lower slot)
             int pj, pair;
             bool slot_a;
-            if (tid == K) {
+            if (j == K) {
                 pj = r;
                 pair = 0;
                 slot_a = false;
             } else {
-                const int rho = (tid - r + K) % K;
-                pj = rho == 0 ? K : (2 * r - tid + 2 * K) % K;
+                const int rho = (j - r + K) % K;
+                pj = rho == 0 ? K : (2 * r - j + 2 * K) % K;
                 slot_a = rho < NH;
                 pair = slot_a ? rho : K - rho;
             }
-            const bool isp = tid < pj; // this thread holds g_p (the lower index)
-            auto theirs = xb + (par * NP + pj) * S;
+            const bool isp = j < pj; // this thread holds g_p (the lower index)
+            auto theirs = xb + ((par * NP + pj) * H + h) * S;
 #pragma unroll
             for (int c = 0; c < CW; c++) {
                 vec<T, W> x = c < MW ? vec<T, W>(theirs[c]) : vec<T, W>(T(0));
@@ -295,11 +313,12 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
                 for (int w = 0; w < W; w++) o[c * W + w] = x[w];
             }
             const T oth = nrm[par * NP + pj];
-            // gamma: the same products and order in both threads (the same bits)
+            // gamma: the same products and order in every thread of the pair (the same bits)
             T sg[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
             for (int i = 0; i < MR; i++) sg[i & 3] = fma(g[i], o[i], sg[i & 3]);
-            const T ga = (sg[0] + sg[1]) + (sg[2] + sg[3]);
+            T ga = (sg[0] + sg[1]) + (sg[2] + sg[3]);
+            if (H > 1) ga = ga + alloy_svd_shfl(ga, lane ^ 1);
             const T al = isp ? own : oth, be = isp ? oth : own;
             const T na = sqrt(al), nb = sqrt(be);
             T c = T(1), sn = T(0);
@@ -319,29 +338,32 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
                     for (int i = 0; i < MR; i++) g[i] = c * g[i] + s2 * o[i];
                 }
             }
-            if (isp) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
+            if (isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
         }
         // the sweep's largest relative gamma over the group; the last step's V
         worst = simd_max(worst);
-        if ((tid & 31) == 0) wred[tid >> 5] = worst;
+        if (lane == 0) wred[tid >> 5] = worst;
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (uv) alloy_svd_cols_vstep<T, NP>(v, csb + ((K - 1) & 1) * NH);
+        if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
         T all = T(0);
-        for (int k = 0; k < NP / 32; k++) all = max(all, T(wred[k]));
+        for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
         if (all <= tol_stop) {
             info = 0;
             break;
         }
     }
     // after whole sweeps the ring is back in column order
-    if (tid < N) {
+    if (j < N) {
 #pragma unroll
         for (int i = 0; i < MR; i++)
-            if (i < M) G[long(tid) * M + i] = g[i];
+            if (r0 + i < M) G[long(j) * M + r0 + i] = g[i];
         if (uv) {
 #pragma unroll
-            for (int k = 0; k < NP; k++)
-                if (k < N) V[long(k) * N + tid] = v[k];
+            for (int k = 0; k < Q; k++) {
+                const int ca = h * Q + k, cb = ca == 0 ? K : K - ca;
+                if (ca < N) V[long(ca) * N + j] = a[k];
+                if (cb < N) V[long(cb) * N + j] = b[k];
+            }
         }
     }
     return info;
@@ -468,9 +490,9 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
-// U' (M or N). COLS (0: off) is NP of alloy_svd_cols_sweeps, whose buffers
-// xb, nrm, csb, wred are used only then. Returns info.
-template <class T, bool REG, int COLS, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
+// U' (M or N). COLS (0: off) and CH are NP and H of alloy_svd_cols_sweeps,
+// whose buffers xb, nrm, csb, wred are used only then. Returns info.
+template <class T, bool REG, int COLS, int CH, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
           class CB>
 int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
                      int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
@@ -525,8 +547,8 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
         info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     } else if constexpr (COLS > 0) {
-        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, COLS>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, tid,
-                                                                 xb, nrm, csb, wred);
+        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, COLS, CH>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny,
+                                                                     tid, xb, nrm, csb, wred);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
     for (int sweep = 0; sweep <= max_sweeps && !REG && !COLS; sweep++) {
@@ -694,15 +716,15 @@ if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
     // COLS: the exchange buffers over G and V, then the norms, (c, s') and the sweep maxima
-    const long xn = 2L * (COLS > 0 ? COLS : 32) * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
+    const long xn = 2L * COLS * CH * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
     auto xb = (threadgroup vec<T, 16 / sizeof(T)> *)dyn;
     auto csb = (threadgroup vec<T, 2> *)(dyn + xn + 2 * COLS);
-    info_m = alloy_svd_tg_run<T, REG, COLS>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up,
+    info_m = alloy_svd_tg_run<T, REG, COLS, CH>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up,
                                             urs, ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, xb,
                                             dyn + xn, csb, dyn + xn + 4 * COLS);
 } else {
     auto wk = work + z * (mn + long(N) * N);
-    info_m = alloy_svd_tg_run<T, REG, 0>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+    info_m = alloy_svd_tg_run<T, REG, 0, 1>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
                                          ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, wk, wk, wk, wk);
 }
 if (tid == 0) info[z] = info_m;
