@@ -417,6 +417,9 @@ static void test_paths(void) {
             for (int full = 0; full < 2; full++) {
                 svd_case t = {DTS[d], cases[i].m, cases[i].n, cases[i].batch, 1, full, cases[i].path,
                               (int)(i + full) % 2, ALL_KINDS, 8, 0};
+                /* float64 at 128 x 128 with condition 1e12 takes more than the default 30
+                   sweeps for about one matrix in four, on this path and TG_SMEM alike */
+                if (d == 1 && cases[i].m >= 128 && cases[i].n >= 128) t.max_sweeps = 60;
                 run_checked(&t);
             }
 }

@@ -63,6 +63,17 @@
 //! header:
 // the rows of G a thread holds in the COLS path
 #define ALLOY_SVD_COLS_MR 64
+// COLS and CH through their macros: launches that do not give them (eigh's) get 0 and 1
+#ifdef ALLOY_TEMPLATE_COLS
+#define ALLOY_SVD_COLS_NP int(ALLOY_TEMPLATE_COLS)
+#else
+#define ALLOY_SVD_COLS_NP 0
+#endif
+#ifdef ALLOY_TEMPLATE_CH
+#define ALLOY_SVD_COLS_H int(ALLOY_TEMPLATE_CH)
+#else
+#define ALLOY_SVD_COLS_H 1
+#endif
 inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
     int a, b;
     if (i == 0) {
@@ -490,9 +501,10 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
-// U' (M or N). COLS (0: off) and CH are NP and H of alloy_svd_cols_sweeps,
-// whose buffers xb, nrm, csb, wred are used only then. Returns info.
-template <class T, bool REG, int COLS, int CH, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
+// U' (M or N). XNP (0: off) and XH are NP and H of alloy_svd_cols_sweeps
+// (the COLS path), whose buffers xb, nrm, csb, wred are used only then.
+// Returns info.
+template <class T, bool REG, int XNP, int XH, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
           class CB>
 int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
                      int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
@@ -546,12 +558,12 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
         int used = 0;
         info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
-    } else if constexpr (COLS > 0) {
-        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, COLS, CH>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny,
+    } else if constexpr (XNP > 0) {
+        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, XNP, XH>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny,
                                                                      tid, xb, nrm, csb, wred);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
-    for (int sweep = 0; sweep <= max_sweeps && !REG && !COLS; sweep++) {
+    for (int sweep = 0; sweep <= max_sweeps && !REG && !XNP; sweep++) {
         if (sweep == max_sweeps) break;
         T worst = T(0); // largest |gamma| / (||g_p|| ||g_q||) of the sweep
         for (int r = 0; r < Np - 1; r++) {
@@ -716,12 +728,13 @@ if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
     // COLS: the exchange buffers over G and V, then the norms, (c, s') and the sweep maxima
-    const long xn = 2L * COLS * CH * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
+    constexpr int cnp = ALLOY_SVD_COLS_NP, ch = ALLOY_SVD_COLS_H;
+    const long xn = 2L * cnp * ch * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
     auto xb = (threadgroup vec<T, 16 / sizeof(T)> *)dyn;
-    auto csb = (threadgroup vec<T, 2> *)(dyn + xn + 2 * COLS);
-    info_m = alloy_svd_tg_run<T, REG, COLS, CH>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up,
-                                            urs, ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, xb,
-                                            dyn + xn, csb, dyn + xn + 4 * COLS);
+    auto csb = (threadgroup vec<T, 2> *)(dyn + xn + 2 * cnp);
+    info_m = alloy_svd_tg_run<T, REG, cnp, ch>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz,
+                                               Up, urs, ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, xb,
+                                               dyn + xn, csb, dyn + xn + 4 * cnp);
 } else {
     auto wk = work + z * (mn + long(N) * N);
     info_m = alloy_svd_tg_run<T, REG, 0, 1>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
