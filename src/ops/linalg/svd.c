@@ -9,7 +9,9 @@
  * Jacobi); on a GPU svd_tg (one threadgroup per matrix, round-robin
  * parallel pairs, one SIMD group per pair, the columns and V in threadgroup
  * memory while they fit, else in device scratch; up to 32 x 32 one SIMD
- * group whose lanes hold the columns in registers during the sweeps). Both work on the tall one
+ * group whose lanes hold the columns in registers during the sweeps; for
+ * float32 up to 128 x 128 the COLS path: one or two threads per column of G
+ * and row of V, in registers, one barrier per step). All work on the tall one
  * of a and a^T. Sizes and strides are launch constants, so a new shape
  * never recompiles a kernel. */
 #include <stdint.h>

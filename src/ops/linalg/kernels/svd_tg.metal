@@ -26,7 +26,10 @@
 // sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
 // EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
 // m == n <= 32, NT = 32, 3 n^2 elements of dynamic threadgroup memory;
-// `upper` names the triangle read).
+// `upper` names the triangle read), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
+// N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
+// 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
 // Launch constant int32 upper (read with EIGH only).
 // Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
 // sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
