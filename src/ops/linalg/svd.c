@@ -93,11 +93,20 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     const int64_t es = (int64_t)alloy_dtype_size(dt);
     int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
+    /* COLS: NP H threads, H per column of G (NP: N rounded up to 32, 64 or
+     * 128; H = 2 where a column has more than MR rows or V's row is 128 long);
+     * its threadgroup memory is the two exchange buffers of NP H parts of
+     * MR + 16 / es elements (they hold G and V before and after the sweeps),
+     * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+    const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
+    const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
+    const int64_t cols_bytes = (2 * cols_np * cols_h * (SVD_COLS_MR + 16 / es) + 4 * cols_np + 8) * es;
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
         /* float64 would need twice the registers (spills) */
-        else if (M <= 2 * SVD_COLS_MR && dt == ALLOY_FLOAT32) path = ALLOY_SVD_TG_COLS;
+        else if (M <= 2 * SVD_COLS_MR && dt == ALLOY_FLOAT32 && (size_t)cols_bytes <= smem_budget(dev))
+            path = ALLOY_SVD_TG_COLS;
         else if ((size_t)smem_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_SMEM;
         else path = ALLOY_SVD_TG_DEVICE;
     }
@@ -110,14 +119,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     if (path == ALLOY_SVD_TG_COLS && M > 2 * SVD_COLS_MR)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes m, n <= %d, not %lld x %lld", fn,
                            2 * SVD_COLS_MR, (long long)m, (long long)n);
-    /* COLS: NP H threads, H per column of G (NP: N rounded up to 32, 64 or
-     * 128; H = 2 where a column has more than MR rows or V's row is 128 long);
-     * its threadgroup memory is the two exchange buffers of NP H parts of
-     * MR + 16 / es elements (they hold G and V before and after the sweeps),
-     * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
-    const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
-    const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
-    if (path == ALLOY_SVD_TG_COLS) smem_bytes = (2 * cols_np * cols_h * (SVD_COLS_MR + 16 / es) + 4 * cols_np + 8) * es;
+    if (path == ALLOY_SVD_TG_COLS) smem_bytes = cols_bytes;
     if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: a is %lld x %lld; the GPU kernel takes at most %d rows and columns", fn,
