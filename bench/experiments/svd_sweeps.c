@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     const alloy_svd_path paths[2] = {ALLOY_SVD_TG_SMEM, ALLOY_SVD_TG_COLS};
     const char *names[2] = {"TG_SMEM", "TG_COLS"};
     for (int p = 0; p < 2; p++) {
-        if (paths[p] == ALLOY_SVD_TG_COLS && n > 64) continue;
+        if (paths[p] == ALLOY_SVD_TG_COLS && n > 128) continue;
         int *took = calloc((size_t)count, sizeof(int)), hist[31] = {0};
         int32_t *info = malloc(sizeof(int32_t) * (size_t)count);
         for (int k = 1; k <= 30; k++) {
@@ -65,7 +65,7 @@ int main(int argc, char **argv) {
             mean += took[b];
         }
         mean /= count;
-        const int np = paths[p] == ALLOY_SVD_TG_COLS ? (n <= 32 ? 32 : 64) : n + (n & 1);
+        const int np = paths[p] == ALLOY_SVD_TG_COLS ? (n <= 32 ? 32 : n <= 64 ? 64 : 128) : n + (n & 1);
         const int per = paths[p] == ALLOY_SVD_TG_COLS ? np : np - 1 + 2;
         printf("%s %dx%d, %d matrices: sweeps", names[p], n, n, count);
         for (int k = 0; k <= 30; k++)
