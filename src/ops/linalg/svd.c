@@ -9,7 +9,9 @@
  * Jacobi); on a GPU svd_tg (one threadgroup per matrix, round-robin
  * parallel pairs, one SIMD group per pair, the columns and V in threadgroup
  * memory while they fit, else in device scratch; up to 32 x 32 one SIMD
- * group whose lanes hold the columns in registers during the sweeps). Both work on the tall one
+ * group whose lanes hold the columns in registers during the sweeps; for
+ * float32 up to 128 x 128 the COLS path: one or two threads per column of G
+ * and row of V, in registers, one barrier per step). All work on the tall one
  * of a and a^T. Sizes and strides are launch constants, so a new shape
  * never recompiles a kernel. */
 #include <stdint.h>
@@ -29,6 +31,7 @@ static const char TG_FILE[] = "src/ops/linalg/kernels/svd_tg.metal";
 
 #define SVD_DEFAULT_SWEEPS 30
 #define SVD_GPU_MAX 256 /* svd_tg's static arrays: 256 rows of the tall matrix */
+#define SVD_COLS_MR 64  /* svd_tg's ALLOY_SVD_COLS_MR: the rows of G a thread of the COLS path holds */
 
 void alloy_svd_options_init(alloy_svd_options *o) {
     if (!o) return;
@@ -89,18 +92,34 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     for (int d = 0; d < nb; d++) batch *= sh[d];
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     const int64_t es = (int64_t)alloy_dtype_size(dt);
-    const int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
+    int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
+    /* COLS: NP H threads, H per column of G (NP: N rounded up to 32, 64 or
+     * 128; H = 2 where a column has more than MR rows or V's row is 128 long);
+     * its threadgroup memory is the two exchange buffers of NP H parts of
+     * MR + 16 / es elements (they hold G and V before and after the sweeps),
+     * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+    const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
+    const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
+    const int64_t cols_bytes = (2 * cols_np * cols_h * (SVD_COLS_MR + 16 / es) + 4 * cols_np + 8) * es;
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
+        /* float64 would need twice the registers (spills) */
+        else if (M <= 2 * SVD_COLS_MR && dt == ALLOY_FLOAT32 && (size_t)cols_bytes <= smem_budget(dev))
+            path = ALLOY_SVD_TG_COLS;
         else if ((size_t)smem_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_SMEM;
         else path = ALLOY_SVD_TG_DEVICE;
     }
-    if (path != ALLOY_SVD_CPU && path != ALLOY_SVD_TG_SMEM && path != ALLOY_SVD_TG_DEVICE && path != ALLOY_SVD_TG_REG)
+    if (path != ALLOY_SVD_CPU && path != ALLOY_SVD_TG_SMEM && path != ALLOY_SVD_TG_DEVICE && path != ALLOY_SVD_TG_REG &&
+        path != ALLOY_SVD_TG_COLS)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
     if (path == ALLOY_SVD_TG_REG && M > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes m, n <= 32, not %lld x %lld",
                            fn, (long long)m, (long long)n);
+    if (path == ALLOY_SVD_TG_COLS && M > 2 * SVD_COLS_MR)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes m, n <= %d, not %lld x %lld", fn,
+                           2 * SVD_COLS_MR, (long long)m, (long long)n);
+    if (path == ALLOY_SVD_TG_COLS) smem_bytes = cols_bytes;
     if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: a is %lld x %lld; the GPU kernel takes at most %d rows and columns", fn,
@@ -141,8 +160,12 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         alloy_batch_layout lay;
         alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])bs);
         const int tg = path != ALLOY_SVD_CPU;
-        const int reg = path == ALLOY_SVD_TG_REG, smem = path == ALLOY_SVD_TG_SMEM || reg;
-        const uint32_t nt = !tg ? 1 : reg ? 32 : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
+        const int reg = path == ALLOY_SVD_TG_REG, cols = path == ALLOY_SVD_TG_COLS;
+        const int smem = path == ALLOY_SVD_TG_SMEM || reg || cols;
+        const uint32_t nt = !tg    ? 1
+                            : reg  ? 32
+                            : cols ? (uint32_t)(cols_np * cols_h)
+                                   : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
         alloy_kernel *kern = NULL;
         alloy_launch *ln = NULL;
         st = alloy_catalog_kernel(tg ? TG_FILE : CPU_FILE, &kern);
@@ -156,6 +179,8 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", smem);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "REG", reg);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "EIGH", 0);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "COLS", cols ? cols_np : 0);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "CH", cols ? cols_h : 1);
         if (st == ALLOY_OK && smem)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);

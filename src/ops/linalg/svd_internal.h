@@ -11,7 +11,9 @@ typedef enum alloy_svd_path {
     ALLOY_SVD_CPU = 1,      /* svd_cpu.metal: one thread per matrix, cyclic one-sided Jacobi */
     ALLOY_SVD_TG_SMEM = 2,  /* svd_tg.metal, the columns and V in threadgroup memory */
     ALLOY_SVD_TG_DEVICE = 3,/* svd_tg.metal, the columns and V in device scratch */
-    ALLOY_SVD_TG_REG = 4    /* svd_tg.metal, one SIMD group, the sweeps in registers (m, n <= 32) */
+    ALLOY_SVD_TG_REG = 4,   /* svd_tg.metal, one SIMD group, the sweeps in registers (m, n <= 32) */
+    ALLOY_SVD_TG_COLS = 5   /* svd_tg.metal, one or two threads per column of G and row of V, in
+                               registers (max(m, n) <= 128) */
 } alloy_svd_path;
 
 alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *options, alloy_svd_path path,

@@ -26,7 +26,10 @@
 // sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
 // EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
 // m == n <= 32, NT = 32, 3 n^2 elements of dynamic threadgroup memory;
-// `upper` names the triangle read).
+// `upper` names the triangle read), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
+// N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
+// 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
 // Launch constant int32 upper (read with EIGH only).
 // Launch constants: int32 m, n, uv, ucols, vrows, max_sweeps; int64 batch,
 // sa_b, sa_r, sa_c, a_off, z_off. A(b, p, q) = A[a_off + b*sa_b + p*sa_r +
@@ -58,7 +61,22 @@
 //! template: SMEM=true
 //! template: REG=false
 //! template: EIGH=false
+//! template: COLS=0
+//! template: CH=1
 //! header:
+// the rows of G a thread holds in the COLS path
+#define ALLOY_SVD_COLS_MR 64
+// COLS and CH through their macros: launches that do not give them (eigh's) get 0 and 1
+#ifdef ALLOY_TEMPLATE_COLS
+#define ALLOY_SVD_COLS_NP int(ALLOY_TEMPLATE_COLS)
+#else
+#define ALLOY_SVD_COLS_NP 0
+#endif
+#ifdef ALLOY_TEMPLATE_CH
+#define ALLOY_SVD_COLS_H int(ALLOY_TEMPLATE_CH)
+#else
+#define ALLOY_SVD_COLS_H 1
+#endif
 inline void alloy_svd_pair(int r, int i, int N, thread int &p, thread int &q) {
     int a, b;
     if (i == 0) {
@@ -196,6 +214,175 @@ int alloy_svd_warp_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
     return info;
 }
 
+// COLS path, V: thread (i, h) holds row i of V, pairs h Q .. h Q + Q - 1 of
+// the round-robin step (Q = NP / 2H), as a[k] and b[k]: the columns in the
+// pair's two ring slots. Ring order: slot rho < NP - 1 holds column (rho +
+// r) mod (NP - 1) at step r and slot NP - 1 column NP - 1; pair P of every
+// step is the slot pair (P, NP - 1 - P) (P = 0: (0, NP - 1)), so a[k] is
+// slot P = h Q + k and b[k] slot NP - 1 - P, and the indices are
+// compile-time constants. cs[P] = (c, s'): a' = c a - s' b, b' = s' a + c b
+// (s' = s when slot a holds the lower column index, else -s). After the
+// step the ring turns by one (slot rho takes slot rho + 1): a[k] <- a[k+1],
+// the last a <- the next half's first a (own b[Q-1] in the last half);
+// b[k] <- b[k-1], b[0] <- the previous half's last b (pair 0's b is the
+// fixed slot), b[1] of pair 1 <- pair 0's a (the wrap). With H = 2 the two
+// halves of a row are neighbouring lanes and swap one value a step.
+template <class T, int Q, int H, class CB>
+inline void alloy_svd_cols_vstep(thread T (&a)[Q], thread T (&b)[Q], CB cs, int h, int lane) {
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        const vec<T, 2> w = cs[h * Q + k];
+        const T x = a[k], y = b[k];
+        a[k] = w.x * x - w.y * y;
+        b[k] = w.y * x + w.x * y;
+    }
+    const T a0 = a[0], b0 = b[0], bl = b[Q - 1];
+    T recv = bl;
+    if (H > 1) recv = alloy_svd_shfl(h == 0 ? bl : a0, lane ^ 1);
+#pragma unroll
+    for (int k = 0; k < Q - 1; k++) a[k] = a[k + 1];
+    a[Q - 1] = h == H - 1 ? bl : recv;
+#pragma unroll
+    for (int k = Q - 1; k > 1; k--) b[k] = b[k - 1];
+    b[1] = h == 0 ? a0 : b0;
+    b[0] = h == 0 ? b0 : recv;
+}
+
+// The sweeps of an M x N matrix with M <= H MR, N <= NP (NP H threads,
+// COLS): thread (j, h) = (t / H, t % H) holds rows h MR .. h MR + MR - 1 of
+// column j of G (MR registers; rows past M and columns past N zero: zero
+// columns are never rotated) and its part of row j of V (alloy_svd_cols_vstep).
+// At each step of the round-robin tournament (NP - 1 steps a sweep, as
+// alloy_svd_pair) a thread stores its part of its column in threadgroup
+// memory (two buffers by step parity, so one barrier a step suffices), with
+// the squared norm (the halves' sums added by the two lanes in either order:
+// the same bits), reads its partner's part after the barrier, forms gamma =
+// g_p . g_q with the same products, order and halves' sum as the partner's
+// threads (the same bits, so all agree on the rotation), takes alpha and
+// beta as the owners computed them, and rewrites only its own part; one
+// thread of each pair stores (c, s') for V, whose rows apply the step's
+// rotations after the next barrier. No reduction beyond the two halves and
+// one barrier per step; only G goes through threadgroup memory. G (ld M)
+// and V (ld N) are read at the start and written back at the end; xb, the
+// exchange buffers (2 NP H parts of MR + W elements, W = 16 / sizeof(T)),
+// may alias them. Returns info (0 converged, 2 not).
+template <class T, int MR, int NP, int H, class P, class XB, class TB, class CB>
+int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny, int tid, XB xb,
+                          TB nrm, CB csb, TB wred) {
+    constexpr int K = NP - 1, NH = NP / 2, Q = NH / H, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
+    const int j = tid / H, h = tid - j * H, lane = tid & 31, r0 = h * MR;
+    T g[MR], o[MR], a[Q], b[Q];
+#pragma unroll
+    for (int i = 0; i < MR; i++) g[i] = (j < N && r0 + i < M) ? T(G[long(j) * M + r0 + i]) : T(0);
+#pragma unroll
+    for (int k = 0; k < Q; k++) {
+        const int ca = h * Q + k, cb = ca == 0 ? K : K - ca; // the columns of the slots at step 0
+        a[k] = (uv && j < N && ca < N) ? T(V[long(ca) * N + j]) : ca == j ? T(1) : T(0);
+        b[k] = (uv && j < N && cb < N) ? T(V[long(cb) * N + j]) : cb == j ? T(1) : T(0);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const int MW = (min(max(M - r0, 0), MR) + W - 1) / W; // vectors of this part that hold rows < M
+    int info = 2;
+    for (int sweep = 0; sweep < max_sweeps; sweep++) {
+        T worst = T(0);
+        for (int r = 0; r < K; r++) {
+            const int par = r & 1;
+            // ||g_j||^2 in four interleaved partial sums (+ the other half), published with the column
+            T sa[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+            for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
+            T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+            if (H > 1) own = own + alloy_svd_shfl(own, lane ^ 1);
+            auto mine = xb + ((par * NP + j) * H + h) * S;
+#pragma unroll
+            for (int c = 0; c < CW; c++)
+                if (c < MW) {
+                    vec<T, W> x;
+#pragma unroll
+                    for (int w = 0; w < W; w++) x[w] = g[c * W + w];
+                    mine[c] = x;
+                }
+            if (h == 0) nrm[par * NP + j] = own;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
+            // the partner, this column's pair and ring slot (a: the lower slot)
+            int pj, pair;
+            bool slot_a;
+            if (j == K) {
+                pj = r;
+                pair = 0;
+                slot_a = false;
+            } else {
+                const int rho = (j - r + K) % K;
+                pj = rho == 0 ? K : (2 * r - j + 2 * K) % K;
+                slot_a = rho < NH;
+                pair = slot_a ? rho : K - rho;
+            }
+            const bool isp = j < pj; // this thread holds g_p (the lower index)
+            auto theirs = xb + ((par * NP + pj) * H + h) * S;
+#pragma unroll
+            for (int c = 0; c < CW; c++) {
+                vec<T, W> x = c < MW ? vec<T, W>(theirs[c]) : vec<T, W>(T(0));
+#pragma unroll
+                for (int w = 0; w < W; w++) o[c * W + w] = x[w];
+            }
+            const T oth = nrm[par * NP + pj];
+            // gamma: the same products and order in every thread of the pair (the same bits)
+            T sg[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+            for (int i = 0; i < MR; i++) sg[i & 3] = fma(g[i], o[i], sg[i & 3]);
+            T ga = (sg[0] + sg[1]) + (sg[2] + sg[3]);
+            if (H > 1) ga = ga + alloy_svd_shfl(ga, lane ^ 1);
+            const T al = isp ? own : oth, be = isp ? oth : own;
+            const T na = sqrt(al), nb = sqrt(be);
+            T c = T(1), sn = T(0);
+            if (na > tiny && nb > tiny) {
+                const T rel = fabs(ga) / (na * nb);
+                if (!(rel <= worst)) worst = rel;
+                if (fabs(ga) > tol * na * nb) {
+                    const T zeta = (be - al) / (T(2) * ga);
+                    const T az = fabs(zeta);
+                    const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
+                    const T tn = (zeta >= T(0) ? T(1) : T(-1)) / (az + root);
+                    c = T(1) / sqrt(T(1) + tn * tn);
+                    sn = c * tn;
+                    // p' = c p - s q, q' = s p + c q: own' = c own + s2 partner
+                    const T s2 = isp ? -sn : sn;
+#pragma unroll
+                    for (int i = 0; i < MR; i++) g[i] = c * g[i] + s2 * o[i];
+                }
+            }
+            if (isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
+        }
+        // the sweep's largest relative gamma over the group; the last step's V
+        worst = simd_max(worst);
+        if (lane == 0) wred[tid >> 5] = worst;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
+        T all = T(0);
+        for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
+        if (all <= tol_stop) {
+            info = 0;
+            break;
+        }
+    }
+    // after whole sweeps the ring is back in column order
+    if (j < N) {
+#pragma unroll
+        for (int i = 0; i < MR; i++)
+            if (r0 + i < M) G[long(j) * M + r0 + i] = g[i];
+        if (uv) {
+#pragma unroll
+            for (int k = 0; k < Q; k++) {
+                const int ca = h * Q + k, cb = ca == 0 ? K : K - ca;
+                if (ca < N) V[long(ca) * N + j] = a[k];
+                if (cb < N) V[long(cb) * N + j] = b[k];
+            }
+        }
+    }
+    return info;
+}
+
 // EIGH (n <= 32, one SIMD group): NumPy's eigh of the symmetric n x n
 // matrix whose lower (upper == 0) or upper triangle A holds, through the
 // singular value decomposition of B = A' + sigma I, A' = A 2^-e (max |a'|
@@ -317,11 +504,14 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
-// U' (M or N). Returns info.
-template <class T, bool REG, class P, class AP, class SO, class UO, class R, class S, class I>
+// U' (M or N). XNP (0: off) and XH are NP and H of alloy_svd_cols_sweeps
+// (the COLS path), whose buffers xb, nrm, csb, wred are used only then.
+// Returns info.
+template <class T, bool REG, int XNP, int XH, class P, class AP, class SO, class UO, class R, class S, class I, class XB,
+          class CB>
 int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, int N, bool uv, int ucols,
                      int max_sweeps, SO sout, UO Up, long urs, long ucs, UO Vp, long vrs, long vcs, int tid, int nt,
-                     R &red, S &sig, S &xs, S &rn, S &dots, I &perm) {
+                     R &red, S &sig, S &xs, S &rn, S &dots, I &perm, XB xb, P nrm, CB csb, P wred) {
     const int lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
     const long mn = long(M) * N;
     T amax = T(0), bad = T(0);
@@ -371,8 +561,12 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
         int used = 0;
         info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
+    } else if constexpr (XNP > 0) {
+        info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, XNP, XH>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny,
+                                                                     tid, xb, nrm, csb, wred);
+        threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
-    for (int sweep = 0; sweep <= max_sweeps && !REG; sweep++) {
+    for (int sweep = 0; sweep <= max_sweeps && !REG && !XNP; sweep++) {
         if (sweep == max_sweeps) break;
         T worst = T(0); // largest |gamma| / (||g_p|| ||g_q||) of the sweep
         for (int r = 0; r < Np - 1; r++) {
@@ -536,11 +730,17 @@ if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
                                    u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
-    info_m = alloy_svd_tg_run<T, REG>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
-                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+    // COLS: the exchange buffers over G and V, then the norms, (c, s') and the sweep maxima
+    constexpr int cnp = ALLOY_SVD_COLS_NP, ch = ALLOY_SVD_COLS_H;
+    const long xn = 2L * cnp * ch * (ALLOY_SVD_COLS_MR + 16 / long(sizeof(T)));
+    auto xb = (threadgroup vec<T, 16 / sizeof(T)> *)dyn;
+    auto csb = (threadgroup vec<T, 2> *)(dyn + xn + 2 * cnp);
+    info_m = alloy_svd_tg_run<T, REG, cnp, ch>(dyn, dyn + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz,
+                                               Up, urs, ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, xb,
+                                               dyn + xn, csb, dyn + xn + 4 * cnp);
 } else {
     auto wk = work + z * (mn + long(N) * N);
-    info_m = alloy_svd_tg_run<T, REG>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
-                                 ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm);
+    info_m = alloy_svd_tg_run<T, REG, 0, 1>(wk, wk + mn, Ab, sa_r, sa_c, wide, M, N, uv != 0, ucn, max_sweeps, sz, Up, urs,
+                                         ucs, Vo, vrs, vcs, tid, nt, red, sig, xs, rn, dots, perm, wk, wk, wk, wk);
 }
 if (tid == 0) info[z] = info_m;
