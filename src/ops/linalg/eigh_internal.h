@@ -19,4 +19,9 @@ typedef enum alloy_eigh_path {
 alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,
                                   alloy_stream *stream, alloy_array **w, alloy_array **v, alloy_array **info);
 
+/* Whether eigh_tridiag's threadgroup-memory variant (ALLOY_EIGH_TRIDIAG_SMEM)
+ * fits one threadgroup of dev for n x n matrices of dtype dt (the tests
+ * force that variant only where it does). */
+int alloy_eigh_tridiag_smem_fits(alloy_device *dev, int64_t n, alloy_dtype dt);
+
 #endif
