@@ -152,6 +152,41 @@ static void test_softcap(void) {
         }
 }
 
+/* One unit in the last place of v as dtype dt (float16, bfloat16: normal and subnormal). */
+static double ulp_of(alloy_dtype dt, double v) {
+    const int mant = dt == ALLOY_FLOAT16 ? 10 : 7, emin = dt == ALLOY_FLOAT16 ? -14 : -126;
+    int e = v != 0 ? (int)floor(log2(fabs(v))) : emin;
+    if (e < emin) e = emin;
+    return ldexp(1.0, e - mant);
+}
+
+/* The 16-bit forward (x times 1 / cap, not x / cap) element by element: within one ulp of the float64
+ * value (the rounding is half of that) over x / cap from 1e-6 to 8 of either sign, zero and huge values;
+ * 4099 elements, so the last 3 take the scalar loop. */
+static void test_softcap_16bit(void) {
+    const double cap = 15;
+    const int64_t n = 4099;
+    for (int di = 2; di < 4; di++) {
+        const alloy_dtype dt = DTYPES[di];
+        double *x = malloc(sizeof(double) * (size_t)n);
+        for (int64_t e = 0; e < n; e++) {
+            const double s = 1e-6 * pow(8e6, (double)(e / 2) / (double)(n / 2)); /* 1e-6 .. 8 */
+            x[e] = round_to(dt, (e & 1 ? -cap : cap) * s * harness_uniform(0.97, 1.03));
+        }
+        x[7] = round_to(dt, cap * 0.6), x[8] = -x[7], x[9] = 0, x[10] = round_to(dt, 1e4);
+        alloy_array *X = dev_array(dt, 1, &n, x), *Y = NULL;
+        CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+        double *y = Y ? host_of(Y) : NULL, worst = 0;
+        for (int64_t e = 0; y && e < n; e++) {
+            const double r = cap * tanh(x[e] / cap);
+            worst = fmax(worst, fabs(y[e] - r) / ulp_of(dt, r));
+        }
+        CHECK_MSG(y && worst <= 1.0, "softcap %s: %.3g ulp from float64", alloy_dtype_name(dt), worst);
+        free(x), free(y);
+        alloy_array_free(X), alloy_array_free(Y);
+    }
+}
+
 /* ---- norms ---------------------------------------------------------------- */
 
 /* float64 reference of y (R rows of D, groups of DH). */
@@ -471,12 +506,14 @@ static void run_conv(conv_case cc, alloy_dtype dt, int with_bias, int with_state
 }
 
 static void test_conv(void) {
-    /* C = 8, 16, 24: 16-byte chunks for every dtype (the rest: scalar accesses); S = 70, 100: several blocks
-     * of 32 timesteps per sequence, a partial last one; (3, 100, 24): two threadgroup rows of dw/db sums;
-     * (8500, 1, 8): more blocks than workers, so each worker takes two */
-    const conv_case cases[8] = {{1, 1, 1, 1}, {2, 33, 5, 3},  {3, 17, 130, 8},  {1, 1000, 3, 4},
-                                {2, 2, 7, 8}, {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3}};
-    for (int ci = 0; ci < 8; ci++)
+    /* C = 8, 16, 24, 132: vector chunks for every dtype (16 bytes, 8 of 16-bit data; the rest: scalar
+     * accesses); C = 132: 33 chunks of 4 (float32, float16, bfloat16), so a second threadgroup column with one
+     * chunk; S = 70, 100: several blocks of 32 timesteps per sequence, a partial last one; (3, 100, 24): two
+     * threadgroup rows of dw/db sums; (8500, 1, 8): more blocks than workers, so each worker takes two */
+    const conv_case cases[9] = {{1, 1, 1, 1},    {2, 33, 5, 3},  {3, 17, 130, 8},  {1, 1000, 3, 4},
+                                {2, 2, 7, 8},    {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3},
+                                {2, 45, 132, 4}};
+    for (int ci = 0; ci < 9; ci++)
         for (int di = 0; di < 4; di++)
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
@@ -555,6 +592,7 @@ int main(void) {
     harness_seed();
     RUN(test_errors);
     RUN(test_softcap);
+    RUN(test_softcap_16bit);
     RUN(test_norms);
     RUN(test_unaligned);
     RUN(test_conv);

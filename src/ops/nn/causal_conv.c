@@ -3,9 +3,10 @@
  * state: a separate launch, so the state is read whole before it is updated
  * in place) and backward (causal_conv_backward: dx, dstate and partial sums
  * of dw and db in one pass over x and dy; column_sum adds the partial sums
- * in order). Both kernels give each thread a chunk of 16 bytes of channels
- * and runs of 32 timesteps (the K-1 halo from cache), 16-byte accesses when
- * C is a multiple of the chunk and the operands are aligned. */
+ * in order). Both kernels give each thread a chunk of channels (conv_chunk.h:
+ * 16 bytes, 8 of 16-bit data) and runs of 32 timesteps (the K-1 halo from
+ * cache), one vector access a chunk when C is a multiple of the chunk and the
+ * operands are 16-byte aligned. */
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
@@ -68,9 +69,17 @@ static alloy_status stride_launch(alloy_launch *l, int64_t n) {
     return st;
 }
 
+/* Channels per chunk (the kernels' V, conv_chunk.h): 4 of 16-bit data (8
+ * bytes, so the kernels hold as many float registers as for float32), else
+ * 16 bytes' worth. */
+static int64_t conv_chunk(alloy_dtype dt) {
+    const int64_t e = (int64_t)alloy_dtype_size(dt);
+    return e == 2 ? 4 : 16 / e;
+}
+
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
-    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
+    const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t nblk = d->B * ((d->S + CONV_L - 1) / CONV_L), want = (nblk + 7) / 8;
     const int64_t per = target / tiles > 1 ? target / tiles : 1, rounds = (want + per - 1) / per;
     return rounds > 0 ? (want + rounds - 1) / rounds : 0; /* as many blocks for every worker */
@@ -80,7 +89,7 @@ static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
  * `rows` threadgroup rows; ops: the arrays for the 16-byte check. */
 static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype dt, int64_t rows, int n_ops,
                                 alloy_array *const *ops) {
-    const int64_t V = 16 / (int64_t)alloy_dtype_size(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
+    const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t ntb = (d->S + CONV_L - 1) / CONV_L;
     const int vec = d->C % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tiles * 32), (uint32_t)(rows * 8), 1);

@@ -33,14 +33,20 @@ static const int64_t MAX_TGS = 65536;
 enum { ROWS_MAX_NC = 8, ROWS_BWD_SMEM = 64 * 1024 };
 
 /* Threadgroups of 256 threads resident per SM: the kernels' launch bounds
- * hold the forward to 64 registers a thread (4 threadgroups) and the
+ * hold the forward, which holds two rows' chunks, to 64 registers a thread
+ * (4 threadgroups; 80 and 3 with 4 chunks a lane, 128 and 2 with 8; without
+ * the second row, pf = 0, 64 and 4) and the
  * backward to 128 (2), and the backward's threadgroup memory must fit too
  * (227 KB an SM on Hopper). */
-static int64_t rows_per_sm(int fwd, int64_t smem) {
-    int64_t k = fwd ? 4 : 2;
+static int64_t rows_per_sm(int fwd, int pf, int64_t nc, int64_t smem) {
+    int64_t k = fwd ? (!pf ? 4 : nc >= 8 ? 2 : nc >= 4 ? 3 : 4) : 2;
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
+
+/* Whether the forward loads each row's next row ahead (norm_rows' PF): not
+ * bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
+static int fwd_pf(alloy_dtype dt, int64_t nc) { return !(dt == ALLOY_BFLOAT16 && nc >= 8); }
 
 /* The SMs the grids are sized for: the device's, or an H100's 132 where it
  * has none (the CPU). */
@@ -106,7 +112,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     if (dy && d->nc) d->smem = 256 * ns * d->nc * V * acc_size;
     /* threadgroups per head: at most as many in all as the SMs hold at once, and as many rounds of 8 / wg
      * rows each (no SIMD group idles in a last round while others work) */
-    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->smem);
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, fwd_pf(dt, d->nc), d->nc, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
@@ -133,6 +139,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
+    if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
 }

@@ -45,6 +45,7 @@ static alloy_status elementwise(const char *fn, const char *path, const char *ou
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "nv", ALLOY_INT64, nv);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "stride", ALLOY_INT64, threads);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "cap", alloy_nn_accum(dt), cap);
+        if (st == ALLOY_OK && !dy) st = alloy_launch_set_constant(l, "rc", alloy_nn_accum(dt), 1.0 / cap);
         alloy_array *ins[2] = {x, dy};
         if (st == ALLOY_OK) st = alloy_nn_apply(path, l, dt, dy ? 2 : 1, ins, 1, stream);
         alloy_launch_free(l);

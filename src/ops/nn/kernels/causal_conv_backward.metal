@@ -3,18 +3,19 @@
 //   dx[b,s,c]     = sum_{j<KT, s+KT-1-j < S} w[c,j] * dy[b, s+KT-1-j, c]
 //   dstate[b,i,c] = sum_{j <= i, i-j < S}    w[c,j] * dy[b, i-j, c]  (want_state)
 //   dw[c,j] = sum_{b,t} dy[b,t,c] * ext(b, t-KT+1+j, c),  db[c] = sum_{b,t} dy[b,t,c]
-// Layout as causal_conv_forward (a thread per chunk of V channels walks blocks
-// of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...; 16-byte
-// accesses with VEC), with two windows in registers: the KT inputs up to
-// time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps (2 of 16-bit
-// data) of x and dy are loaded before use. Each thread sums dw and db of its channels over
+// Layout as causal_conv_forward (a thread per chunk of V channels, conv_chunk.h,
+// walks blocks of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...;
+// vector accesses with VEC), with two windows in registers: the KT inputs up
+// to time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps (6 of
+// 16-bit data: 8 spilled under the 128-register bound) of x and dy are loaded
+// before use. Each thread sums dw and db of its channels over
 // its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
 // for column_sum, which adds the rows in order: deterministic.
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
 // int has_state, int want_state. Template: T (data), A (accumulation; part
-// is A), KT (taps), VEC (16-byte accesses; a template, so the kernel carries
+// is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
@@ -25,70 +26,13 @@
 //! template: VEC=1
 //! template: KT=4
 //! header:
-// A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
-// 16-byte access at p (16-byte aligned), else the first m elements one by
-// one (the rest read as 0); unpacked to / packed from V values of A.
-template <class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
-    if (vec) return *(const uint4 *)p;
-    uint4 u = uint4(0u, 0u, 0u, 0u);
-    if constexpr (sizeof(T) == 8) {
-        for (int e = 0; e < 2; e++)
-            if (e < m) {
-                const ulong bits = as_type<ulong>(p[e]);
-                u[2 * e] = uint(bits);
-                u[2 * e + 1] = uint(bits >> 32);
-            }
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++)
-            if (e < m) u[e] = as_type<uint>(p[e]);
-    } else {
-        for (int e = 0; e < 8; e++)
-            if (e < m) u[e >> 1] |= uint(as_type<ushort>(p[e])) << ((e & 1) * 16);
-    }
-    return u;
-}
-template <class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
-    if (vec) {
-        *(uint4 *)p = u;
-        return;
-    }
-    if constexpr (sizeof(T) == 8) {
-        for (int e = 0; e < 2; e++)
-            if (e < m) p[e] = as_type<T>(ulong(u[2 * e]) | (ulong(u[2 * e + 1]) << 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++)
-            if (e < m) p[e] = as_type<T>(u[e]);
-    } else {
-        for (int e = 0; e < 8; e++)
-            if (e < m) p[e] = as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16)));
-    }
-}
-template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
-    if constexpr (sizeof(T) == 8) {
-        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
-        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
-    } else {
-        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
-    }
-}
-template <class T, class A> inline uint4 nn_pack(const A *v) {
-    uint4 u;
-    if constexpr (sizeof(T) == 8) {
-        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
-        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
-    } else {
-        for (int e = 0; e < 4; e++)
-            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
-    }
-    return u;
-}
+// at most 128 registers a thread: two threadgroups of 256 threads per SM
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
-constexpr int V = 16 / int(sizeof(T));
-constexpr int L = 32, NB = sizeof(T) == 2 ? 2 : 4; // 16-bit chunks unpack to twice the registers
+constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
+constexpr int L = 32, NB = sizeof(T) == 2 ? 6 : 4; // 64 (48) bytes of x and of dy in flight a thread
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);

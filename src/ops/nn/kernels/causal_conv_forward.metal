@@ -1,18 +1,19 @@
 // causal_conv_forward: causal depthwise convolution over time,
 //   y[b,t,c] = bias[c] + sum_{j<KT} w[c,j] * x[b, t-KT+1+j, c]
 // where time tau < 0 reads state[b, KT-1+tau, c] (has_state) or 0.
-// Each thread serves one chunk of V = 16 / sizeof(T) channels c0 = cc * V ..
-// and walks blocks of L = 32 consecutive timesteps, keeping the last KT-1
-// inputs in registers (a block's halo, read again after the previous block's
-// thread read it, comes from cache), its taps and bias in registers, and
-// loading NB = 8 timesteps (4 of 16-bit data) before using them. With VEC
-// (C % V == 0; x, state, y 16-byte aligned) a chunk is one 16-byte access,
-// else up to V scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
+// Each thread serves one chunk of V channels c0 = cc * V .. (conv_chunk.h: 4
+// float32 / float16 / bfloat16, 2 float64) and walks blocks of L = 32
+// consecutive timesteps, keeping the last KT-1 inputs in registers (a block's
+// halo, read again after the previous block's thread read it, comes from
+// cache), its taps and bias in registers, and loading NB = 8 timesteps (16 of
+// 16-bit data: 128 bytes either way) before using them. With VEC (C % V == 0;
+// x, state, y 16-byte aligned) a chunk is one 16-byte (16-bit data: 8-byte)
+// access, else up to V scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
 // reads 32 consecutive chunks of a row), y over 8 of the NW workers; worker k
 // takes blocks k, k + NW, ... of the NBLK = B * NTB blocks (NTB = ceil(S/L)).
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
 // int has_bias, int has_state. Template: T (data), A (accumulation), KT
-// (taps), VEC (16-byte accesses; a template, so the kernel carries one
+// (taps), VEC (vector accesses; a template, so the kernel carries one
 // path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_forward
@@ -26,70 +27,10 @@
 // at most 128 registers a thread: two threadgroups of 256 threads per SM
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
-// A chunk of V = 16 / sizeof(T) elements as 16 bytes of bits: with vec one
-// 16-byte access at p (16-byte aligned), else the first m elements one by
-// one (the rest read as 0); unpacked to / packed from V values of A.
-template <class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
-    if (vec) return *(const uint4 *)p;
-    uint4 u = uint4(0u, 0u, 0u, 0u);
-    if constexpr (sizeof(T) == 8) {
-        for (int e = 0; e < 2; e++)
-            if (e < m) {
-                const ulong bits = as_type<ulong>(p[e]);
-                u[2 * e] = uint(bits);
-                u[2 * e + 1] = uint(bits >> 32);
-            }
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++)
-            if (e < m) u[e] = as_type<uint>(p[e]);
-    } else {
-        for (int e = 0; e < 8; e++)
-            if (e < m) u[e >> 1] |= uint(as_type<ushort>(p[e])) << ((e & 1) * 16);
-    }
-    return u;
-}
-template <class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
-    if (vec) {
-        *(uint4 *)p = u;
-        return;
-    }
-    if constexpr (sizeof(T) == 8) {
-        for (int e = 0; e < 2; e++)
-            if (e < m) p[e] = as_type<T>(ulong(u[2 * e]) | (ulong(u[2 * e + 1]) << 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++)
-            if (e < m) p[e] = as_type<T>(u[e]);
-    } else {
-        for (int e = 0; e < 8; e++)
-            if (e < m) p[e] = as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16)));
-    }
-}
-template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
-    if constexpr (sizeof(T) == 8) {
-        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
-        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
-    } else {
-        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
-    }
-}
-template <class T, class A> inline uint4 nn_pack(const A *v) {
-    uint4 u;
-    if constexpr (sizeof(T) == 8) {
-        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
-        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
-    } else {
-        for (int e = 0; e < 4; e++)
-            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
-    }
-    return u;
-}
+#include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
-constexpr int V = 16 / int(sizeof(T));
-constexpr int L = 32, NB = sizeof(T) == 2 ? 4 : 8; // 16-bit chunks unpack to twice the registers
+constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
+constexpr int L = 32, NB = sizeof(T) == 2 ? 16 : 8; // 128 bytes of x in flight a thread
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);

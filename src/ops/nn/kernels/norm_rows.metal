@@ -17,10 +17,15 @@
 //   rms == 0: y = (x - mu) * rstd * w + b, rstd = 1 / sqrt(mean((x - mu)^2) + eps)
 // Threadgroup p (8 SIMD groups, RW = 8 / WG groups at a time) serves head h =
 // p % G of the rows r = sg / WG + RW * (p / G) + RW * PT * k (PT threadgroups
-// per head).
+// per head). With PF each SIMD group issues the loads of its next row before
+// it works on the current one (two rows of chunks in registers), so its loads
+// stay in flight through its reductions and stores instead of waiting for
+// them (launch bounds: 4 threadgroups an SM, 3 with 4 chunks a lane, 2 with
+// 8; norm.c leaves PF off for bfloat16 with 8, whose unpacked values spill).
 // Launch constants: long R (rows), long PT, int DH, int G, int rms, int has_b,
 // A eps. Template: T (data), A (accumulation), NC (chunks per lane), WG (SIMD
-// groups per group: 1, 2, 4 or 8), VEC (16-byte accesses).
+// groups per group: 1, 2, 4 or 8), VEC (16-byte accesses), PF (load the next
+// row ahead).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows
 //! inputs: x w b
@@ -30,10 +35,13 @@
 //! template: VEC=1
 //! template: NC=1
 //! template: WG=1
+//! template: PF=1
 //! header:
-// at most 64 registers a thread: four threadgroups of 256 threads per SM
+// at most 64 registers a thread (four threadgroups of 256 threads per SM); with
+// PF 80 (three) with 4 chunks a lane, 128 (two) with 8: norm.c sizes the grid
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 4)
+#define ALLOY_CUDA_LAUNCH_BOUNDS \
+    __launch_bounds__(256, ALLOY_TEMPLATE_PF == 0 ? 4 : ALLOY_TEMPLATE_NC >= 8 ? 2 : ALLOY_TEMPLATE_NC >= 4 ? 3 : 4)
 #include "src/ops/nn/kernels/chunk.h"
 //! body:
 constexpr int V = 16 / int(sizeof(T));
@@ -45,15 +53,25 @@ const int h = int(p % long(G));
 const long hw = long(h) * long(DH);
 threadgroup A tred[2][2][8];
 int par = 0;
-for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
-    const long r = r0 + long(sr);
-    const bool ok = r < R;
+// the chunks of this row (u) and of the next (un); every chunk's load is issued before any is used
+uint4 u[NC], un[PF != 0 ? NC : 1];
+const long step = PT * RW;
+if constexpr (PF != 0) {
+    const long r = (p / long(G)) * RW + long(sr);
     const long base = (r * long(G) + long(h)) * long(DH);
-    // every chunk's load is issued before any is used
-    uint4 u[NC];
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        u[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
+        u[i] = nn_chunk_load<T, VEC>(x, base + col, r < R ? DH - col : 0);
+    }
+}
+for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
+    const long r = r0 + long(sr), rn = r + step;
+    const bool ok = r < R;
+    const long base = (r * long(G) + long(h)) * long(DH), basen = (rn * long(G) + long(h)) * long(DH);
+    for (int i = 0; i < NC; i++) {
+        const int col = (i * 32 * WG + q) * V;
+        if constexpr (PF != 0) un[i] = nn_chunk_load<T, VEC>(x, basen + col, rn < R ? DH - col : 0);
+        else u[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
     }
     A mu = A(0);
     if (rms == 0) {
@@ -97,4 +115,6 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
                        nn_chunk_elem<T, A>(bu, e);
             nn_chunk_store<T, A, VEC>(y, base + col, DH - col, o);
         }
+    if constexpr (PF != 0)
+        for (int i = 0; i < NC; i++) u[i] = un[i];
 }

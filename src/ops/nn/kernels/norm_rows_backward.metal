@@ -8,7 +8,9 @@
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
-// + RW * PT * k (RW = 8 / WG). Each lane sums dy * x^ (and dy for LayerNorm)
+// + RW * PT * k (RW = 8 / WG). With up to 4 chunks a lane (PF; not bfloat16,
+// whose unpacked values then spill) each SIMD group issues the loads of its next row's x and dy before it works on the
+// current row, so they stay in flight through its reductions and stores. Each lane sums dy * x^ (and dy for LayerNorm)
 // of its columns over its rows in float A in threadgroup memory (the dynamic
 // alloy_threadgroup_memory: per SIMD group NS = 1 or 2 sums of NE = NC * V
 // elements of its 32 lanes, lane-consecutive words, so no bank conflicts and
@@ -53,16 +55,37 @@ threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
 const int a0 = sg * (NS * NE * 32) + lane;
 for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
 int par = 0;
-for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
+// the chunks of x and dy of this row (ux, ud) and, with PF, of the next (uxn, udn); every chunk's loads
+// are issued before any is used
+constexpr bool PF = NC <= 4 && !is_same<T, bfloat>::value; // bfloat16: spills
+const long step = PT * RW;
+uint4 ux[NC], ud[NC], uxn[PF ? NC : 1], udn[PF ? NC : 1];
+if constexpr (PF) {
+    const long r = (p / long(G)) * RW + long(sr);
+    const long base = (r * long(G) + long(h)) * long(DH);
+    for (int i = 0; i < NC; i++) {
+        const int col = (i * 32 * WG + q) * V;
+        ux[i] = nn_chunk_load<T, VEC>(x, base + col, r < R ? DH - col : 0);
+        ud[i] = nn_chunk_load<T, VEC>(dy, base + col, r < R ? DH - col : 0);
+    }
+}
+for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     const long r = r0 + long(sr);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
-    // every chunk's loads are issued before any is used
-    uint4 ux[NC], ud[NC];
-    for (int i = 0; i < NC; i++) {
-        const int col = (i * 32 * WG + q) * V;
-        ux[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
-        ud[i] = nn_chunk_load<T, VEC>(dy, base + col, ok ? DH - col : 0);
+    if constexpr (PF) {
+        const long rn = r + step, basen = (rn * long(G) + long(h)) * long(DH);
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            uxn[i] = nn_chunk_load<T, VEC>(x, basen + col, rn < R ? DH - col : 0);
+            udn[i] = nn_chunk_load<T, VEC>(dy, basen + col, rn < R ? DH - col : 0);
+        }
+    } else {
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            ux[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
+            ud[i] = nn_chunk_load<T, VEC>(dy, base + col, ok ? DH - col : 0);
+        }
     }
     A mu = A(0);
     if (RMS == 0) {
@@ -140,6 +163,11 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += PT * RW) {
                 if (RMS == 0) acc[a0 + (NE + i * V + e) * 32] += d;
             }
             nn_chunk_store<T, A, VEC>(dx, base + col, DH - col, o);
+        }
+    if constexpr (PF)
+        for (int i = 0; i < NC; i++) {
+            ux[i] = uxn[i];
+            ud[i] = udn[i];
         }
 }
 threadgroup_barrier(mem_flags::mem_threadgroup);

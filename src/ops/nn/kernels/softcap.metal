@@ -1,12 +1,18 @@
 // softcap: y = cap * tanh(x / cap) elementwise (the xLSTM block's gate and
 // logit cap), computed in A (float32, or float64 for float64 data): tanh
-// saturates to +-1, so a huge |x| gives +-cap and NaN stays NaN.
+// saturates to +-1, so a huge |x| gives +-cap and NaN stays NaN. float16 and
+// bfloat16 data take x * rc (rc = 1 / cap in float32: two roundings of 2^-24
+// where the result's is 2^-11 or 2^-8) instead of the IEEE division: that was
+// about a third of an element's instructions (CUDA's tanhf is some 17, with
+// an approximate reciprocal), whose count came close to the issue rate that
+// the 16-bit bytes allow.
 // Memory-bound: with vec (x and y 16-byte aligned) each thread moves one
 // 16-byte chunk (4 floats, 8 halves/bfloats, 2 doubles) with one vector load
 // and store, like a device-to-device copy; the last n % V elements (and every
 // element without vec) go through the scalar grid-stride loop.
 // Launch constants: long n (elements), long nv (16-byte chunks done by
-// vectors: n / V with vec, else 0), long stride (threads in the grid), A cap.
+// vectors: n / V with vec, else 0), long stride (threads in the grid), A cap,
+// A rc (1 / cap).
 // Template: T (data), A (accumulation).
 // Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_softcap
@@ -46,7 +52,13 @@ constexpr int V = 16 / int(sizeof(T));
 for (long c = long(thread_position_in_grid.x); c < nv; c += stride) {
     A v[V];
     nn_ld16(&x[c * V], v);
-    for (int e = 0; e < V; e++) v[e] = cap * tanh(v[e] / cap);
+    for (int e = 0; e < V; e++) {
+        if constexpr (sizeof(T) == 2) v[e] = cap * tanh(v[e] * rc);
+        else v[e] = cap * tanh(v[e] / cap);
+    }
     nn_st16(&y[c * V], v);
 }
-for (long e = nv * V + long(thread_position_in_grid.x); e < n; e += stride) y[e] = T(cap * tanh(A(x[e]) / cap));
+for (long e = nv * V + long(thread_position_in_grid.x); e < n; e += stride) {
+    if constexpr (sizeof(T) == 2) y[e] = T(cap * tanh(A(x[e]) * rc));
+    else y[e] = T(cap * tanh(A(x[e]) / cap));
+}
