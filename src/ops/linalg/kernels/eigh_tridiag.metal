@@ -163,7 +163,9 @@ void alloy_eigh_td_reduce(P M, long ld, int n, S d, S e, S tau, S pw, S red, int
             for (int j = k1 + warp; j < n; j += 4 * nw) {
                 T x[4], vj[4], wj[4];
                 for (int q = 0; q < 4; q++) {
-                    const int jq = min(j + q * nw, n - 1); // past the end: loaded, not stored
+                    // past the end: row j again (this thread's own element: no other
+                    // thread's store races the load), loaded, not stored
+                    const int jq = j + q * nw < n ? j + q * nw : j;
                     x[q] = M[long(jq) * ld + i];
                     vj[q] = jq == k1 ? T(1) : T(rowk[jq]);
                     wj[q] = pw[jq];
@@ -227,7 +229,7 @@ void alloy_eigh_td_form_q(P M, long ld, int n, S tau, S pw, int tid, int nt) {
             for (int j = k1 + warp; j < n; j += 4 * nw) {
                 T x[4], tw[4];
                 for (int q = 0; q < 4; q++) {
-                    const int jq = min(j + q * nw, n - 1);
+                    const int jq = j + q * nw < n ? j + q * nw : j; // as in the reduction
                     x[q] = M[long(jq) * ld + i];
                     tw[q] = tk != T(0) ? T(pw[jq]) : T(0);
                 }
