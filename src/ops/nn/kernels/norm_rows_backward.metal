@@ -8,8 +8,8 @@
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
-// + RW * PT * k (RW = 8 / WG). With up to 4 chunks a lane (PF; not bfloat16,
-// whose unpacked values then spill) each SIMD group issues the loads of its next row's x and dy before it works on the
+// + RW * PT * k (RW = 8 / WG). With up to 4 chunks a lane for float32 and 2
+// for float16 (PF; not bfloat16, whose unpacked values then spill) each SIMD group issues the loads of its next row's x and dy before it works on the
 // current row, so they stay in flight through its reductions and stores. Each lane sums dy * x^ (and dy for LayerNorm)
 // of its columns over its rows in float A in threadgroup memory (the dynamic
 // alloy_threadgroup_memory: per SIMD group NS = 1 or 2 sums of NE = NC * V
@@ -57,7 +57,9 @@ for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
 int par = 0;
 // the chunks of x and dy of this row (ux, ud) and, with PF, of the next (uxn, udn); every chunk's loads
 // are issued before any is used
-constexpr bool PF = NC <= 4 && !is_same<T, bfloat>::value; // bfloat16: spills
+// bfloat16: spills; float16 with 4 chunks a lane (rows of 1024): slower on an
+// H100 (81.6% of copy against 89.5% without, bench/RESULTS.md), 2 chunks faster
+constexpr bool PF = !is_same<T, bfloat>::value && (sizeof(T) == 4 ? NC <= 4 : NC <= 2);
 const long step = PT * RW;
 uint4 ux[NC], ud[NC], uxn[PF ? NC : 1], udn[PF ? NC : 1];
 if constexpr (PF) {
