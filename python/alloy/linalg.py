@@ -421,7 +421,7 @@ def _jacobi_failed(op, info, sweeps):
         if code == 1:
             return "it has a NaN or Inf"
         if code == 2:
-            return f"no convergence within {sweeps} Jacobi sweep{'' if sweeps == 1 else 's'}"
+            return f"no convergence within max_sweeps={sweeps}"
         return f"info {code}"
     _check_info(op, info, "not decomposed", describe)
 
