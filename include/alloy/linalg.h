@@ -292,7 +292,7 @@ alloy_status alloy_eigh(alloy_array *a, const alloy_eigh_options *options, alloy
 typedef struct alloy_svd_options {
     int compute_uv;    /* 1 (default): U and V^T too; 0: the singular values only (u, vh not used) */
     int full_matrices; /* 1 (default, NumPy): U (..., m, m) and V^T (..., n, n); 0: (..., m, k), (..., k, n) */
-    int max_sweeps;    /* Jacobi sweeps before giving up (info 2); 0: the default, 30 */
+    int max_sweeps;    /* Jacobi sweeps before giving up (info 2); 0: the default, 60 */
 } alloy_svd_options;
 
 /* compute_uv 1, full_matrices 1, max_sweeps 0 (30). */

@@ -403,16 +403,16 @@ EighResult.__doc__ = ("numpy.linalg.eigh's result: a @ eigenvectors = eigenvecto
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 SVDResult.__doc__ = "numpy.linalg.svd's result: a = (U[..., :, :k] * S[..., None, :]) @ Vh[..., :k, :], S descending."
 
-_DEFAULT_SWEEPS = 30  # the C options' default (max_sweeps 0)
+_DEFAULT_SWEEPS = {"eigh": 30, "eigvalsh": 30, "svd": 60, "svdvals": 60}  # the C options' defaults (max_sweeps 0)
 
 
 def _sweeps(op, max_sweeps):
     """max_sweeps for the C op (0: its default) and the number the messages name."""
     if max_sweeps is None:
-        return 0, _DEFAULT_SWEEPS
+        return 0, _DEFAULT_SWEEPS[op]
     if isinstance(max_sweeps, bool) or not isinstance(max_sweeps, int) or not 1 <= max_sweeps <= 2 ** 31 - 1:
         raise InvalidArgumentError(f"{op}: max_sweeps is {max_sweeps!r}; it must be an integer >= 1 "
-                                   f"(None: the default, {_DEFAULT_SWEEPS})")
+                                   f"(None: the default, {_DEFAULT_SWEEPS[op]})")
     return max_sweeps, max_sweeps
 
 
@@ -477,7 +477,7 @@ def svd(a, full_matrices=True, compute_uv=True, *, check=True, max_sweeps=None, 
     Returns SVDResult(U, S, Vh): S (..., k) descending and >= 0; U (..., m, m)
     and Vh (..., n, n) with full_matrices (NumPy's default), else (..., m, k)
     and (..., k, n); compute_uv=False: S alone. The sign of each singular
-    vector pair is not fixed. max_sweeps: the Jacobi sweeps allowed (None: 30).
+    vector pair is not fixed. max_sweeps: the Jacobi sweeps allowed (None: 60).
 
     check=True raises LinAlgError naming the matrices whose info is non-zero
     (a NaN or Inf read: that matrix's results are NaN; or no convergence) —
