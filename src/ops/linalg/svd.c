@@ -59,6 +59,21 @@ static size_t smem_budget(alloy_device *dev) {
     return (size_t)32 << 10;
 }
 
+/* The COLS path's dynamic threadgroup memory for an M x N G (M >= N): the
+ * exchange buffers over G and V (2 NP H parts of SVD_COLS_MR + 16 / es
+ * elements; NP: N rounded up to 32, 64 or 128; H threads per column), then
+ * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+static int64_t cols_smem_bytes(int64_t M, int64_t N, int64_t es) {
+    const int64_t np = N <= 32 ? 32 : N <= 64 ? 64 : 128; /* as the launch's NP and H below */
+    const int64_t h = M > SVD_COLS_MR || np > 64 ? 2 : 1;
+    return (2 * np * h * (SVD_COLS_MR + 16 / es) + 4 * np + 8) * es;
+}
+
+int alloy_svd_cols_smem_fits(alloy_device *dev, int64_t m, int64_t n, alloy_dtype dt) {
+    const int64_t M = m < n ? n : m, N = m < n ? m : n;
+    return (size_t)cols_smem_bytes(M, N, (int64_t)alloy_dtype_size(dt)) <= smem_budget(dev);
+}
+
 alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *options, alloy_svd_path path,
                                  alloy_stream *stream, alloy_array **u, alloy_array **s, alloy_array **vh,
                                  alloy_array **info) {
@@ -97,14 +112,12 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     const int64_t es = (int64_t)alloy_dtype_size(dt);
     int64_t smem_bytes = (M * N + (o.compute_uv ? N * N : 0)) * es;
-    /* COLS: NP H threads, H per column of G (NP: N rounded up to 32, 64 or
-     * 128; H = 2 where a column has more than MR rows or V's row is 128 long);
-     * its threadgroup memory is the two exchange buffers of NP H parts of
-     * MR + 16 / es elements (they hold G and V before and after the sweeps),
-     * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+    /* COLS: NP H threads, H per column of G (H = 2 where a column has more
+     * than MR rows or V's row is 128 long); the exchange buffers hold G and V
+     * before and after the sweeps */
     const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
     const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
-    const int64_t cols_bytes = (2 * cols_np * cols_h * (SVD_COLS_MR + 16 / es) + 4 * cols_np + 8) * es;
+    const int64_t cols_bytes = cols_smem_bytes(M, N, es);
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
@@ -123,12 +136,6 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     if (path == ALLOY_SVD_TG_COLS && M > 2 * SVD_COLS_MR)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes m, n <= %d, not %lld x %lld", fn,
                            2 * SVD_COLS_MR, (long long)m, (long long)n);
-    /* float64 on CUDA: its registers spill, and on the H100 the tests' forced
-     * 65 x 65 float64 cases came out wrong there (not on the CPU backend):
-     * until that is understood the column path takes float32 on a GPU */
-    if (path == ALLOY_SVD_TG_COLS && cuda && dt != ALLOY_FLOAT32)
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: the COLS path takes float32 on a GPU, not %s", fn,
-                           alloy_dtype_name(dt));
     if (path == ALLOY_SVD_TG_COLS) smem_bytes = cols_bytes;
     if (path != ALLOY_SVD_CPU && M > SVD_GPU_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,

@@ -20,4 +20,9 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
                                  alloy_stream *stream, alloy_array **u, alloy_array **s, alloy_array **vh,
                                  alloy_array **info);
 
+/* Whether the COLS path's threadgroup memory for m x n matrices of dtype dt
+ * fits one threadgroup of dev (on an H100 float64 with more than 64 columns
+ * does not); the tests force that path only where it does. */
+int alloy_svd_cols_smem_fits(alloy_device *dev, int64_t m, int64_t n, alloy_dtype dt);
+
 #endif
