@@ -71,10 +71,12 @@ static size_t smem_budget(alloy_device *dev) {
  * p/w, two rotation buffers, 32 reduction slots, then n + 4 ints (the
  * ranking and the sweeps' planes) */
 static int64_t tridiag_small_bytes(int64_t n, int64_t es) { return (8 * n + 32) * es + (n + 4) * 4; }
+/* ... and with the matrix (row stride n | 1) in front: the threadgroup-memory variant's */
+static int64_t tridiag_smem_bytes(int64_t n, int64_t es) { return n * (n | 1) * es + tridiag_small_bytes(n, es); }
 
 int alloy_eigh_tridiag_smem_fits(alloy_device *dev, int64_t n, alloy_dtype dt) {
     const int64_t es = (int64_t)alloy_dtype_size(dt);
-    return (size_t)(n * (n | 1) * es + tridiag_small_bytes(n, es)) <= smem_budget(dev);
+    return (size_t)tridiag_smem_bytes(n, es) <= smem_budget(dev);
 }
 
 alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,
@@ -104,7 +106,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     const int64_t ld_smem = n | 1;
     const int64_t smem_bytes = (o.compute_vectors ? 2 : 1) * n * ld_smem * es;
     const int64_t td_small = tridiag_small_bytes(n, es);
-    const int64_t td_smem_bytes = n * ld_smem * es + td_small;
+    const int64_t td_smem_bytes = tridiag_smem_bytes(n, es);
     if (path == ALLOY_EIGH_AUTO) {
         const int tridiag = !env_path_is("jacobi");
         if (!cuda) path = ALLOY_EIGH_CPU;

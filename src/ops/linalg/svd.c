@@ -59,14 +59,18 @@ static size_t smem_budget(alloy_device *dev) {
     return (size_t)32 << 10;
 }
 
-/* The COLS path's dynamic threadgroup memory for an M x N G (M >= N): the
- * exchange buffers over G and V (2 NP H parts of SVD_COLS_MR + 16 / es
- * elements; NP: N rounded up to 32, 64 or 128; H threads per column), then
- * NP norms for each, NP / 2 (c, s') pairs for each, and the sweep maxima */
+/* The COLS path's shape for an M x N G (M >= N): NP, N rounded up to 32, 64
+ * or 128, and H threads per column (2 where a column has more than MR rows
+ * or V's row is 128 long). */
+static int64_t cols_np(int64_t N) { return N <= 32 ? 32 : N <= 64 ? 64 : 128; }
+static int64_t cols_h(int64_t M, int64_t N) { return M > SVD_COLS_MR || cols_np(N) > 64 ? 2 : 1; }
+
+/* Its dynamic threadgroup memory: the exchange buffers over G and V (2 NP H
+ * parts of SVD_COLS_MR + 16 / es elements), then NP norms for each, NP / 2
+ * (c, s') pairs for each, and the sweep maxima. */
 static int64_t cols_smem_bytes(int64_t M, int64_t N, int64_t es) {
-    const int64_t np = N <= 32 ? 32 : N <= 64 ? 64 : 128; /* as the launch's NP and H below */
-    const int64_t h = M > SVD_COLS_MR || np > 64 ? 2 : 1;
-    return (2 * np * h * (SVD_COLS_MR + 16 / es) + 4 * np + 8) * es;
+    const int64_t np = cols_np(N);
+    return (2 * np * cols_h(M, N) * (SVD_COLS_MR + 16 / es) + 4 * np + 8) * es;
 }
 
 int alloy_svd_cols_smem_fits(alloy_device *dev, int64_t m, int64_t n, alloy_dtype dt) {
@@ -115,9 +119,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
     /* COLS: NP H threads, H per column of G (H = 2 where a column has more
      * than MR rows or V's row is 128 long); the exchange buffers hold G and V
      * before and after the sweeps */
-    const int64_t cols_np = N <= 32 ? 32 : N <= 64 ? 64 : 128;
-    const int64_t cols_h = M > SVD_COLS_MR || cols_np > 64 ? 2 : 1;
-    const int64_t cols_bytes = cols_smem_bytes(M, N, es);
+    const int64_t cnp = cols_np(N), ch = cols_h(M, N), cols_bytes = cols_smem_bytes(M, N, es);
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
@@ -181,7 +183,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         const int smem = path == ALLOY_SVD_TG_SMEM || reg || cols;
         const uint32_t nt = !tg    ? 1
                             : reg  ? 32
-                            : cols ? (uint32_t)(cols_np * cols_h)
+                            : cols ? (uint32_t)(cnp * ch)
                                    : N <= 16 ? 64 : N <= 32 ? 128 : N <= 128 ? 256 : 512;
         alloy_kernel *kern = NULL;
         alloy_launch *ln = NULL;
@@ -196,8 +198,8 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "SMEM", smem);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "REG", reg);
         if (st == ALLOY_OK && tg) st = alloy_launch_add_template_bool(ln, "EIGH", 0);
-        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "COLS", cols ? cols_np : 0);
-        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "CH", cols ? cols_h : 1);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "COLS", cols ? cnp : 0);
+        if (st == ALLOY_OK && tg) st = alloy_launch_add_template_int(ln, "CH", cols ? ch : 1);
         if (st == ALLOY_OK && smem)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
