@@ -14,6 +14,7 @@
  * backward also equals (to 1e-9) a second formulation of the gradient: the
  * bilinear form's with the stabiliser held constant plus the eps term along
  * the stabiliser's argmax chains (decomposed_gradient). */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,6 +133,7 @@ static void problem_free(problem *p) { free(p->x), free(p->dh), free(p->dC), fre
 typedef struct {
     long floor_wins, abs_wins, m_from_forget, m_from_input;
     uint64_t path;
+    double mag; /* the sum of the loss's terms' magnitudes: its rounding's scale */
 } branches;
 static void took(branches *br, int bit) { br->path = (br->path ^ (uint64_t)(bit + 1)) * 1099511628211ull; }
 
@@ -176,13 +178,20 @@ static double loss(const problem *p, const double *x, branches *br) {
             for (int64_t c = 0; c < DV; c++) {
                 double num = 0;
                 for (int64_t d = 0; d < DK; d++) num += q[d] * scale * C[d * DV + c];
-                total += p->dh[row * DV + c] * num / den;
+                const double term = p->dh[row * DV + c] * num / den;
+                total += term;
+                if (br) br->mag += fabs(term);
             }
         }
         if (p->dC) {
             for (int64_t a = 0; a < DK * DV; a++) total += p->dC[sh * DK * DV + a] * C[a];
             for (int64_t a = 0; a < DK; a++) total += p->dn[sh * DK + a] * n[a];
             total += p->dm[sh] * m;
+            if (br) {
+                for (int64_t a = 0; a < DK * DV; a++) br->mag += fabs(p->dC[sh * DK * DV + a] * C[a]);
+                for (int64_t a = 0; a < DK; a++) br->mag += fabs(p->dn[sh * DK + a] * n[a]);
+                br->mag += fabs(p->dm[sh] * m);
+            }
         }
     }
     free(C), free(n);
@@ -190,47 +199,70 @@ static double loss(const problem *p, const double *x, branches *br) {
 }
 
 /* One fourth-order central difference of the loss in element e with step
- * h; 0 when the stencil crosses a branch flip of the forward (the decision
- * path differs from base's), where there is no derivative to difference. */
-static int fd_at(const problem *p, double *x, int64_t e, double h, uint64_t base, double *g) {
+ * h, and in *noise a bound on its rounding error (the loss's values are
+ * sums whose rounding scales with their terms' magnitudes, divided by h);
+ * 0 when the stencil crosses a branch flip of the forward (the decision path
+ * differs from base's), where there is no derivative to difference. */
+static int fd_at(const problem *p, double *x, int64_t e, double h, uint64_t base, double *g, double *noise) {
     const double x0 = x[e], k[4] = {-2, -1, 1, 2};
-    double at[4];
+    double at[4], mag = 0;
     int same = 1;
     for (int s = 0; s < 4; s++) {
         branches br = {0};
         x[e] = x0 + k[s] * h;
         at[s] = loss(p, x, &br);
         same &= br.path == base;
+        mag = br.mag > mag ? br.mag : mag;
     }
     x[e] = x0;
     *g = (8 * (at[2] - at[1]) - (at[3] - at[0])) / (12 * h);
+    /* 18 rounded values of size mag over 12 h, with a margin of 4 */
+    *noise = 6 * DBL_EPSILON * mag / h;
     return same;
 }
 
-/* The reference gradient by finite differences. The step follows |x| (a
- * tiny q makes h strongly curved on its scale), starts at 2e-5 and is
- * refined: an element whose differences at h and h/4 agree to 1e-7 takes
- * the h/4 one, else h/16 is tried against h/4 (with hostile gates a fixed
- * step of 1e-4 left truncation errors of 1e-4 in a few elements of dq and
- * dk). Elements that cross a branch flip, or do not settle, are NaN (not
- * compared) and counted in *skipped. */
-static double *fd_gradient(const problem *p, int64_t *skipped) {
+/* The reference gradient by finite differences, with in slack[e] its own
+ * uncertainty. Steps follow |x| (a tiny q makes h strongly curved on its
+ * scale) down a ladder 2e-4 |x| 4^-k, k = 0..6; of the neighbouring pairs
+ * that cross no branch flip, the one whose two estimates agree best (within
+ * 1e-7 (1 + |g|) plus both steps' rounding bound) gives the finer estimate.
+ * A fixed step left truncation errors of 1e-4 in dq and dk with hostile
+ * gates; a single small step, rounding errors of 1e-6 where |x| is tiny or
+ * the loss is large (hostile gates make h ~ 1/eps). Elements that cross a
+ * branch flip at every step, or never settle, are NaN (not compared) and
+ * counted in *skipped. */
+static double *fd_gradient(const problem *p, int64_t *skipped, double **slack) {
+    enum { STEPS = 7 };
     const int64_t nx = p->off[XEND];
     double *x = malloc(sizeof(double) * (size_t)(nx + 1)), *g = malloc(sizeof(double) * (size_t)(nx + 1));
+    *slack = malloc(sizeof(double) * (size_t)(nx + 1));
     memcpy(x, p->x, sizeof(double) * (size_t)nx);
     branches base = {0};
     loss(p, x, &base);
     *skipped = 0;
     for (int64_t e = 0; e < nx; e++) {
-        const double ax = fabs(x[e]) > 1e-3 ? fabs(x[e]) : 1e-3, h = ax * 2e-5 < 2e-5 ? ax * 2e-5 : 2e-5;
-        double g1, g2, g3;
-        int ok = fd_at(p, x, e, h, base.path, &g1) && fd_at(p, x, e, h / 4, base.path, &g2);
-        if (ok && !(fabs(g1 - g2) <= 1e-7 * (1 + fabs(g2)))) {
-            ok = fd_at(p, x, e, h / 16, base.path, &g3) && fabs(g2 - g3) <= 1e-7 * (1 + fabs(g3));
-            g2 = g3;
+        const double ax = fabs(x[e]) > 1e-3 ? fabs(x[e]) : 1e-3;
+        double gs[STEPS], ns[STEPS];
+        int ok[STEPS];
+        for (int k = 0; k < STEPS; k++) ok[k] = fd_at(p, x, e, 2e-4 * ax / (double)(1 << (2 * k)), base.path, &gs[k], &ns[k]);
+        double best = INFINITY;
+        g[e] = NAN;
+        (*slack)[e] = 0;
+        for (int k = 0; k + 1 < STEPS; k++) {
+            if (!ok[k] || !ok[k + 1]) continue;
+            const double tol = 1e-7 * (1 + fabs(gs[k + 1])) + ns[k] + ns[k + 1];
+            const double ratio = fabs(gs[k] - gs[k + 1]) / tol;
+            if (ratio <= 1 && ratio < best) {
+                best = ratio;
+                g[e] = gs[k + 1];
+                /* the accepted difference's roundoff can reach about twice
+                 * the agreement (seen: 2e-7 on a df of 0.04), which on a
+                 * gradient whose largest element is 0.05 would read as 4e-6 —
+                 * the reference's error, not the backward's */
+                (*slack)[e] = 2 * tol;
+            }
         }
-        g[e] = ok ? g2 : NAN;
-        *skipped += !ok;
+        *skipped += isnan(g[e]);
     }
     free(x);
     return g;
@@ -322,9 +354,8 @@ static const char *PART_NAME[XEND] = {"dq", "dk", "dv", "di", "df", "dc_initial"
  * max|want| is at least 1e-2 of the largest gradient of any input: a gradient
  * that is O(1) terms cancelling to eps's size (df where m does not depend on
  * f except through eps) is measured against the terms' scale. NaN (an element
- * not written) gives infinity. `slack` (the finite differences' own
- * uncertainty, else 0) is taken off each element's error, scaled by
- * 1 + |want|. */
+ * not written) gives infinity. slack[e] (the finite differences' own
+ * uncertainty; NULL: none) is taken off each element's error. */
 /* The floor of each gradient's scale, as a fraction of the largest gradient
  * of any input (see worst_error). */
 static double g_floor = 1e-2;
@@ -336,15 +367,15 @@ static int split_path(alloy_dtype dt) {
     return (dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT32) && p && !strcmp(p, "split");
 }
 
-static double worst_error(const problem *p, const double *got, const double *want, double slack, const char *label) {
+static double worst_error(const problem *p, const double *got, const double *want, const double *slack,
+                          const char *label) {
     double worst = 0, scale = 0;
     for (int64_t e = 0; e < p->off[XEND]; e++) scale = fabs(want[e]) > scale ? fabs(want[e]) : scale;
     for (int part = 0; part < XEND; part++) {
         double err = 0, mag = 0;
         for (int64_t e = p->off[part]; e < p->off[part + 1]; e++) {
             if (isnan(want[e])) continue; /* a kink inside the reference's stencil */
-            const double raw = fabs(got[e] - want[e]), d = raw > slack * (1 + fabs(want[e]))
-                                                                ? raw - slack * (1 + fabs(want[e])) : 0;
+            const double sl = slack ? slack[e] : 0, raw = fabs(got[e] - want[e]), d = raw > sl ? raw - sl : 0;
             if (getenv("ALLOY_TEST_VERBOSE") && raw > 1e-6 * (1 + fabs(want[e])))
                 fprintf(stderr, "      %s[%lld]: %.9g vs %.9g\n", PART_NAME[part], (long long)(e - p->off[part]), got[e], want[e]);
             err = isnan(got[e]) ? INFINITY : (d > err ? d : err);
@@ -372,10 +403,10 @@ static void check_branches(const problem *p, int hostile) {
 }
 
 /* The backward in dtype dt at every chunk size against want (errors past
- * `slack` count, at most `bound`), and each chunk size against the first
- * (chunk-size invariance). Frees want. */
+ * slack[e] count, at most `bound`), and each chunk size against the first
+ * (chunk-size invariance). Frees want and slack. */
 static void check_chunks(problem *p, int hostile, alloy_dtype dt, const int *chunks, int nchunks, double *want,
-                         double slack, double bound, const char *what) {
+                         double *slack, double bound, const char *what) {
     double *first = NULL;
     for (int c = 0; c < nchunks; c++) {
         double *got = run_backward(p, dt, chunks[c]);
@@ -389,13 +420,14 @@ static void check_chunks(problem *p, int hostile, alloy_dtype dt, const int *chu
         if (!first) first = got;
         else {
             /* chunk-size invariance: the same gradients up to rounding */
-            const double spread = worst_error(p, got, first, 0, label);
+            const double spread = worst_error(p, got, first, NULL, label);
             CHECK_MSG(spread <= bound, "%s: differs from chunk %d by %.3g", label, chunks[0], spread);
             free(got);
         }
     }
     free(first);
     free(want);
+    free(slack);
 }
 
 /* The float64 backward against finite differences for each chunk size, and
@@ -403,12 +435,7 @@ static void check_chunks(problem *p, int hostile, alloy_dtype dt, const int *chu
 static void check_fd(problem *p, int hostile, const int *chunks, int nchunks, double bound, const char *what) {
     check_branches(p, hostile);
     int64_t skipped = 0;
-    double *want = fd_gradient(p, &skipped);
-    /* the differences are accepted where two steps agree to 1e-7 (1 + |g|);
-     * their roundoff can reach about twice that (seen: 2e-7 on a df of
-     * 0.04), which on a gradient whose largest element is 0.05 would read
-     * as 4e-6 — the reference's error, not the backward's */
-    const double slack = 2e-7;
+    double *slack = NULL, *want = fd_gradient(p, &skipped, &slack);
     /* a few elements at most sit on a kink; more would mean the test checks little */
     CHECK_MSG(skipped * 20 <= p->off[XEND], "%lld of %lld elements have no settled finite difference",
               (long long)skipped, (long long)p->off[XEND]);
@@ -431,7 +458,7 @@ static void check(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int 
 static void check_ref(problem *p, int hostile, alloy_dtype dt, const int *chunks, int nchunks, double bound,
                       const char *what) {
     check_branches(p, hostile);
-    check_chunks(p, hostile, dt, chunks, nchunks, run_backward(p, ALLOY_FLOAT64, chunks[0]), 0, bound, what);
+    check_chunks(p, hostile, dt, chunks, nchunks, run_backward(p, ALLOY_FLOAT64, chunks[0]), NULL, bound, what);
 }
 
 static void check_dt(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int init, int dfinal, int hostile,
@@ -592,7 +619,7 @@ static void check_decomposed(problem *p, int hostile, const char *what) {
     double *got = run_backward(p, ALLOY_FLOAT64, 16);
     char label[128];
     snprintf(label, sizeof label, "float64 %s against the decomposed gradient", what);
-    const double err = worst_error(p, got, want, 0, label);
+    const double err = worst_error(p, got, want, NULL, label);
     CHECK_MSG(err <= 1e-9, "%s: error %.3g > 1e-9", label, err);
     free(got), free(want);
 }

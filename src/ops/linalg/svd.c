@@ -15,6 +15,7 @@
  * of a and a^T. Sizes and strides are launch constants, so a new shape
  * never recompiles a kernel. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloy/alloy.h"
@@ -120,8 +121,14 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
      * than MR rows or V's row is 128 long); the exchange buffers hold G and V
      * before and after the sweeps */
     const int64_t cnp = cols_np(N), ch = cols_h(M, N), cols_bytes = cols_smem_bytes(M, N, es);
+    /* ALLOY_SVD_PATH=cols makes the COLS path the GPU choice wherever it
+     * fits (also for M <= 32 and float64), for timing the paths against
+     * each other */
+    const char *env = getenv("ALLOY_SVD_PATH");
+    const int want_cols = env && !strcmp(env, "cols");
     if (path == ALLOY_SVD_AUTO) {
         if (!cuda) path = ALLOY_SVD_CPU;
+        else if (want_cols && M <= 2 * SVD_COLS_MR && (size_t)cols_bytes <= smem_budget(dev)) path = ALLOY_SVD_TG_COLS;
         else if (M <= 32) path = ALLOY_SVD_TG_REG;
         /* float64 would need twice the registers (spills) */
         else if (M <= 2 * SVD_COLS_MR && dt == ALLOY_FLOAT32 && (size_t)cols_bytes <= smem_budget(dev))

@@ -183,7 +183,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
             }
         }
         if (vt == 0)
-            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = REV ? T(0) : T(wj[NOFF + jj]);
+            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(0);   // n: float32 FMAs below
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float decay = wj[DOFF];
         #pragma unroll
@@ -194,14 +194,27 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // its A fragment whatever the count, here columns past DS — the other
         // buffer, which the next chunk's copies are filling)
         if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
-        // REV (the backward): the n column's values in float32 FMAs rather than as a
-        // rounded operand column — dn and dC's columns nearly cancel in dk where a
-        // state is nearly rank one, and a 16-bit n column swamped the difference
-        if (REV && vt == 0 && qd == 0 && warp < RT)
+        // the n column in float32 FMAs rather than as a rounded operand column:
+        // the forward's s_r = q^ . n decides between |s_r| and the floor
+        // exp(-m_r), and a 16-bit n moved s by up to 0.4% — enough to take the
+        // other branch than the float64 function near a tie, so the backward
+        // (which follows the forward's n) differed from the exact gradient by
+        // O(1); in the backward (REV) dn and dC's columns nearly cancel in dk
+        // where a state is nearly rank one, and a 16-bit n column swamped the
+        // difference. Four partial sums keep the chain short.
+        if (vt == 0 && qd == 0 && warp < RT)
             for (int hf = 0; hf < 2; hf++) {
-                float x = cst[VTC][2 * hf];
-                for (int jj = 0; jj < L; jj++) x = fma(float(KB[jj * LDK + 16 * warp + g + 8 * hf]), wj[NOFF + jj], x);
-                cst[VTC][2 * hf] = x;
+                const int kc = 16 * warp + g + 8 * hf;
+                float x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
+                #pragma unroll 4
+                for (int jj = 0; jj + 3 < L; jj += 4) {
+                    x0 = fma(float(KB[jj * LDK + kc]), wj[NOFF + jj], x0);
+                    x1 = fma(float(KB[(jj + 1) * LDK + kc]), wj[NOFF + jj + 1], x1);
+                    x2 = fma(float(KB[(jj + 2) * LDK + kc]), wj[NOFF + jj + 2], x2);
+                    x3 = fma(float(KB[(jj + 3) * LDK + kc]), wj[NOFF + jj + 3], x3);
+                }
+                for (int jj = L & ~3; jj < L; jj++) x0 = fma(float(KB[jj * LDK + kc]), wj[NOFF + jj], x0);
+                cst[VTC][2 * hf] += (x0 + x1) + (x2 + x3);
             }
     }
     // the state after the window
