@@ -15,7 +15,10 @@
 // from (a_c, a_n) when start is 1, (b_c, b_n) when 2 (each (sequence x NH) x
 // DHQK x DHHV and x DHQK, read as float), else zero, and ends in end_c /
 // end_n (float32) when has_end.
-// Forward: kx = k, vx = v, rec = the gate records (w_j; nc = w_j; e_last).
+// Forward: kx = k, vx = v, rec = the gate records (w_j; nc = w_j; e_last);
+// with 16-bit T the n column is two operand columns, nc's 16-bit value and
+// its remainder, whose two float sums make n (a 16-bit n moved q^.n by up to
+// 0.4%, enough to take the other branch of max(|q^.n|, exp(-m)) near a tie).
 // Backward: kx = q, vx = dh, rec = scale e_r / den_r, scale e_r ds_r, e_last;
 // X is then dX, stored before each chunk's own rows are added; its n column
 // is summed in float32 (see the REV branch).
@@ -160,7 +163,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         }
         if (vt == 0 && qd == 0 && warp < RT)
             for (int hf = 0; hf < 2; hf++)
-                if (rbase + 8 * hf < DHQK) xn_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf];
+                if (rbase + 8 * hf < DHQK) xn_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf] + cst[VTC][2 * hf + 1];
         // [w v | w] in place, 8 columns per step (w_j as the n column, first
         // column tile only); each of the first RS * VTC threads the same 8
         // columns of every RS-th row
@@ -183,7 +186,16 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
             }
         }
         if (vt == 0)
-            for (int jj = tid; jj < L; jj += NT1) VB[jj * LDV + TV] = T(0);   // n: float32 FMAs below
+            for (int jj = tid; jj < L; jj += NT1) {
+                // the n column: the forward's as two operand columns, w's 16-bit
+                // value and its remainder (n = their two sums, to about 2^-17
+                // relative, at no cost in the product: the tile is computed
+                // anyway); the backward's in float32 FMAs below
+                const float w = wj[NOFF + jj];
+                const T hi = REV ? T(0) : T(w);
+                VB[jj * LDV + TV] = hi;
+                if (sizeof(T) == 2) VB[jj * LDV + TV + 1] = REV ? T(0) : T(w - float(hi));
+            }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const float decay = wj[DOFF];
         #pragma unroll
@@ -194,15 +206,11 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // its A fragment whatever the count, here columns past DS — the other
         // buffer, which the next chunk's copies are filling)
         if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
-        // the n column in float32 FMAs rather than as a rounded operand column:
-        // the forward's s_r = q^ . n decides between |s_r| and the floor
-        // exp(-m_r), and a 16-bit n moved s by up to 0.4% — enough to take the
-        // other branch than the float64 function near a tie, so the backward
-        // (which follows the forward's n) differed from the exact gradient by
-        // O(1); in the backward (REV) dn and dC's columns nearly cancel in dk
+        // REV (the backward): the n column's values in float32 FMAs rather than
+        // as rounded operand columns — dn and dC's columns nearly cancel in dk
         // where a state is nearly rank one, and a 16-bit n column swamped the
         // difference. Four partial sums keep the chain short.
-        if (vt == 0 && qd == 0 && warp < RT)
+        if (REV && vt == 0 && qd == 0 && warp < RT)
             for (int hf = 0; hf < 2; hf++) {
                 const int kc = 16 * warp + g + 8 * hf;
                 float x0 = 0.0f, x1 = 0.0f, x2 = 0.0f, x3 = 0.0f;
@@ -227,7 +235,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
                 if (has_end && row < DHQK) {
                     if (col < TV) {
                         if (v0 + col < DHHV) end_c[(sidx * DHQK + row) * DHHV + v0 + col] = cst[u][e];
-                    } else if (col == TV) end_n[sidx * DHQK + row] = cst[u][e];
+                    } else if (col == TV) end_n[sidx * DHQK + row] = cst[u][e] + cst[u][e | 1];
                 }
             }
     }
