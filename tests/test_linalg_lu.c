@@ -446,7 +446,7 @@ typedef struct scase {
     double cond;
     alloy_lu_path path;
     int combined; /* 1: alloy_solve (factor + solve), 2: alloy_inv */
-    int in_place; /* x is b */
+    int in_place; /* 1: x is b; 2: x is a (alloy_solve with nrhs = n) */
 } scase;
 
 static void run_solve_case(const scase *t) {
@@ -461,12 +461,12 @@ static void run_solve_case(const scase *t) {
     for (int64_t e = 0; e < batch * n * kk; e++) b[e] = store(t->dt, harness_uniform(-1, 1));
     alloy_array *A = device_array(t->dt, 3, ashape, a), *B = inv ? NULL : device_array(t->dt, bnd, bshape, b);
     alloy_array *x = NULL, *info = NULL;
-    if (t->in_place) x = inv ? A : B;
+    if (t->in_place) x = inv || t->in_place == 2 ? A : B;
     else if (t->nrhs != 2) x = prefilled(t->dt, inv ? 3 : bnd, inv ? ashape : bshape); /* else a new one */
     alloy_array *given = x;
     if (t->combined == 1) {
         info = prefilled(ALLOY_INT32, 1, ashape);
-        CHECK_OK(alloy_solve(A, B, NULL, &x, &info));
+        CHECK_OK(alloy_solve_path(A, B, t->path, NULL, &x, &info));
     } else if (inv) {
         CHECK_OK(alloy_inv_path(A, t->path, NULL, &x, &info));
     } else {
@@ -534,54 +534,133 @@ static void test_inverse(void) {
         }
 }
 
-/* A singular and a NaN matrix in a batch of solves: info and inf/NaN only
- * there, the others solved. */
-static void test_solve_bad_matrices(void) {
-    for (int d = 0; d < 2; d++) {
-        const alloy_dtype dt = d ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
-        const int64_t batch = 5, n = 12, k = 2, nn = n * n;
-        int64_t ashape[3] = {batch, n, n}, bshape[3] = {batch, n, k};
-        double a[5 * 144], b[5 * 24];
-        const int kinds[5] = {K_RANDOM, K_ZERO_COL, K_RANDOM, K_NAN, K_RANDOM};
-        for (int64_t m = 0; m < batch; m++) gen(dt, n, kinds[m], 0, a + m * nn);
-        for (int64_t e = 0; e < batch * n * k; e++) b[e] = store(dt, harness_uniform(-1, 1));
-        alloy_array *A = device_array(dt, 3, ashape, a), *B = device_array(dt, 3, bshape, b);
-        alloy_array *x = NULL, *info = NULL, *inv = NULL, *inv_info = NULL;
-        CHECK_OK(alloy_solve(A, B, NULL, &x, &info));
-        CHECK_OK(alloy_inv(A, NULL, &inv, &inv_info));
-        double *X = host_values(x), *I = host_values(info), *V = host_values(inv), *VI = host_values(inv_info);
-        if (X && I && V && VI) {
-            for (int64_t m = 0; m < batch; m++) {
-                CHECK_MSG(I[m] == VI[m], "matrix %lld: solve's info %g, inv's %g", (long long)m, I[m], VI[m]);
-                int finite = 1;
-                for (int64_t e = 0; e < n * k; e++) finite &= isfinite(X[m * n * k + e]);
-                for (int64_t e = 0; e < nn; e++) finite &= isfinite(V[m * nn + e]);
-                if (kinds[m] == K_RANDOM) {
-                    CHECK_MSG(I[m] == 0, "matrix %lld: info %g", (long long)m, I[m]);
-                    CHECK_MSG(finite, "matrix %lld: non-finite results", (long long)m);
-                    const double r = solve_residual(a + m * nn, X + m * n * k, b + m * n * k, n, k, 0);
-                    const double ri = solve_residual(a + m * nn, V + m * nn, NULL, n, n, 0);
-                    CHECK_MSG(r <= 20.0 * n * unit_round(dt) && ri <= 20.0 * n * unit_round(dt),
-                              "matrix %lld: residuals %.3g, %.3g", (long long)m, r, ri);
-                } else if (kinds[m] == K_ZERO_COL) {
-                    CHECK_MSG(I[m] == n / 2 + 1, "zero column %lld: info %g", (long long)(n / 2), I[m]);
-                    CHECK_MSG(!finite, "a singular matrix solved to finite values");
-                } else {
-                    CHECK_MSG(!finite, "a NaN matrix solved to finite values");
-                }
+/* Singular and NaN matrices in a batch of solves (alloy_solve through
+ * `path`): info as the long-double reference's and as alloy_inv's, inf/NaN
+ * only there, the others solved. */
+static void bad_matrices_case(alloy_dtype dt, alloy_lu_path path, int64_t n, int64_t k) {
+    const int64_t batch = 7, nn = n * n;
+    int64_t ashape[3] = {batch, n, n}, bshape[3] = {batch, n, k};
+    const int kinds[7] = {K_RANDOM, K_ZERO_COL, K_RANDOM, K_NAN, K_DUP_ROWS, K_ZERO, K_RANDOM};
+    double *a = malloc(bytes(batch * nn, sizeof(double))), *b = malloc(bytes(batch * n * k, sizeof(double)));
+    long double *lu = malloc(bytes(nn, sizeof(long double))), *gap = malloc(bytes(n, sizeof(long double)));
+    int *ipiv = malloc(bytes(n, sizeof(int)));
+    for (int64_t m = 0; m < batch; m++) gen(dt, n, kinds[m], 0, a + m * nn);
+    for (int64_t e = 0; e < batch * n * k; e++) b[e] = store(dt, harness_uniform(-1, 1));
+    alloy_array *A = device_array(dt, 3, ashape, a), *B = device_array(dt, 3, bshape, b);
+    alloy_array *x = NULL, *info = NULL, *inv = NULL, *inv_info = NULL;
+    CHECK_OK(alloy_solve_path(A, B, path, NULL, &x, &info));
+    CHECK_OK(alloy_inv(A, NULL, &inv, &inv_info));
+    double *X = host_values(x), *I = host_values(info), *V = host_values(inv), *VI = host_values(inv_info);
+    if (X && I && V && VI) {
+        for (int64_t m = 0; m < batch; m++) {
+            CHECK_MSG(I[m] == VI[m], "n=%lld path %d matrix %lld: solve's info %g, inv's %g", (long long)n, (int)path,
+                      (long long)m, I[m], VI[m]);
+            int finite = 1;
+            for (int64_t e = 0; e < n * k; e++) finite &= isfinite(X[m * n * k + e]);
+            for (int64_t e = 0; e < nn; e++) finite &= isfinite(V[m * nn + e]);
+            const int ref_info = ref_lu(a + m * nn, n, lu, ipiv, gap);
+            if (kinds[m] == K_RANDOM) {
+                CHECK_MSG(I[m] == 0, "matrix %lld: info %g", (long long)m, I[m]);
+                CHECK_MSG(finite, "matrix %lld: non-finite results", (long long)m);
+                const double r = solve_residual(a + m * nn, X + m * n * k, b + m * n * k, n, k, 0);
+                const double ri = solve_residual(a + m * nn, V + m * nn, NULL, n, n, 0);
+                CHECK_MSG(r <= 20.0 * n * unit_round(dt) && ri <= 20.0 * n * unit_round(dt),
+                          "matrix %lld: residuals %.3g, %.3g", (long long)m, r, ri);
+            } else if (kinds[m] == K_NAN) {
+                CHECK_MSG(!finite, "a NaN matrix solved to finite values");
+            } else if (kinds[m] != K_DUP_ROWS || n > 1) {
+                /* exactly singular: the first zero pivot (a zero column's
+                 * is step n / 2, unless an earlier one) */
+                CHECK_MSG(I[m] == ref_info && I[m] != 0, "n=%lld path %d matrix %lld (kind %d): info %g, want %d",
+                          (long long)n, (int)path, (long long)m, kinds[m], I[m], ref_info);
+                CHECK_MSG(kinds[m] != K_ZERO_COL || I[m] <= n / 2 + 1, "zero column %lld: info %g", (long long)(n / 2),
+                          I[m]);
+                CHECK_MSG(!finite, "a singular matrix solved to finite values");
             }
         }
-        free(X);
-        free(I);
-        free(V);
-        free(VI);
-        alloy_array_free(x);
-        alloy_array_free(info);
-        alloy_array_free(inv);
-        alloy_array_free(inv_info);
-        alloy_array_free(A);
-        alloy_array_free(B);
     }
+    free(X);
+    free(I);
+    free(V);
+    free(VI);
+    free(a);
+    free(b);
+    free(lu);
+    free(gap);
+    free(ipiv);
+    alloy_array_free(x);
+    alloy_array_free(info);
+    alloy_array_free(inv);
+    alloy_array_free(inv_info);
+    alloy_array_free(A);
+    alloy_array_free(B);
+}
+
+static void test_solve_bad_matrices(void) {
+    for (int d = 0; d < 2; d++) bad_matrices_case(d ? ALLOY_FLOAT64 : ALLOY_FLOAT32, ALLOY_LU_AUTO, 12, 2);
+}
+
+/* alloy_solve's one-kernel path (lu_solve_warp) forced, so the CPU runs it:
+ * every W (n <= 8, 16, 32) and R (the right-hand sides a lane holds: 1, 4,
+ * 8, 32), b as one vector per matrix and as a matrix, batches that leave
+ * simdgroups and threadgroups partial, given and new outputs, in place (x
+ * is b; x is a), conditioned matrices, and 33 right-hand sides (past the
+ * bound: the two-kernel path). */
+static void test_solve_fused(void) {
+    const int64_t ns[6] = {1, 2, 7, 16, 31, 32};
+    const int64_t ks[6] = {-1, 1, 3, 8, ALLOY_LU_FUSED_MAX_RHS, ALLOY_LU_FUSED_MAX_RHS + 1};
+    for (int d = 0; d < 2; d++) {
+        const alloy_dtype dt = d ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 6; j++) {
+                /* 5 and 7 matrices: partial simdgroups for W = 8 and 16 and a
+                 * partial threadgroup for every W; 9 fills W = 8's groups */
+                const int64_t batch = (i + j) % 3 == 0 ? 5 : (i + j) % 3 == 1 ? 7 : 9;
+                scase t = {dt, batch, ns[i], ks[j], 0, K_RANDOM, 0, ALLOY_LU_FUSED, 1, (int)((i + j) % 4 == 1)};
+                run_solve_case(&t);
+            }
+        scase in_a = {dt, 6, 7, 7, 0, K_RANDOM, 0, ALLOY_LU_FUSED, 1, 2};
+        run_solve_case(&in_a);
+        scase many = {dt, 301, 5, 2, 0, K_RANDOM, 0, ALLOY_LU_FUSED, 1, 0};
+        run_solve_case(&many);
+        for (int c = 0; c < 2; c++) {
+            scase t = {dt, 3, c ? 32 : 13, c ? 1 : 6, 0, K_COND, c ? (d ? 1e12 : 1e6) : 1e3, ALLOY_LU_FUSED, 1, 0};
+            run_solve_case(&t);
+        }
+        const int64_t bn[3] = {1, 7, 32}, bk[3] = {1, 5, 1};
+        for (int i = 0; i < 3; i++) bad_matrices_case(dt, ALLOY_LU_FUSED, bn[i], bk[i]);
+    }
+}
+
+/* b given as a strided view (the runtime's contiguous copy) and with leading
+ * dimensions, through the one-kernel path. */
+static void test_solve_fused_strided(void) {
+    const int64_t batch = 3, n = 6, k = 4, nn = n * n;
+    double a[3 * 36], bt[3 * 24], b[3 * 24];
+    for (int64_t m = 0; m < batch; m++) gen(ALLOY_FLOAT64, n, K_RANDOM, 0, a + m * nn);
+    for (int64_t m = 0; m < batch; m++) /* bt holds each matrix's b transposed */
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t c = 0; c < k; c++) {
+                b[(m * n + i) * k + c] = harness_uniform(-1, 1);
+                bt[(m * k + c) * n + i] = b[(m * n + i) * k + c];
+            }
+    int64_t ashape[4] = {1, batch, n, n}, bshape[4] = {1, batch, n, k}, bstrides[4] = {batch * k * n, k * n, 1, n};
+    alloy_array *A = device_array(ALLOY_FLOAT64, 4, ashape, a), *view = NULL, *x = NULL;
+    CHECK_OK(ku_view_of_host(bt, batch * n * k, ALLOY_FLOAT64, 4, bshape, bstrides, 0, &view));
+    CHECK(view && !alloy_array_is_row_contiguous(view));
+    CHECK_OK(alloy_solve_path(A, view, ALLOY_LU_FUSED, NULL, &x, NULL));
+    CHECK(x && alloy_array_ndim(x) == 4);
+    double *X = host_values(x);
+    if (X)
+        for (int64_t m = 0; m < batch; m++) {
+            const double r = solve_residual(a + m * nn, X + m * n * k, b + m * n * k, n, k, 0);
+            CHECK_MSG(r <= 20.0 * n * unit_round(ALLOY_FLOAT64), "matrix %lld: strided solve residual %.3g",
+                      (long long)m, r);
+        }
+    free(X);
+    alloy_array_free(x);
+    alloy_array_free(view);
+    alloy_array_free(A);
 }
 
 /* ---- determinants -------------------------------------------------------------- */
@@ -890,6 +969,8 @@ int main(void) {
     RUN(test_solve);
     RUN(test_inverse);
     RUN(test_solve_bad_matrices);
+    RUN(test_solve_fused);
+    RUN(test_solve_fused_strided);
     RUN(test_det_slogdet);
     RUN(test_strided_and_scaled);
     RUN(test_kernel_paths);

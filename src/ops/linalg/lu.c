@@ -7,7 +7,10 @@
  * kernel per device and n, and launches it on the caller's stream with the
  * sizes as launch constants; nothing waits for the device. Kernels:
  *   CPU:  lu_factor_serial / lu_solve_serial (one thread per matrix);
- *   GPU:  lu_factor_warp (n <= 32, rows in registers of one SIMD-group
+ *   GPU:  lu_solve_warp (alloy_solve with n <= 32 and at most 32
+ *         right-hand sides: factor and solve in one kernel, rows of A and
+ *         B in registers of one SIMD-group segment),
+ *         lu_factor_warp (n <= 32, rows in registers of one SIMD-group
  *         segment), lu_factor_blocked (n > 32: one threadgroup per matrix,
  *         blocked right-looking, the matrix in threadgroup memory while it
  *         fits, else in device memory with its panels staged),
@@ -31,6 +34,7 @@
 #include "ops/linalg/lu_internal.h"
 
 static const char WARP_FILE[] = "src/ops/linalg/kernels/lu_factor_warp.metal";
+static const char FUSED_FILE[] = "src/ops/linalg/kernels/lu_solve_warp.metal";
 static const char TG_FILE[] = "src/ops/linalg/kernels/lu_factor_tg.metal";
 static const char BLOCKED_FILE[] = "src/ops/linalg/kernels/lu_factor_blocked.metal";
 static const char SERIAL_FILE[] = "src/ops/linalg/kernels/lu_factor_serial.metal";
@@ -183,6 +187,7 @@ alloy_status alloy_lu_run_factor(const alloy_lu_square *s, alloy_lu_path path, a
     const int64_t ld_smem = n | 1;
     /* lu_factor_blocked in device memory: the panel, U's block row, the row map */
     const size_t blocked_dev_bytes = (size_t)((n * 33 + 32 * n) * es + 4 * n);
+    if (path == ALLOY_LU_FUSED) path = ALLOY_LU_WARP;
     if (path == ALLOY_LU_AUTO) {
         if (cpu) path = ALLOY_LU_SERIAL;
         else if (n <= 32) path = ALLOY_LU_WARP;
@@ -257,6 +262,7 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
      * right-hand sides, 32 per threadgroup, not transposed */
     const size_t blocked_bytes = (size_t)(2 * n * 33 * es + 8 * n);
     const int blocked_fits = !transpose && blocked_bytes <= smem_budget(s->dev);
+    if (path == ALLOY_LU_FUSED) path = ALLOY_LU_WARP;
     if (path == ALLOY_LU_BLOCKED_SMEM || path == ALLOY_LU_BLOCKED_DEVICE)
         path = blocked_fits ? ALLOY_LU_BLOCKED_DEVICE : ALLOY_LU_WARP;
     if (path == ALLOY_LU_AUTO && !cpu && blocked_fits && (ident || nrhs >= 16)) path = ALLOY_LU_BLOCKED_DEVICE;
@@ -310,6 +316,37 @@ alloy_status alloy_lu_run_solve(const alloy_lu_square *s, alloy_lu_path path, in
     }
     alloy_array *ins[3] = {lu, ipiv, b};
     if (st == ALLOY_OK) st = apply(file, l, 3, ins, 1, stream);
+    alloy_launch_free(l);
+    return st;
+}
+
+/* lu_solve_warp: s's batch (1 <= n <= 32) with nrhs (1 ..
+ * ALLOY_LU_FUSED_MAX_RHS) right-hand sides factored and solved in one
+ * launch: a, b -> x (may be b), info. R, the right-hand sides each lane
+ * holds, is the smallest power of two >= nrhs (six variants per W and
+ * dtype at most, compiled when first used). */
+static alloy_status run_solve_fused(const alloy_lu_square *s, int64_t nrhs, alloy_array *a, alloy_array *b,
+                                    alloy_array *x, alloy_array *info, alloy_stream *stream) {
+    if (s->batch == 0) return ALLOY_OK;
+    const int64_t n = s->n, w = n <= 8 ? 8 : n <= 16 ? 16 : 32;
+    int64_t r = 1;
+    while (r < nrhs) r *= 2;
+    alloy_launch *l = NULL;
+    alloy_status st = grid_check("alloy_solve", s->batch, w);
+    if (st == ALLOY_OK) st = alloy_launch_new(&l);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, x);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, info);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", s->dt);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", w);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "R", r);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT32, n);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "nrhs", ALLOY_INT32, nrhs);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "batch", ALLOY_INT64, s->batch);
+    const int64_t threads = (s->batch * w + 127) / 128 * 128;
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+    alloy_array *ins[2] = {a, b};
+    if (st == ALLOY_OK) st = apply(FUSED_FILE, l, 2, ins, 2, stream);
     alloy_launch_free(l);
     return st;
 }
@@ -454,8 +491,8 @@ static alloy_status info_out(const char *fn, alloy_array **info, const alloy_lu_
     return alloy_lu_prepare_out(fn, "info", info, s->dev, ALLOY_INT32, s->nd - 2, s->shape, use, created);
 }
 
-alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, alloy_array **x,
-                         alloy_array **info) {
+alloy_status alloy_solve_path(alloy_array *a, alloy_array *b, alloy_lu_path path, alloy_stream *stream,
+                              alloy_array **x, alloy_array **info) {
     static const char fn[] = "alloy_solve";
     if (!x)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
@@ -468,13 +505,25 @@ alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, a
     if (st != ALLOY_OK) return st;
     if (*x == b && !alloy_array_is_row_contiguous(b))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: x is b (in place), but b is not row-contiguous", fn);
+    /* one kernel for small matrices on a GPU (the CPU's serial kernels gain
+     * nothing from fusing); the rest factor into scratch, then solve */
+    const int cpu = alloy_device_backend(s.dev) == ALLOY_BACKEND_CPU;
+    const int fits = s.n >= 1 && s.n <= 32 && nrhs >= 1 && nrhs <= ALLOY_LU_FUSED_MAX_RHS;
+    const int fused = fits && (path == ALLOY_LU_FUSED || (path == ALLOY_LU_AUTO && !cpu));
+    if (path == ALLOY_LU_FUSED) path = ALLOY_LU_WARP;
     alloy_array *X = NULL, *I = NULL, *lu = NULL, *ipiv = NULL, *sinfo = NULL;
     int newX = 0, newI = 0;
     st = alloy_lu_prepare_out(fn, "x", x, s.dev, s.dt, alloy_array_ndim(b), alloy_array_shape(b), &X, &newX);
-    if (st == ALLOY_OK) st = alloy_lu_scratch(&s, &lu, &ipiv, &sinfo);
-    if (st == ALLOY_OK) st = info_out(fn, info, &s, sinfo, &I, &newI);
-    if (st == ALLOY_OK) st = alloy_lu_run_factor(&s, ALLOY_LU_AUTO, a, lu, ipiv, I, stream);
-    if (st == ALLOY_OK) st = alloy_lu_run_solve(&s, ALLOY_LU_AUTO, nrhs, lu, ipiv, b, X, 0, 0, stream);
+    if (fused) {
+        if (st == ALLOY_OK && !info) st = alloy_array_new(s.dev, ALLOY_INT32, s.nd - 2, s.shape, &sinfo);
+        if (st == ALLOY_OK) st = info_out(fn, info, &s, sinfo, &I, &newI);
+        if (st == ALLOY_OK) st = run_solve_fused(&s, nrhs, a, b, X, I, stream);
+    } else {
+        if (st == ALLOY_OK) st = alloy_lu_scratch(&s, &lu, &ipiv, &sinfo);
+        if (st == ALLOY_OK) st = info_out(fn, info, &s, sinfo, &I, &newI);
+        if (st == ALLOY_OK) st = alloy_lu_run_factor(&s, path, a, lu, ipiv, I, stream);
+        if (st == ALLOY_OK) st = alloy_lu_run_solve(&s, path, nrhs, lu, ipiv, b, X, 0, 0, stream);
+    }
     alloy_array_free(lu);
     alloy_array_free(ipiv);
     alloy_array_free(sinfo);
@@ -486,6 +535,11 @@ alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, a
     if (newX) *x = X;
     if (newI) *info = I;
     return ALLOY_OK;
+}
+
+alloy_status alloy_solve(alloy_array *a, alloy_array *b, alloy_stream *stream, alloy_array **x,
+                         alloy_array **info) {
+    return alloy_solve_path(a, b, ALLOY_LU_AUTO, stream, x, info);
 }
 
 alloy_status alloy_inv_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream, alloy_array **inverse,

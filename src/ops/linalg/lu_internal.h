@@ -16,8 +16,14 @@ typedef enum alloy_lu_path {
     ALLOY_LU_TG_SMEM = 3,   /* one threadgroup per matrix, the matrix in threadgroup memory */
     ALLOY_LU_TG_DEVICE = 4, /* one threadgroup per matrix, working in device memory */
     ALLOY_LU_BLOCKED_SMEM = 5,   /* factor only: blocked, the matrix in threadgroup memory */
-    ALLOY_LU_BLOCKED_DEVICE = 6  /* factor only: blocked, in device memory, panels staged */
+    ALLOY_LU_BLOCKED_DEVICE = 6, /* factor only: blocked, in device memory, panels staged */
+    ALLOY_LU_FUSED = 7 /* alloy_solve only: factor and solve in one kernel (lu_solve_warp), n <= 32 and
+                          1 <= nrhs <= ALLOY_LU_FUSED_MAX_RHS; other sizes take the GPU's two kernels
+                          (factor and solve as ALLOY_LU_WARP) */
 } alloy_lu_path;
+
+/* The most right-hand sides lu_solve_warp keeps in registers. */
+#define ALLOY_LU_FUSED_MAX_RHS 32
 
 /* A validated (..., n, n) float32/float64 operand. */
 typedef struct alloy_lu_square {
@@ -58,12 +64,16 @@ alloy_status alloy_lu_scratch(const alloy_lu_square *s, alloy_array **lu, alloy_
                               alloy_array **info);
 
 /* alloy_lu_factor / alloy_inv / alloy_lu_solve with the kernels chosen by the caller
- * (ALLOY_LU_AUTO: as the public functions). */
+ * (ALLOY_LU_AUTO: as the public functions; ALLOY_LU_FUSED acts as ALLOY_LU_WARP). */
 alloy_status alloy_lu_factor_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream,
                                   alloy_array **lu, alloy_array **pivots, alloy_array **info);
 alloy_status alloy_inv_path(alloy_array *a, alloy_lu_path path, alloy_stream *stream, alloy_array **inverse,
                             alloy_array **info);
 alloy_status alloy_lu_solve_path(alloy_array *lu, alloy_array *pivots, alloy_array *b, int transpose,
                                  alloy_lu_path path, alloy_stream *stream, alloy_array **x);
+/* alloy_solve with the kernels chosen by the caller: ALLOY_LU_FUSED, or a
+ * path for both the factor and the solve (ALLOY_LU_AUTO: as alloy_solve). */
+alloy_status alloy_solve_path(alloy_array *a, alloy_array *b, alloy_lu_path path, alloy_stream *stream,
+                              alloy_array **x, alloy_array **info);
 
 #endif

@@ -36,35 +36,7 @@
 //! template: T=float32
 //! template: W=32
 //! header:
-// |x| as an unsigned integer that orders like |x| (NaN above infinity).
-inline uint alloy_lu_key(float x) { return as_type<uint>(fabs(x)); }
-inline ulong alloy_lu_key(double x) { return as_type<ulong>(fabs(x)); }
-// Whole-simdgroup exchanges. The launch pads the grid to whole
-// threadgroups and the control flow around every call is uniform, so all
-// 32 lanes take part: on CUDA the warp intrinsics with a full mask (the
-// portable simd_* functions first compute the active lanes, which costs
-// more than the shuffle itself); elsewhere the MSL functions.
-template <class X> inline X alloy_lu_shfl(X v, uint src) {
-#if defined(ALLOY_BACKEND_CUDA)
-  return __shfl_sync(0xffffffffu, v, int(src));
-#else
-  return simd_shuffle(v, src);
-#endif
-}
-template <class X> inline X alloy_lu_shfl_xor(X v, uint mask) {
-#if defined(ALLOY_BACKEND_CUDA)
-  return __shfl_xor_sync(0xffffffffu, v, int(mask));
-#else
-  return simd_shuffle_xor(v, mask);
-#endif
-}
-inline uint alloy_lu_ballot(bool b) {
-#if defined(ALLOY_BACKEND_CUDA)
-  return __ballot_sync(0xffffffffu, b);
-#else
-  return uint(ulong(simd_ballot(b)));
-#endif
-}
+#include "src/ops/linalg/kernels/lu_warp.h"
 //! body:
 typedef decltype(alloy_lu_key(T(0))) Key;
 const uint lane = thread_index_in_simdgroup;
@@ -72,37 +44,16 @@ const int r = int(lane % uint(W));
 const uint seg = lane - uint(r);
 const long mat = long(thread_position_in_grid.x / uint(W));
 const bool mine = mat < batch && r < n;
-// Staging: the simdgroup's `cnt` matrices from mat0 on, element e of the
-// block (matrix mm, row p, column q) at st[(mm * W + p) * (W + 1) + q],
-// walked with the increments of e += 32 (no divisions in the loop).
+// Staging: the simdgroup's `cnt` matrices from mat0 on, row p of matrix mm
+// at st[(mm * W + p) * (W + 1)] (lu_warp.h).
 constexpr int LDS = W + 1;
 threadgroup T stage[4 * 32 * LDS]; // 4 simdgroups of 128 threads, 32 rows each
 threadgroup T *st = stage + simdgroup_index_in_threadgroup * (32 * LDS);
 const long mat0 = long((thread_position_in_grid.x - lane) / uint(W));
 const long left = batch - mat0;
 const int cnt = left < long(32 / W) ? int(left > 0 ? left : 0) : 32 / W;
-const int per = n * n;
-const long total = long(cnt) * per;
-const int dm = per > 0 ? 32 / per : 0;
-const int dp = per > 0 ? (32 % per) / n : 0;
-const int dq = per > 0 ? 32 % n : 0;
-int m0 = 0, p0 = 0, q0 = 0;
-if (per > 0) {
-    m0 = int(lane) / per;
-    p0 = (int(lane) - m0 * per) / n;
-    q0 = int(lane) - m0 * per - p0 * n;
-}
-{
-    int mm = m0, p = p0, q = q0;
-    for (long e = lane; e < total; e += 32) {
-        st[(mm * W + p) * LDS + q] = T(A[mat0 * per + e]);
-        q += dq;
-        if (q >= n) { q -= n; p++; }
-        p += dp;
-        if (p >= n) { p -= n; mm++; }
-        mm += dm;
-    }
-}
+const long total = long(cnt) * (n * n);
+alloy_lu_stage<W, true>(st, LDS, A, mat0 * (n * n), total, n, n, lane);
 simdgroup_barrier(mem_flags::mem_threadgroup);
 T a[W];
 #pragma unroll
@@ -163,14 +114,4 @@ if (mine) {
     if (r == 0) info[mat] = first_zero;
 }
 simdgroup_barrier(mem_flags::mem_threadgroup);
-{
-    int mm = m0, p = p0, q = q0;
-    for (long e = lane; e < total; e += 32) {
-        LU[mat0 * per + e] = st[(mm * W + p) * LDS + q];
-        q += dq;
-        if (q >= n) { q -= n; p++; }
-        p += dp;
-        if (p >= n) { p -= n; mm++; }
-        mm += dm;
-    }
-}
+alloy_lu_stage<W, false>(st, LDS, LU, mat0 * (n * n), total, n, n, lane);
