@@ -14,8 +14,9 @@
  * fits, else in device scratch). eigh_tg (two-sided parallel Jacobi, one
  * threadgroup per matrix) stays selectable: ALLOY_EIGH_PATH=jacobi in the
  * environment makes it the GPU choice above n = 32 again, and
- * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n (both
- * for timing the paths against each other). Sizes and strides are launch
+ * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n, and
+ * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for n <= 32 with one
+ * (two) threads per column (all for timing the paths against each other). Sizes and strides are launch
  * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
 #include <stdlib.h>

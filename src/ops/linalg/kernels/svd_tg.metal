@@ -26,7 +26,10 @@
 // sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
 // EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
 // m == n <= 32, NT = 32, 3 n^2 elements of dynamic threadgroup memory;
-// `upper` names the triangle read), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// `upper` names the triangle read; with COLS = 32 and CH = H instead
+// alloy_eigh_cols_run: NT = 32 H, alloy_eigh_cols_elems(n, H, sizeof(T))
+// elements of dynamic threadgroup memory, MINB the launch bound's
+// threadgroups per SM), COLS and CH (COLS > 0, with SMEM: the sweeps of
 // alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
 // N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
 // 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
