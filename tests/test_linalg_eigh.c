@@ -361,8 +361,13 @@ static void run_checked(const eigh_case *t) {
 }
 
 /* the paths the op takes and every GPU kernel file (forced) */
-static const alloy_eigh_path PATHS[] = {ALLOY_EIGH_AUTO, ALLOY_EIGH_TG_SMEM, ALLOY_EIGH_TG_DEVICE, ALLOY_EIGH_REG,
-                                        ALLOY_EIGH_TRIDIAG_SMEM, ALLOY_EIGH_TRIDIAG_DEVICE};
+static const alloy_eigh_path PATHS[] = {ALLOY_EIGH_AUTO,         ALLOY_EIGH_TG_SMEM,        ALLOY_EIGH_TG_DEVICE,
+                                        ALLOY_EIGH_REG,          ALLOY_EIGH_TRIDIAG_SMEM,   ALLOY_EIGH_TRIDIAG_DEVICE,
+                                        ALLOY_EIGH_COLS,         ALLOY_EIGH_COLS_H2};
+/* the paths that take only n <= 32 */
+static int small_only(alloy_eigh_path p) {
+    return p == ALLOY_EIGH_REG || p == ALLOY_EIGH_COLS || p == ALLOY_EIGH_COLS_H2;
+}
 #define N_PATHS ((int)(sizeof PATHS / sizeof PATHS[0]))
 
 static const int ALL_KINDS[] = {K_RANDOM, K_COND_LO, K_COND_HI, K_GRADED, K_REPEATED,
@@ -426,7 +431,7 @@ static void test_values_only(void) {
                 CHECK_OK(alloy_array_copy_to_host(w2, h2, alloy_dtype_size(dt) * batch * n));
                 CHECK(memcmp(h1, h2, alloy_dtype_size(dt) * batch * n) == 0);
             }
-            eigh_case t = {dt, path == ALLOY_EIGH_REG ? 32 : 33, 3, d, 0, path, 1, ALL_KINDS, 9, 0};
+            eigh_case t = {dt, small_only(path) ? 32 : 33, 3, d, 0, path, 1, ALL_KINDS, 9, 0};
             run_checked(&t);
             alloy_array_free(a);
             alloy_array_free(w1);
@@ -475,6 +480,11 @@ static void test_paths(void) {
         {ALLOY_EIGH_TRIDIAG_SMEM, 3, 9}, {ALLOY_EIGH_TRIDIAG_SMEM, 5, 9}, {ALLOY_EIGH_TRIDIAG_SMEM, 16, 9},
         {ALLOY_EIGH_TRIDIAG_SMEM, 33, 9}, {ALLOY_EIGH_TRIDIAG_DEVICE, 1, 3}, {ALLOY_EIGH_TRIDIAG_DEVICE, 7, 9},
         {ALLOY_EIGH_TRIDIAG_DEVICE, 32, 9}, {ALLOY_EIGH_TRIDIAG_DEVICE, 40, 9},
+        {ALLOY_EIGH_COLS, 0, 2},      {ALLOY_EIGH_COLS, 1, 3},       {ALLOY_EIGH_COLS, 2, 9},
+        {ALLOY_EIGH_COLS, 3, 9},      {ALLOY_EIGH_COLS, 17, 9},      {ALLOY_EIGH_COLS, 31, 9},
+        {ALLOY_EIGH_COLS, 32, 9},     {ALLOY_EIGH_COLS_H2, 0, 2},    {ALLOY_EIGH_COLS_H2, 1, 3},
+        {ALLOY_EIGH_COLS_H2, 2, 9},   {ALLOY_EIGH_COLS_H2, 3, 9},    {ALLOY_EIGH_COLS_H2, 17, 9},
+        {ALLOY_EIGH_COLS_H2, 31, 9},  {ALLOY_EIGH_COLS_H2, 32, 9},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++) {

@@ -14,8 +14,9 @@
  * fits, else in device scratch). eigh_tg (two-sided parallel Jacobi, one
  * threadgroup per matrix) stays selectable: ALLOY_EIGH_PATH=jacobi in the
  * environment makes it the GPU choice above n = 32 again, and
- * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n (both
- * for timing the paths against each other). Sizes and strides are launch
+ * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n, and
+ * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for n <= 32 with one
+ * (two) threads per column (all for timing the paths against each other). Sizes and strides are launch
  * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,12 +35,31 @@ static const char TG_FILE[] = "src/ops/linalg/kernels/eigh_tg.metal";
 static const char SVD_FILE[] = "src/ops/linalg/kernels/svd_tg.metal";
 static const char TRIDIAG_FILE[] = "src/ops/linalg/kernels/eigh_tridiag.metal";
 
+/* svd_tg's alloy_eigh_cols_elems: the COLS variant's dynamic threadgroup
+ * memory in elements for n <= 32 and H threads per column (G and V, or the
+ * exchange buffers where larger, then 4 NP + 4 for the norms, (c, s') and
+ * verdicts; NP = 32) */
+static int64_t cols_elems(int64_t n, int64_t h, int64_t es) {
+    const int64_t xn = h == 1 ? 0 : 2 * 32 * h * (32 / h + 16 / es), m2 = 2 * n * n;
+    return ((m2 > xn ? m2 : xn) + 3) / 4 * 4 + 4 * 32 + 4;
+}
+
 #define EIGH_DEFAULT_SWEEPS 30
 #define EIGH_GPU_MAX_N 256 /* eigh_tg's static arrays: 128 pairs, 256 indices */
 
+/* The COLS variants' register cap, as threadgroups per SM (svd_tg's
+ * MINB): float32 one thread per column (32 threads) 16, i.e. 128 registers,
+ * two (64 threads) 10 (96); float64 is left uncapped (1). */
+static int64_t cols_minb(int64_t h, alloy_dtype dt) {
+    const char *e = getenv("ALLOY_EIGH_COLS_MINB");
+    if (e && atoi(e) > 0) return atoi(e);
+    return dt != ALLOY_FLOAT32 ? 1 : h == 1 ? 16 : 10;
+}
+
 /* The CUDA choice above the register path: eigh_tridiag unless
  * ALLOY_EIGH_PATH=jacobi asks for eigh_tg; ALLOY_EIGH_PATH=tridiag takes
- * eigh_tridiag for n <= 32 too. */
+ * eigh_tridiag for n <= 32 too, ALLOY_EIGH_PATH=cols (cols2) the COLS
+ * sweeps with one (two) threads per column for n <= 32. */
 static int env_path_is(const char *name) {
     const char *e = getenv("ALLOY_EIGH_PATH");
     return e && strcmp(e, name) == 0;
@@ -110,6 +130,8 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     if (path == ALLOY_EIGH_AUTO) {
         const int tridiag = !env_path_is("jacobi");
         if (!cuda) path = ALLOY_EIGH_CPU;
+        else if (n <= 32 && env_path_is("cols")) path = ALLOY_EIGH_COLS;
+        else if (n <= 32 && env_path_is("cols2")) path = ALLOY_EIGH_COLS_H2;
         else if (n <= 32 && !env_path_is("tridiag")) path = ALLOY_EIGH_REG;
         else if (tridiag)
             path = (size_t)td_smem_bytes <= smem_budget(sq.dev) ? ALLOY_EIGH_TRIDIAG_SMEM : ALLOY_EIGH_TRIDIAG_DEVICE;
@@ -117,10 +139,14 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         else path = ALLOY_EIGH_TG_DEVICE;
     }
     if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE && path != ALLOY_EIGH_REG &&
-        path != ALLOY_EIGH_TRIDIAG_SMEM && path != ALLOY_EIGH_TRIDIAG_DEVICE)
+        path != ALLOY_EIGH_TRIDIAG_SMEM && path != ALLOY_EIGH_TRIDIAG_DEVICE && path != ALLOY_EIGH_COLS &&
+        path != ALLOY_EIGH_COLS_H2)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
     if (path == ALLOY_EIGH_REG && n > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes n <= 32, not %lld", fn,
+                           (long long)n);
+    if ((path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2) && n > 32)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes n <= 32, not %lld", fn,
                            (long long)n);
     if (path != ALLOY_EIGH_CPU && n > EIGH_GPU_MAX_N)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: n = %lld is more than the GPU kernel takes (%d)", fn,
@@ -157,10 +183,14 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         alloy_batch_layout lay;
         alloy_batch_layout_init(&lay, nb, sh, 2, (const int64_t(*)[ALLOY_MAX_NDIM])s);
         const int td = path == ALLOY_EIGH_TRIDIAG_SMEM || path == ALLOY_EIGH_TRIDIAG_DEVICE;
-        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE || td, reg = path == ALLOY_EIGH_REG;
+        /* the COLS variants run svd_tg's EIGH mode as the register path does, with COLS = 32, CH = H */
+        const int64_t ch = path == ALLOY_EIGH_COLS_H2 ? 2 : 1;
+        const int cols = path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2;
+        const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE || td,
+                  reg = path == ALLOY_EIGH_REG || cols;
         /* eigh_tridiag: SIMD group 0 for the QL chase and one thread per row
          * of the vectors in the others */
-        const uint32_t nt = reg  ? 32
+        const uint32_t nt = reg  ? (uint32_t)(32 * ch)
                             : td ? (uint32_t)(32 + 32 * ((n + 31) / 32))
                             : !tg ? 1
                                   : n <= 16 ? 64 : n <= 32 ? 128 : n <= 128 ? 256 : 512;
@@ -180,12 +210,18 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
             st = alloy_launch_add_template_bool(ln, "SMEM", smem_matrix || reg);
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "REG", 1);
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
+        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "COLS", 32);
+        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "CH", ch);
+        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, sq.dt));
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK && td)
             st = alloy_launch_set_threadgroup_memory(
                 ln, (size_t)(path == ALLOY_EIGH_TRIDIAG_SMEM ? td_smem_bytes : td_small));
-        if (st == ALLOY_OK && reg) st = alloy_launch_set_threadgroup_memory(ln, n > 0 ? (size_t)(3 * n * n * es) : 16);
+        if (st == ALLOY_OK && reg)
+            st = alloy_launch_set_threadgroup_memory(ln, cols     ? (size_t)(cols_elems(n, ch, es) * es)
+                                                         : n > 0 ? (size_t)(3 * n * n * es)
+                                                                 : 16);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(ln, nt, 1, 1);
         const struct {
             const char *name;

@@ -13,7 +13,11 @@ typedef enum alloy_eigh_path {
     ALLOY_EIGH_TG_DEVICE = 3,/* eigh_tg.metal, the matrix and vectors in device scratch */
     ALLOY_EIGH_REG = 4,      /* svd_tg.metal's EIGH mode: n <= 32, one SIMD group, the sweeps in registers */
     ALLOY_EIGH_TRIDIAG_SMEM = 5,  /* eigh_tridiag.metal (Householder + QL), the matrix in threadgroup memory */
-    ALLOY_EIGH_TRIDIAG_DEVICE = 6 /* eigh_tridiag.metal, the matrix in device scratch */
+    ALLOY_EIGH_TRIDIAG_DEVICE = 6,/* eigh_tridiag.metal, the matrix in device scratch */
+    ALLOY_EIGH_COLS = 7,     /* svd_tg.metal's EIGH mode on the COLS sweeps, n <= 32: one SIMD group per
+                                matrix, a thread per column of G and row of V, columns by shuffles */
+    ALLOY_EIGH_COLS_H2 = 8   /* the same with two threads per column (64 per matrix), columns through
+                                threadgroup memory */
 } alloy_eigh_path;
 
 alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,

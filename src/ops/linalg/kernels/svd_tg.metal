@@ -26,7 +26,10 @@
 // sweeps in registers, see alloy_svd_warp_sweeps: M, N <= 32 and NT = 32),
 // EIGH (alloy_eigh's register path, see alloy_eigh_reg_run: SMEM, REG,
 // m == n <= 32, NT = 32, 3 n^2 elements of dynamic threadgroup memory;
-// `upper` names the triangle read), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// `upper` names the triangle read; with COLS = 32 and CH = H instead
+// alloy_eigh_cols_run: NT = 32 H, alloy_eigh_cols_elems(n, H, sizeof(T))
+// elements of dynamic threadgroup memory, MINB the launch bound's
+// threadgroups per SM), COLS and CH (COLS > 0, with SMEM: the sweeps of
 // alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
 // N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
 // 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
@@ -63,7 +66,14 @@
 //! template: EIGH=false
 //! template: COLS=0
 //! template: CH=1
+//! template: MINB=1
 //! header:
+// eigh's COLS variants cap the registers at what MINB threadgroups per SM
+// need (MINB, given only by those launches: see alloy_eigh_cols_run)
+#ifdef ALLOY_TEMPLATE_MINB
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_CH, ALLOY_TEMPLATE_MINB)
+#endif
 // the rows of G a thread holds in the COLS path
 #define ALLOY_SVD_COLS_MR 64
 // COLS and CH through their macros: launches that do not give them (eigh's) get 0 and 1
@@ -262,14 +272,26 @@ inline void alloy_svd_cols_vstep(thread T (&a)[Q], thread T (&b)[Q], CB cs, int 
 // beta as the owners computed them, and rewrites only its own part; one
 // thread of each pair stores (c, s') for V, whose rows apply the step's
 // rotations after the next barrier. No reduction beyond the two halves and
-// one barrier per step; only G goes through threadgroup memory. G (ld M)
-// and V (ld N) are read at the start and written back at the end; xb, the
-// exchange buffers (2 NP H parts of MR + W elements, W = 16 / sizeof(T)),
-// may alias them. Returns info (0 converged, 2 not).
+// one barrier per step; only G goes through threadgroup memory. Where the
+// whole matrix is one SIMD group (NP H == 32: NP = 32, H = 1) the partner's
+// column and norm come by one shuffle per row instead (half the traffic of a
+// store and a load, no exchange buffers) and the step's barrier is the SIMD
+// group's. A pair counts against convergence when |gamma| > tol_stop
+// ||g_p|| ||g_q|| (the relative gamma's test without its division). G (ld
+// M) and V (ld N) are read at the start and written back at the end; xb,
+// the exchange buffers (2 NP H parts of MR + W elements, W = 16 /
+// sizeof(T); unused when NP H == 32), may alias them. Returns info (0
+// converged, 2 not); `used` the sweeps run.
+template <int NT> inline void alloy_svd_cols_barrier() {
+    if (NT == 32) simdgroup_barrier(mem_flags::mem_threadgroup);
+    else threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
 template <class T, int MR, int NP, int H, class P, class XB, class TB, class CB>
 int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny, int tid, XB xb,
-                          TB nrm, CB csb, TB wred) {
+                          TB nrm, CB csb, TB wred, thread int &used) {
     constexpr int K = NP - 1, NH = NP / 2, Q = NH / H, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
+    constexpr bool WARP = NP * H == 32;
     const int j = tid / H, h = tid - j * H, lane = tid & 31, r0 = h * MR;
     T g[MR], o[MR], a[Q], b[Q];
 #pragma unroll
@@ -280,31 +302,15 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
         a[k] = (uv && j < N && ca < N) ? T(V[long(ca) * N + j]) : ca == j ? T(1) : T(0);
         b[k] = (uv && j < N && cb < N) ? T(V[long(cb) * N + j]) : cb == j ? T(1) : T(0);
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    alloy_svd_cols_barrier<NP * H>();
     const int MW = (min(max(M - r0, 0), MR) + W - 1) / W; // vectors of this part that hold rows < M
     int info = 2;
+    used = 0;
     for (int sweep = 0; sweep < max_sweeps; sweep++) {
-        T worst = T(0);
+        used = sweep + 1;
+        T worst = T(0); // 1 once a pair of the sweep is above tol_stop (or NaN)
         for (int r = 0; r < K; r++) {
             const int par = r & 1;
-            // ||g_j||^2 in four interleaved partial sums (+ the other half), published with the column
-            T sa[4] = {T(0), T(0), T(0), T(0)};
-#pragma unroll
-            for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
-            T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
-            if (H > 1) own = own + alloy_svd_shfl(own, lane ^ 1);
-            auto mine = xb + ((par * NP + j) * H + h) * S;
-#pragma unroll
-            for (int c = 0; c < CW; c++)
-                if (c < MW) {
-                    vec<T, W> x;
-#pragma unroll
-                    for (int w = 0; w < W; w++) x[w] = g[c * W + w];
-                    mine[c] = x;
-                }
-            if (h == 0) nrm[par * NP + j] = own;
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
             // the partner, this column's pair and ring slot (a: the lower slot)
             int pj, pair;
             bool slot_a;
@@ -319,14 +325,41 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
                 pair = slot_a ? rho : K - rho;
             }
             const bool isp = j < pj; // this thread holds g_p (the lower index)
-            auto theirs = xb + ((par * NP + pj) * H + h) * S;
+            // ||g_j||^2 in four interleaved partial sums (+ the other half), published with the column
+            T sa[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
-            for (int c = 0; c < CW; c++) {
-                vec<T, W> x = c < MW ? vec<T, W>(theirs[c]) : vec<T, W>(T(0));
+            for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
+            T own = (sa[0] + sa[1]) + (sa[2] + sa[3]);
+            if (H > 1) own = own + alloy_svd_shfl(own, lane ^ 1);
+            T oth;
+            if constexpr (WARP) {
 #pragma unroll
-                for (int w = 0; w < W; w++) o[c * W + w] = x[w];
+                for (int i = 0; i < MR; i++) o[i] = alloy_svd_shfl(g[i], pj);
+                oth = alloy_svd_shfl(own, pj);
+                alloy_svd_cols_barrier<NP * H>(); // the previous step's (c, s') are in csb
+                if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
+            } else {
+                auto mine = xb + ((par * NP + j) * H + h) * S;
+#pragma unroll
+                for (int c = 0; c < CW; c++)
+                    if (c < MW) {
+                        vec<T, W> x;
+#pragma unroll
+                        for (int w = 0; w < W; w++) x[w] = g[c * W + w];
+                        mine[c] = x;
+                    }
+                if (h == 0) nrm[par * NP + j] = own;
+                alloy_svd_cols_barrier<NP * H>();
+                if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
+                auto theirs = xb + ((par * NP + pj) * H + h) * S;
+#pragma unroll
+                for (int c = 0; c < CW; c++) {
+                    vec<T, W> x = c < MW ? vec<T, W>(theirs[c]) : vec<T, W>(T(0));
+#pragma unroll
+                    for (int w = 0; w < W; w++) o[c * W + w] = x[w];
+                }
+                oth = nrm[par * NP + pj];
             }
-            const T oth = nrm[par * NP + pj];
             // gamma: the same products and order in every thread of the pair (the same bits)
             T sg[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
@@ -337,9 +370,9 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
             const T na = sqrt(al), nb = sqrt(be);
             T c = T(1), sn = T(0);
             if (na > tiny && nb > tiny) {
-                const T rel = fabs(ga) / (na * nb);
-                if (!(rel <= worst)) worst = rel;
-                if (fabs(ga) > tol * na * nb) {
+                const T nn = na * nb;
+                if (!(fabs(ga) <= tol_stop * nn)) worst = T(1);
+                if (fabs(ga) > tol * nn) {
                     const T zeta = (be - al) / (T(2) * ga);
                     const T az = fabs(zeta);
                     const T root = az > T(1) ? az * sqrt(T(1) + (T(1) / az) * (T(1) / az)) : sqrt(T(1) + az * az);
@@ -354,14 +387,14 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
             }
             if (isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
         }
-        // the sweep's largest relative gamma over the group; the last step's V
+        // the sweep's verdict over the group; the last step's V
         worst = simd_max(worst);
         if (lane == 0) wred[tid >> 5] = worst;
-        threadgroup_barrier(mem_flags::mem_threadgroup);
+        alloy_svd_cols_barrier<NP * H>();
         if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
         T all = T(0);
         for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
-        if (all <= tol_stop) {
+        if (all == T(0)) {
             info = 0;
             break;
         }
@@ -501,6 +534,164 @@ int alloy_eigh_reg_run(P G, P V, P Ac, AP Ab, long sa_r, long sa_c, bool upper, 
     return info;
 }
 
+// Its dynamic threadgroup memory in elements of T for n <= 32, NP = 32 and
+// H (alloy_eigh_cols_run's layout): G and V (2 n^2) or the exchange buffers
+// where they are larger, rounded up to 4, then 2 NP norms, NP / 2 (c, s')
+// pairs for each of two steps, 4 sweep verdicts.
+inline long alloy_eigh_cols_elems(int n, int H, int es) {
+    const long xn = H == 1 ? 0L : 2L * 32 * H * (32 / H + 16 / es), m2 = 2L * n * n;
+    return ((m2 > xn ? m2 : xn) + 3) / 4 * 4 + 4 * 32 + 4;
+}
+
+// Row `lane` of A' = A 2^-ex (symmetric, from the triangle `upper` names)
+// into ai: the matrix is read (coalesced where A is) into the free G
+// storage P (column-major), then each lane takes its row, conflict-free;
+// barriers before and after, so P may be overwritten next.
+template <class T, int NT, class P, class AP>
+inline void alloy_eigh_cols_rows(thread T (&ai)[32], P G, AP Ab, long sa_r, long sa_c, bool upper, int n, int ex,
+                                 int tid) {
+    const int lane = tid & 31;
+    for (long e = tid; e < long(n) * n; e += NT) {
+        const int p = int(e / n), q = int(e - long(p) * n); // A(p, q) -> G[q n + p]
+        if (upper ? q < p : q > p) continue;
+        const T x = ldexp(T(Ab[long(p) * sa_r + long(q) * sa_c]), -ex);
+        G[long(q) * n + p] = x;
+        G[long(p) * n + q] = x;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+#pragma unroll
+    for (int k = 0; k < 32; k++) ai[k] = (k < n && lane < n) ? T(G[long(k) * n + lane]) : T(0);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+}
+
+// EIGH with COLS (n <= 32, NP = 32, H threads per column: NT = 32 H): the
+// method of alloy_eigh_reg_run (shift, restart, Rayleigh quotients,
+// ranking, info) with the sweeps of alloy_svd_cols_sweeps (MR = 32 / H rows
+// of G per thread; for H = 1 the threadgroup is one SIMD group and the
+// columns travel by shuffles). One difference: the first sweeps stop, and
+// G is recomputed as B V, once a sweep's largest relative gamma is at most
+// sqrt(tol_stop) instead of tol_stop; the sweeps after the restart end at
+// tol_stop as before (usually one: the convergence is quadratic), so the
+// sweep the first phase spent confirming tol_stop is saved, and fewer
+// rotations separate the restart from the end. Converging at sqrt(tol_stop)
+// with no sweep left for the second phase is info 2. G and V are n x n
+// column-major in dyn (alloy_eigh_cols_elems), the exchange buffers alias
+// them during the sweeps, and A' is read from `a` again (scaled by the same
+// power of two: the same bits) for the restart and the Rayleigh quotients,
+// where lane i of each SIMD group holds row i of A' in registers and forms
+// (A' v_j)_i for the columns j of its SIMD group (j = group, group + H, ...).
+template <class T, int NP, int H, class AP, class WO, class VO, class R>
+int alloy_eigh_cols_run(threadgroup T *dyn, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors,
+                        int max_sweeps, WO wout, VO vout, int tid, R &red) {
+    constexpr int NT = NP * H, MR = 32 / H;
+    const long nsq = long(n) * n;
+    const long r0 = alloy_eigh_cols_elems(n, H, int(sizeof(T))) - 4 * NP - 4;
+    threadgroup T *G = dyn, *V = dyn + nsq;
+    auto xb = (threadgroup vec<T, 16 / sizeof(T)> *)dyn;
+    threadgroup T *nrm = dyn + r0;
+    auto csb = (threadgroup vec<T, 2> *)(dyn + r0 + 2 * NP);
+    threadgroup T *wred = dyn + r0 + 4 * NP;
+    // after the sweeps: the Rayleigh quotients and the ranking where the norms and (c, s') were
+    threadgroup T *lam = nrm;
+    auto perm = (threadgroup int *)(dyn + r0 + 2 * NP);
+    const int lane = tid & 31, grp = tid >> 5;
+    T amax = T(0), bad = T(0);
+    for (long e = tid; e < nsq; e += NT) {
+        const int p = int(e / n), q = int(e - long(p) * n);
+        if (upper ? q < p : q > p) continue;
+        const T x = Ab[long(p) * sa_r + long(q) * sa_c];
+        if (!isfinite(x)) bad = T(1);
+        else amax = max(amax, T(fabs(x)));
+        G[long(p) * n + q] = x;
+        G[long(q) * n + p] = x;
+    }
+    amax = alloy_svd_group_max<T>(amax, red, tid, NT);
+    bad = alloy_svd_group_max<T>(bad, red, tid, NT);
+    if (bad != T(0)) {
+        for (int i = tid; i < n; i += NT) wout[i] = T(NAN);
+        if (vectors)
+            for (long e = tid; e < nsq; e += NT) vout[e] = T(NAN);
+        return 1;
+    }
+    int ex = 0;
+    if (amax > T(0)) frexp(amax, ex);
+    for (long e = tid; e < nsq; e += NT) G[e] = ldexp(T(G[e]), -ex);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // Gershgorin: every eigenvalue >= min_i (a_ii - sum_{j != i} |a_ij|)
+    T low = T(0);
+    for (int i = tid; i < n; i += NT) {
+        T r = T(0);
+        for (int j = 0; j < n; j++)
+            if (j != i) r += fabs(T(G[long(j) * n + i]));
+        low = max(low, r - T(G[long(i) * n + i]));
+    }
+    const T sigma = alloy_svd_group_max<T>(low, red, tid, NT) * (T(1) + T(2 * n) * numeric_limits<T>::epsilon());
+    for (int j = tid; j < n; j += NT) G[long(j) * n + j] = T(G[long(j) * n + j]) + sigma;
+    for (long e = tid; e < nsq; e += NT) {
+        const int j = int(e / n), i = int(e - long(j) * n);
+        V[e] = i == j ? T(1) : T(0);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    const T eps = numeric_limits<T>::epsilon();
+    const T tol = eps * sqrt(T(n > 1 ? n : 1)), tol_stop = T(2) * tol;
+    const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
+    int used = 0;
+    int info = alloy_svd_cols_sweeps<T, MR, NP, H>(G, V, n, n, true, max_sweeps, tol, sqrt(tol_stop), tiny, tid, xb,
+                                                   nrm, csb, wred, used);
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    T ai[32];
+    if (info == 0 && used == max_sweeps) info = 2; // no sweep left to reach tol_stop
+    else if (info == 0) {
+        // G = A' V + sigma V: lane i of group grp forms G(i, j) for j = grp, grp + H, ...
+        alloy_eigh_cols_rows<T, NT>(ai, G, Ab, sa_r, sa_c, upper, n, ex, tid);
+        if (lane < n)
+            for (int j = grp; j < n; j += H) {
+                T w = T(0);
+#pragma unroll
+                for (int k = 0; k < 32; k++)
+                    if (k < n) w = fma(ai[k], T(V[long(j) * n + k]), w);
+                G[long(j) * n + lane] = fma(sigma, T(V[long(j) * n + lane]), w);
+            }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        int more = 0;
+        info = alloy_svd_cols_sweeps<T, MR, NP, H>(G, V, n, n, true, max_sweeps - used, tol, tol_stop, tiny, tid, xb,
+                                                   nrm, csb, wred, more);
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    // Rayleigh quotients v_j^T A' v_j: lane i forms (A' v_j)_i v_ij, its SIMD group sums over i
+    alloy_eigh_cols_rows<T, NT>(ai, G, Ab, sa_r, sa_c, upper, n, ex, tid);
+    for (int j = grp; j < n; j += H) {
+        T q = T(0);
+        if (lane < n) {
+            T w = T(0);
+#pragma unroll
+            for (int k = 0; k < 32; k++)
+                if (k < n) w = fma(ai[k], T(V[long(j) * n + k]), w);
+            q = T(V[long(j) * n + lane]) * w;
+        }
+        q = simd_sum(q);
+        if (lane == 0) lam[j] = q;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (int j = tid; j < n; j += NT) {
+        const T lj = lam[j];
+        int rank = 0;
+        for (int i = 0; i < n; i++) {
+            const T li = lam[i];
+            rank += (li < lj || (li == lj && i < j)) ? 1 : 0;
+        }
+        perm[rank] = j;
+        wout[rank] = ldexp(lj, ex);
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (vectors)
+        for (long e = tid; e < nsq; e += NT) {
+            const int i = int(e / n), k = int(e - long(i) * n);
+            vout[e] = V[long(perm[k]) * n + i];
+        }
+    return info;
+}
+
 // One matrix. G (M x N, column-major, ld M) and V (N x N, column-major) in
 // threadgroup or device memory; U'(i, c) = Up[i * urs + c * ucs] and
 // V(i, j) -> Vp[i * vrs + j * vcs] in the outputs; ucols: the columns of
@@ -562,8 +753,9 @@ int alloy_svd_tg_run(P G, P V, AP Ab, long sa_r, long sa_c, bool wide, int M, in
         info = alloy_svd_warp_sweeps<T>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny, lane, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     } else if constexpr (XNP > 0) {
+        int used = 0;
         info = alloy_svd_cols_sweeps<T, ALLOY_SVD_COLS_MR, XNP, XH>(G, V, M, N, uv, max_sweeps, tol, tol_stop, tiny,
-                                                                     tid, xb, nrm, csb, wred);
+                                                                     tid, xb, nrm, csb, wred, used);
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
     }
     for (int sweep = 0; sweep <= max_sweeps && !REG && !XNP; sweep++) {
@@ -726,8 +918,12 @@ const long vrs = wide ? long(m) : 1L, vcs = wide ? 1L : long(n);
 int info_m;
 if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
-    info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, dyn + 2 * long(n) * n, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
-                                   u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
+    if constexpr (ALLOY_SVD_COLS_NP == 32) // the COLS sweeps (alloy_eigh_cols_run)
+        info_m = alloy_eigh_cols_run<T, 32, ALLOY_SVD_COLS_H>(dyn, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
+                                                              u + (uv ? z * long(n) * n : 0L), tid, red);
+    else
+        info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, dyn + 2 * long(n) * n, Ab, sa_r, sa_c, upper != 0, n,
+                                       uv != 0, max_sweeps, sz, u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
 } else if (SMEM) {
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
     // COLS: the exchange buffers over G and V, then the norms, (c, s') and the sweep maxima
