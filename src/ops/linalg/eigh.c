@@ -7,7 +7,8 @@
  * stream; nothing waits for the device. Kernels (each file says what it
  * does): on the CPU eigh_cpu (one thread per matrix, cyclic Jacobi); on a
  * GPU, up to n = 32, svd_tg's register path on the shifted matrix (one SIMD
- * group per matrix, Jacobi; the file says why that is an eigh), above it
+ * group per matrix, Jacobi; the file says why that is an eigh) — for float32
+ * with 16 < n <= 32 the same method on its COLS sweeps — above it
  * eigh_tridiag (one threadgroup per matrix: Householder tridiagonalisation,
  * implicit QL whose serial chase runs on one thread while the others apply
  * the previous sweep's rotations; the matrix in threadgroup memory while it
@@ -15,8 +16,9 @@
  * threadgroup per matrix) stays selectable: ALLOY_EIGH_PATH=jacobi in the
  * environment makes it the GPU choice above n = 32 again, and
  * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n, and
- * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for n <= 32 with one
- * (two) threads per column (all for timing the paths against each other). Sizes and strides are launch
+ * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for every n <= 32 with
+ * one (two) threads per column, reg the register path for every n <= 32
+ * (all for timing the paths against each other). Sizes and strides are launch
  * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,7 +61,8 @@ static int64_t cols_minb(int64_t h, alloy_dtype dt) {
 /* The CUDA choice above the register path: eigh_tridiag unless
  * ALLOY_EIGH_PATH=jacobi asks for eigh_tg; ALLOY_EIGH_PATH=tridiag takes
  * eigh_tridiag for n <= 32 too, ALLOY_EIGH_PATH=cols (cols2) the COLS
- * sweeps with one (two) threads per column for n <= 32. */
+ * sweeps with one (two) threads per column for every n <= 32, reg the
+ * register path for every n <= 32 (all for timing the paths). */
 static int env_path_is(const char *name) {
     const char *e = getenv("ALLOY_EIGH_PATH");
     return e && strcmp(e, name) == 0;
@@ -132,6 +135,10 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (!cuda) path = ALLOY_EIGH_CPU;
         else if (n <= 32 && env_path_is("cols")) path = ALLOY_EIGH_COLS;
         else if (n <= 32 && env_path_is("cols2")) path = ALLOY_EIGH_COLS_H2;
+        else if (n <= 32 && env_path_is("reg")) path = ALLOY_EIGH_REG;
+        /* float32 17..32: the COLS sweeps (H100, 10 000 matrices: 2.08 against the register path's 3.16 ms
+         * at 32, 1.87 against 2.25 at 24; at 16 the register path's 1.31 against 1.57); float64 spills there */
+        else if (n > 16 && n <= 32 && sq.dt == ALLOY_FLOAT32 && !env_path_is("tridiag")) path = ALLOY_EIGH_COLS;
         else if (n <= 32 && !env_path_is("tridiag")) path = ALLOY_EIGH_REG;
         else if (tridiag)
             path = (size_t)td_smem_bytes <= smem_budget(sq.dev) ? ALLOY_EIGH_TRIDIAG_SMEM : ALLOY_EIGH_TRIDIAG_DEVICE;
