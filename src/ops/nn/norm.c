@@ -42,12 +42,19 @@ enum { ROWS_ONE_ROUND = 8192 };
  * (above); the backward as many as are resident: its launch bounds hold it
  * to 128 registers (2), and its threadgroup memory must fit too (227 KB an
  * SM on Hopper). */
+/* The backward's threadgroups per SM (its launch bound): 2;
+ * ALLOY_NN_NORM_BWD_MINB=k for timing only. */
+static int64_t bwd_minb(void) {
+    const char *e = getenv("ALLOY_NN_NORM_BWD_MINB");
+    return e && atoll(e) > 0 && atoll(e) <= 8 ? atoll(e) : 2;
+}
+
 static int64_t rows_per_sm(int fwd, int pf, int64_t nc, int64_t smem) {
     /* the forward: one round, a threadgroup per 8 / wg rows, as many as the
      * rows ask for (H100, 64 M elements: 97-99% of copy against 86-94% with
      * the grid sized to the SMs and each SIMD group looping over its rows,
      * with or without loading the next row ahead) */
-    int64_t k = fwd ? ROWS_ONE_ROUND : 2;
+    int64_t k = fwd ? ROWS_ONE_ROUND : bwd_minb();
     (void)pf;
     (void)nc;
     /* ALLOY_NN_NORM_TGS=k: k threadgroups an SM for the forward's grid, the
@@ -117,10 +124,14 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     d->nc = 0;
     d->wg = 1;
     d->smem = 0;
+    /* ALLOY_NN_NORM_BWD_MAXNC=k: the backward's chunks per lane at most k (more SIMD groups a group), for
+     * timing only */
+    const char *mx = getenv("ALLOY_NN_NORM_BWD_MAXNC");
+    const int64_t max_nc = dy && mx && atoll(mx) >= 1 && atoll(mx) <= ROWS_MAX_NC ? atoll(mx) : ROWS_MAX_NC;
     for (int pass = 0; pass < 2 && !d->nc; pass++) {
         const int64_t cap = (int64_t)ROWS_BWD_SMEM << pass;
         for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
-            for (int64_t nc = 1; nc <= ROWS_MAX_NC; nc *= 2)
+            for (int64_t nc = 1; nc <= max_nc; nc *= 2)
                 if (nc * wg >= need && (!dy || 256 * ns * nc * V * acc_size <= cap)) {
                     d->nc = nc;
                     d->wg = wg;
@@ -156,6 +167,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "MINB", (int)bwd_minb());
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);

@@ -33,10 +33,11 @@
 //! template: NC=1
 //! template: WG=1
 //! template: RMS=0
+//! template: MINB=2
 //! header:
-// at most 128 registers a thread: two threadgroups of 256 threads per SM
+// MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/chunk.h"
 //! body:
 constexpr int V = 16 / int(sizeof(T));
