@@ -17,7 +17,8 @@
  * environment makes it the GPU choice above n = 32 again, and
  * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n, and
  * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for every n <= 32 with
- * one (two) threads per column, reg the register path for every n <= 32
+ * one (two) threads per column, colsnov the one-thread variant without V in
+ * the sweeps (NOV), reg the register path for every n <= 32
  * (all for timing the paths against each other). Sizes and strides are launch
  * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
@@ -61,7 +62,8 @@ static int64_t cols_minb(int64_t h, alloy_dtype dt) {
 /* The CUDA choice above the register path: eigh_tridiag unless
  * ALLOY_EIGH_PATH=jacobi asks for eigh_tg; ALLOY_EIGH_PATH=tridiag takes
  * eigh_tridiag for n <= 32 too, ALLOY_EIGH_PATH=cols (cols2) the COLS
- * sweeps with one (two) threads per column for every n <= 32, reg the
+ * sweeps with one (two) threads per column for every n <= 32, colsnov the
+ * former without V in the sweeps, reg the
  * register path for every n <= 32 (all for timing the paths). */
 static int env_path_is(const char *name) {
     const char *e = getenv("ALLOY_EIGH_PATH");

@@ -29,7 +29,8 @@
 // `upper` names the triangle read; with COLS = 32 and CH = H instead
 // alloy_eigh_cols_run: NT = 32 H, alloy_eigh_cols_elems(n, H, sizeof(T))
 // elements of dynamic threadgroup memory, MINB the launch bound's
-// threadgroups per SM), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// threadgroups per SM, NOV (only with CH = 1) V not accumulated in the
+// sweeps but taken from G's columns), COLS and CH (COLS > 0, with SMEM: the sweeps of
 // alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
 // N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
 // 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
@@ -648,6 +649,16 @@ inline void alloy_eigh_cols_rows(thread T (&ai)[32], P G, AP Ab, long sa_r, long
 // power of two: the same bits) for the restart and the Rayleigh quotients,
 // where lane i of each SIMD group holds row i of A' in registers and forms
 // (A' v_j)_i for the columns j of its SIMD group (j = group, group + H, ...).
+// NOV (H = 1): V is not accumulated in the sweeps (no rotations of V's rows,
+// no (c, s') through threadgroup memory, 32 registers fewer); B = A' +
+// (sigma + 1) I, so every eigenvalue d_j of B is at least 1 and the
+// converged G = B V = V D has columns d_j v_j that never vanish. After the
+// first phase V is G's columns normalised and orthonormalised (one pass of
+// modified Gram-Schmidt: the restart G = B V is an eigen-decomposition only
+// for an orthogonal V); after the second phase V is G's columns normalised
+// (orthonormal to about tol_stop; measured within the bounds with margin).
+// Sweeps that did not converge get two exact Gram-Schmidt passes instead,
+// so V is orthonormal with info 2 too.
 template <class T, int NP, int H, bool NOV, class AP, class WO, class VO, class R>
 int alloy_eigh_cols_run(threadgroup T *dyn, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors,
                         int max_sweeps, WO wout, VO vout, int tid, R &red) {
