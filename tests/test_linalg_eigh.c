@@ -363,10 +363,10 @@ static void run_checked(const eigh_case *t) {
 /* the paths the op takes and every GPU kernel file (forced) */
 static const alloy_eigh_path PATHS[] = {ALLOY_EIGH_AUTO,         ALLOY_EIGH_TG_SMEM,        ALLOY_EIGH_TG_DEVICE,
                                         ALLOY_EIGH_REG,          ALLOY_EIGH_TRIDIAG_SMEM,   ALLOY_EIGH_TRIDIAG_DEVICE,
-                                        ALLOY_EIGH_COLS,         ALLOY_EIGH_COLS_H2};
+                                        ALLOY_EIGH_COLS,         ALLOY_EIGH_COLS_H2,        ALLOY_EIGH_COLS_NOV};
 /* the paths that take only n <= 32 */
 static int small_only(alloy_eigh_path p) {
-    return p == ALLOY_EIGH_REG || p == ALLOY_EIGH_COLS || p == ALLOY_EIGH_COLS_H2;
+    return p == ALLOY_EIGH_REG || p == ALLOY_EIGH_COLS || p == ALLOY_EIGH_COLS_H2 || p == ALLOY_EIGH_COLS_NOV;
 }
 #define N_PATHS ((int)(sizeof PATHS / sizeof PATHS[0]))
 
@@ -484,7 +484,10 @@ static void test_paths(void) {
         {ALLOY_EIGH_COLS, 3, 9},      {ALLOY_EIGH_COLS, 17, 9},      {ALLOY_EIGH_COLS, 31, 9},
         {ALLOY_EIGH_COLS, 32, 9},     {ALLOY_EIGH_COLS_H2, 0, 2},    {ALLOY_EIGH_COLS_H2, 1, 3},
         {ALLOY_EIGH_COLS_H2, 2, 9},   {ALLOY_EIGH_COLS_H2, 3, 9},    {ALLOY_EIGH_COLS_H2, 17, 9},
-        {ALLOY_EIGH_COLS_H2, 31, 9},  {ALLOY_EIGH_COLS_H2, 32, 9},
+        {ALLOY_EIGH_COLS_H2, 31, 9},  {ALLOY_EIGH_COLS_H2, 32, 9},   {ALLOY_EIGH_COLS_NOV, 0, 2},
+        {ALLOY_EIGH_COLS_NOV, 1, 3},  {ALLOY_EIGH_COLS_NOV, 2, 9},   {ALLOY_EIGH_COLS_NOV, 3, 9},
+        {ALLOY_EIGH_COLS_NOV, 17, 9}, {ALLOY_EIGH_COLS_NOV, 24, 9},  {ALLOY_EIGH_COLS_NOV, 31, 9},
+        {ALLOY_EIGH_COLS_NOV, 32, 9},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int d = 0; d < 2; d++) {

@@ -17,7 +17,8 @@
  * environment makes it the GPU choice above n = 32 again, and
  * ALLOY_EIGH_PATH=tridiag makes eigh_tridiag the choice for every n, and
  * ALLOY_EIGH_PATH=cols (cols2) svd_tg's COLS sweeps for every n <= 32 with
- * one (two) threads per column, reg the register path for every n <= 32
+ * one (two) threads per column, colsnov the one-thread variant without V in
+ * the sweeps (NOV), reg the register path for every n <= 32
  * (all for timing the paths against each other). Sizes and strides are launch
  * constants, so a new shape never recompiles a kernel. */
 #include <stdint.h>
@@ -61,7 +62,8 @@ static int64_t cols_minb(int64_t h, alloy_dtype dt) {
 /* The CUDA choice above the register path: eigh_tridiag unless
  * ALLOY_EIGH_PATH=jacobi asks for eigh_tg; ALLOY_EIGH_PATH=tridiag takes
  * eigh_tridiag for n <= 32 too, ALLOY_EIGH_PATH=cols (cols2) the COLS
- * sweeps with one (two) threads per column for every n <= 32, reg the
+ * sweeps with one (two) threads per column for every n <= 32, colsnov the
+ * former without V in the sweeps, reg the
  * register path for every n <= 32 (all for timing the paths). */
 static int env_path_is(const char *name) {
     const char *e = getenv("ALLOY_EIGH_PATH");
@@ -135,6 +137,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (!cuda) path = ALLOY_EIGH_CPU;
         else if (n <= 32 && env_path_is("cols")) path = ALLOY_EIGH_COLS;
         else if (n <= 32 && env_path_is("cols2")) path = ALLOY_EIGH_COLS_H2;
+        else if (n <= 32 && env_path_is("colsnov")) path = ALLOY_EIGH_COLS_NOV;
         else if (n <= 32 && env_path_is("reg")) path = ALLOY_EIGH_REG;
         /* float32 17..32: the COLS sweeps (H100, 10 000 matrices: 2.08 against the register path's 3.16 ms
          * at 32, 1.87 against 2.25 at 24; at 16 the register path's 1.31 against 1.57); float64 spills there */
@@ -147,12 +150,12 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
     }
     if (path != ALLOY_EIGH_CPU && path != ALLOY_EIGH_TG_SMEM && path != ALLOY_EIGH_TG_DEVICE && path != ALLOY_EIGH_REG &&
         path != ALLOY_EIGH_TRIDIAG_SMEM && path != ALLOY_EIGH_TRIDIAG_DEVICE && path != ALLOY_EIGH_COLS &&
-        path != ALLOY_EIGH_COLS_H2)
+        path != ALLOY_EIGH_COLS_H2 && path != ALLOY_EIGH_COLS_NOV)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: unknown kernel path %d", fn, (int)path);
     if (path == ALLOY_EIGH_REG && n > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the register path takes n <= 32, not %lld", fn,
                            (long long)n);
-    if ((path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2) && n > 32)
+    if ((path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2 || path == ALLOY_EIGH_COLS_NOV) && n > 32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: the COLS path takes n <= 32, not %lld", fn,
                            (long long)n);
     if (path != ALLOY_EIGH_CPU && n > EIGH_GPU_MAX_N)
@@ -192,7 +195,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         const int td = path == ALLOY_EIGH_TRIDIAG_SMEM || path == ALLOY_EIGH_TRIDIAG_DEVICE;
         /* the COLS variants run svd_tg's EIGH mode as the register path does, with COLS = 32, CH = H */
         const int64_t ch = path == ALLOY_EIGH_COLS_H2 ? 2 : 1;
-        const int cols = path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2;
+        const int cols = path == ALLOY_EIGH_COLS || path == ALLOY_EIGH_COLS_H2 || path == ALLOY_EIGH_COLS_NOV;
         const int tg = path == ALLOY_EIGH_TG_SMEM || path == ALLOY_EIGH_TG_DEVICE || td,
                   reg = path == ALLOY_EIGH_REG || cols;
         /* eigh_tridiag: SIMD group 0 for the QL chase and one thread per row
@@ -220,6 +223,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "COLS", 32);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "CH", ch);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, sq.dt));
+        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_bool(ln, "NOV", path == ALLOY_EIGH_COLS_NOV);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
         if (st == ALLOY_OK && td)

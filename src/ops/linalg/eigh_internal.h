@@ -16,8 +16,10 @@ typedef enum alloy_eigh_path {
     ALLOY_EIGH_TRIDIAG_DEVICE = 6,/* eigh_tridiag.metal, the matrix in device scratch */
     ALLOY_EIGH_COLS = 7,     /* svd_tg.metal's EIGH mode on the COLS sweeps, n <= 32: one SIMD group per
                                 matrix, a thread per column of G and row of V, columns by shuffles */
-    ALLOY_EIGH_COLS_H2 = 8   /* the same with two threads per column (64 per matrix), columns through
+    ALLOY_EIGH_COLS_H2 = 8,  /* the same with two threads per column (64 per matrix), columns through
                                 threadgroup memory */
+    ALLOY_EIGH_COLS_NOV = 9  /* ALLOY_EIGH_COLS without V in the sweeps: V from G's orthonormalised
+                                columns (B shifted by a margin of 1) */
 } alloy_eigh_path;
 
 alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *options, alloy_eigh_path path,

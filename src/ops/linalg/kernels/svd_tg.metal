@@ -29,7 +29,8 @@
 // `upper` names the triangle read; with COLS = 32 and CH = H instead
 // alloy_eigh_cols_run: NT = 32 H, alloy_eigh_cols_elems(n, H, sizeof(T))
 // elements of dynamic threadgroup memory, MINB the launch bound's
-// threadgroups per SM), COLS and CH (COLS > 0, with SMEM: the sweeps of
+// threadgroups per SM, NOV (only with CH = 1) V not accumulated in the
+// sweeps but taken from G's columns), COLS and CH (COLS > 0, with SMEM: the sweeps of
 // alloy_svd_cols_sweeps with NP = COLS, H = CH: NT = NP H, max(m, n) <= 64 H,
 // N <= NP, NP in 32, 64, 128 (H = 2 for 128); dynamic threadgroup memory
 // 2 NP H (64 + 16 / sizeof(T)) + 4 NP + 8 elements).
@@ -81,6 +82,12 @@
 #define ALLOY_SVD_COLS_NP int(ALLOY_TEMPLATE_COLS)
 #else
 #define ALLOY_SVD_COLS_NP 0
+#endif
+// NOV (eigh's COLS without V in the sweeps, alloy_eigh_cols_run): only eigh's COLS launches give it
+#ifdef ALLOY_TEMPLATE_NOV
+#define ALLOY_SVD_COLS_NOV bool(ALLOY_TEMPLATE_NOV)
+#else
+#define ALLOY_SVD_COLS_NOV false
 #endif
 #ifdef ALLOY_TEMPLATE_CH
 #define ALLOY_SVD_COLS_H int(ALLOY_TEMPLATE_CH)
@@ -282,25 +289,70 @@ inline void alloy_svd_cols_vstep(thread T (&a)[Q], thread T (&b)[Q], CB cs, int 
 // the exchange buffers (2 NP H parts of MR + W elements, W = 16 /
 // sizeof(T); unused when NP H == 32), may alias them. Returns info (0
 // converged, 2 not); `used` the sweeps run.
+// NOV (one SIMD group, lane j holds column j < N of G in g): the columns
+// normalised, then one pass of modified Gram-Schmidt in column order
+// (column k broadcast by shuffles, the later columns lose their component
+// along it), then normalised again. For the nearly orthonormal columns of
+// converged sweeps (|cos| <= tol_stop) the broadcast column is used as it
+// is: its norm is 1 to O(tol_stop^2), far below the rounding; `exact`
+// (unconverged sweeps, columns far from orthogonal) renormalises each
+// column before it is broadcast (the classic MGS). o is scratch.
+template <class T, int MR> inline void alloy_svd_cols_normalise(thread T (&g)[MR], int N, int lane) {
+    T sa[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+    for (int i = 0; i < MR; i++) sa[i & 3] = fma(g[i], g[i], sa[i & 3]);
+    const T inv = lane < N ? T(1) / sqrt((sa[0] + sa[1]) + (sa[2] + sa[3])) : T(0);
+#pragma unroll
+    for (int i = 0; i < MR; i++) g[i] *= inv;
+}
+
+template <class T, int MR>
+inline void alloy_svd_cols_orth(thread T (&g)[MR], thread T (&o)[MR], int N, int lane, bool exact) {
+    alloy_svd_cols_normalise<T, MR>(g, N, lane);
+    for (int k = 0; k < N; k++) {
+        if (exact && lane == k) {
+            T sb[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+            for (int i = 0; i < MR; i++) sb[i & 3] = fma(g[i], g[i], sb[i & 3]);
+            const T ik = T(1) / sqrt((sb[0] + sb[1]) + (sb[2] + sb[3]));
+#pragma unroll
+            for (int i = 0; i < MR; i++) g[i] *= ik;
+        }
+        T sd[4] = {T(0), T(0), T(0), T(0)};
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            o[i] = alloy_svd_shfl(g[i], k);
+            sd[i & 3] = fma(g[i], o[i], sd[i & 3]);
+        }
+        const T d = lane > k ? (sd[0] + sd[1]) + (sd[2] + sd[3]) : T(0);
+#pragma unroll
+        for (int i = 0; i < MR; i++) g[i] = fma(-d, o[i], g[i]);
+    }
+    alloy_svd_cols_normalise<T, MR>(g, N, lane);
+}
+
 template <int NT> inline void alloy_svd_cols_barrier() {
     if (NT == 32) simdgroup_barrier(mem_flags::mem_threadgroup);
     else threadgroup_barrier(mem_flags::mem_threadgroup);
 }
 
-template <class T, int MR, int NP, int H, class P, class XB, class TB, class CB>
+template <class T, int MR, int NP, int H, bool NOV = false, class P, class XB, class TB, class CB>
 int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol, T tol_stop, T tiny, int tid, XB xb,
                           TB nrm, CB csb, TB wred, thread int &used) {
     constexpr int K = NP - 1, NH = NP / 2, Q = NH / H, W = 16 / sizeof(T), CW = MR / W, S = CW + 1;
     constexpr bool WARP = NP * H == 32;
     const int j = tid / H, h = tid - j * H, lane = tid & 31, r0 = h * MR;
+    static_assert(!NOV || NP * H == 32, "NOV: one SIMD group");
     T g[MR], o[MR], a[Q], b[Q];
 #pragma unroll
     for (int i = 0; i < MR; i++) g[i] = (j < N && r0 + i < M) ? T(G[long(j) * M + r0 + i]) : T(0);
+    if constexpr (!NOV) {
 #pragma unroll
-    for (int k = 0; k < Q; k++) {
-        const int ca = h * Q + k, cb = ca == 0 ? K : K - ca; // the columns of the slots at step 0
-        a[k] = (uv && j < N && ca < N) ? T(V[long(ca) * N + j]) : ca == j ? T(1) : T(0);
-        b[k] = (uv && j < N && cb < N) ? T(V[long(cb) * N + j]) : cb == j ? T(1) : T(0);
+        for (int k = 0; k < Q; k++) {
+            const int ca = h * Q + k, cb = ca == 0 ? K : K - ca; // the columns of the slots at step 0
+            a[k] = (uv && j < N && ca < N) ? T(V[long(ca) * N + j]) : ca == j ? T(1) : T(0);
+            b[k] = (uv && j < N && cb < N) ? T(V[long(cb) * N + j]) : cb == j ? T(1) : T(0);
+        }
     }
     alloy_svd_cols_barrier<NP * H>();
     const int MW = (min(max(M - r0, 0), MR) + W - 1) / W; // vectors of this part that hold rows < M
@@ -336,8 +388,10 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
 #pragma unroll
                 for (int i = 0; i < MR; i++) o[i] = alloy_svd_shfl(g[i], pj);
                 oth = alloy_svd_shfl(own, pj);
-                alloy_svd_cols_barrier<NP * H>(); // the previous step's (c, s') are in csb
-                if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
+                if constexpr (!NOV) {
+                    alloy_svd_cols_barrier<NP * H>(); // the previous step's (c, s') are in csb
+                    if (uv && r > 0) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + (par ^ 1) * NH, h, lane);
+                }
             } else {
                 auto mine = xb + ((par * NP + j) * H + h) * S;
 #pragma unroll
@@ -385,19 +439,34 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
                     for (int i = 0; i < MR; i++) g[i] = c * g[i] + s2 * o[i];
                 }
             }
-            if (isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
+            if (!NOV && isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
         }
         // the sweep's verdict over the group; the last step's V
         worst = simd_max(worst);
         if (lane == 0) wred[tid >> 5] = worst;
         alloy_svd_cols_barrier<NP * H>();
-        if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
+        if constexpr (!NOV)
+            if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
         T all = T(0);
         for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
         if (all == T(0)) {
             info = 0;
             break;
         }
+    }
+    if constexpr (NOV) {
+        // V: G's columns normalised, and orthonormalised where `uv` asks
+        // (alloy_svd_cols_orth; twice, each pass renormalising, where the
+        // sweeps did not converge)
+        if (uv || info != 0) alloy_svd_cols_orth<T, MR>(g, o, N, lane, info != 0);
+        else alloy_svd_cols_normalise<T, MR>(g, N, lane);
+        if (info != 0) alloy_svd_cols_orth<T, MR>(g, o, N, lane, true);
+        if (j < N) {
+#pragma unroll
+            for (int i = 0; i < MR; i++)
+                if (i < N) V[long(j) * N + i] = g[i];
+        }
+        return info;
     }
     // after whole sweeps the ring is back in column order
     if (j < N) {
@@ -580,7 +649,17 @@ inline void alloy_eigh_cols_rows(thread T (&ai)[32], P G, AP Ab, long sa_r, long
 // power of two: the same bits) for the restart and the Rayleigh quotients,
 // where lane i of each SIMD group holds row i of A' in registers and forms
 // (A' v_j)_i for the columns j of its SIMD group (j = group, group + H, ...).
-template <class T, int NP, int H, class AP, class WO, class VO, class R>
+// NOV (H = 1): V is not accumulated in the sweeps (no rotations of V's rows,
+// no (c, s') through threadgroup memory, 32 registers fewer); B = A' +
+// (sigma + 1) I, so every eigenvalue d_j of B is at least 1 and the
+// converged G = B V = V D has columns d_j v_j that never vanish. After the
+// first phase V is G's columns normalised and orthonormalised (one pass of
+// modified Gram-Schmidt: the restart G = B V is an eigen-decomposition only
+// for an orthogonal V); after the second phase V is G's columns normalised
+// (orthonormal to about tol_stop; measured within the bounds with margin).
+// Sweeps that did not converge get two exact Gram-Schmidt passes instead,
+// so V is orthonormal with info 2 too.
+template <class T, int NP, int H, bool NOV, class AP, class WO, class VO, class R>
 int alloy_eigh_cols_run(threadgroup T *dyn, AP Ab, long sa_r, long sa_c, bool upper, int n, bool vectors,
                         int max_sweeps, WO wout, VO vout, int tid, R &red) {
     constexpr int NT = NP * H, MR = 32 / H;
@@ -625,19 +704,23 @@ int alloy_eigh_cols_run(threadgroup T *dyn, AP Ab, long sa_r, long sa_c, bool up
             if (j != i) r += fabs(T(G[long(j) * n + i]));
         low = max(low, r - T(G[long(i) * n + i]));
     }
-    const T sigma = alloy_svd_group_max<T>(low, red, tid, NT) * (T(1) + T(2 * n) * numeric_limits<T>::epsilon());
+    // NOV: a margin of 1 past Gershgorin's shift, so every eigenvalue of B is >= 1 (B's columns never vanish)
+    const T sigma = alloy_svd_group_max<T>(low, red, tid, NT) * (T(1) + T(2 * n) * numeric_limits<T>::epsilon()) +
+                    (NOV ? T(1) : T(0));
     for (int j = tid; j < n; j += NT) G[long(j) * n + j] = T(G[long(j) * n + j]) + sigma;
-    for (long e = tid; e < nsq; e += NT) {
-        const int j = int(e / n), i = int(e - long(j) * n);
-        V[e] = i == j ? T(1) : T(0);
-    }
+    if (!NOV)
+        for (long e = tid; e < nsq; e += NT) {
+            const int j = int(e / n), i = int(e - long(j) * n);
+            V[e] = i == j ? T(1) : T(0);
+        }
     threadgroup_barrier(mem_flags::mem_threadgroup);
     const T eps = numeric_limits<T>::epsilon();
     const T tol = eps * sqrt(T(n > 1 ? n : 1)), tol_stop = T(2) * tol;
     const T tiny = numeric_limits<T>::min() / (T(0.5) * eps);
     int used = 0;
-    int info = alloy_svd_cols_sweeps<T, MR, NP, H>(G, V, n, n, true, max_sweeps, tol, sqrt(tol_stop), tiny, tid, xb,
-                                                   nrm, csb, wred, used);
+    // NOV: uv = true orthonormalises G's columns into V (the restart needs an orthogonal V)
+    int info = alloy_svd_cols_sweeps<T, MR, NP, H, NOV>(G, V, n, n, true, max_sweeps, tol, sqrt(tol_stop), tiny, tid,
+                                                        xb, nrm, csb, wred, used);
     threadgroup_barrier(mem_flags::mem_threadgroup);
     T ai[32];
     if (info == 0 && used == max_sweeps) info = 2; // no sweep left to reach tol_stop
@@ -654,8 +737,10 @@ int alloy_eigh_cols_run(threadgroup T *dyn, AP Ab, long sa_r, long sa_c, bool up
             }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         int more = 0;
-        info = alloy_svd_cols_sweeps<T, MR, NP, H>(G, V, n, n, true, max_sweeps - used, tol, tol_stop, tiny, tid, xb,
-                                                   nrm, csb, wred, more);
+        // NOV: uv = false only normalises G's columns into V (orthonormal to
+        // about tol_stop once converged: measured enough, one Gram-Schmidt less)
+        info = alloy_svd_cols_sweeps<T, MR, NP, H, NOV>(G, V, n, n, !NOV, max_sweeps - used, tol, tol_stop, tiny, tid,
+                                                        xb, nrm, csb, wred, more);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     // Rayleigh quotients v_j^T A' v_j: lane i forms (A' v_j)_i v_ij, its SIMD group sums over i
@@ -919,8 +1004,8 @@ int info_m;
 if (EIGH) { // s: w (batch, n), u: v (batch, n, n); m == n
     threadgroup T *dyn = (threadgroup T *)alloy_threadgroup_memory;
     if constexpr (ALLOY_SVD_COLS_NP == 32) // the COLS sweeps (alloy_eigh_cols_run)
-        info_m = alloy_eigh_cols_run<T, 32, ALLOY_SVD_COLS_H>(dyn, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz,
-                                                              u + (uv ? z * long(n) * n : 0L), tid, red);
+        info_m = alloy_eigh_cols_run<T, 32, ALLOY_SVD_COLS_H, ALLOY_SVD_COLS_NOV>(
+            dyn, Ab, sa_r, sa_c, upper != 0, n, uv != 0, max_sweeps, sz, u + (uv ? z * long(n) * n : 0L), tid, red);
     else
         info_m = alloy_eigh_reg_run<T>(dyn, dyn + long(n) * n, dyn + 2 * long(n) * n, Ab, sa_r, sa_c, upper != 0, n,
                                        uv != 0, max_sweeps, sz, u + (uv ? z * long(n) * n : 0L), tid, sig, perm);
