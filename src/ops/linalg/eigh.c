@@ -8,7 +8,8 @@
  * does): on the CPU eigh_cpu (one thread per matrix, cyclic Jacobi); on a
  * GPU, up to n = 32, svd_tg's register path on the shifted matrix (one SIMD
  * group per matrix, Jacobi; the file says why that is an eigh) — for float32
- * with 16 < n <= 32 the same method on its COLS sweeps — above it
+ * with 16 <= n <= 32 the same method on its COLS sweeps without V (colsnov:
+ * the eigenvectors from G's orthonormalised columns) — above it
  * eigh_tridiag (one threadgroup per matrix: Householder tridiagonalisation,
  * implicit QL whose serial chase runs on one thread while the others apply
  * the previous sweep's rotations; the matrix in threadgroup memory while it
@@ -52,11 +53,13 @@ static int64_t cols_elems(int64_t n, int64_t h, int64_t es) {
 
 /* The COLS variants' register cap, as threadgroups per SM (svd_tg's
  * MINB): float32 one thread per column (32 threads) 16, i.e. 128 registers,
- * two (64 threads) 10 (96); float64 is left uncapped (1). */
-static int64_t cols_minb(int64_t h, alloy_dtype dt) {
+ * without V 20 (96; H100 at 32x32: 1.43 ms against 1.53 at 16 and 1.45 at
+ * 24), two threads per column (64 threads) 10 (96); float64 is left
+ * uncapped (1). */
+static int64_t cols_minb(int64_t h, int nov, alloy_dtype dt) {
     const char *e = getenv("ALLOY_EIGH_COLS_MINB");
     if (e && atoi(e) > 0) return atoi(e);
-    return dt != ALLOY_FLOAT32 ? 1 : h == 1 ? 16 : 10;
+    return dt != ALLOY_FLOAT32 ? 1 : h == 1 ? (nov ? 20 : 16) : 10;
 }
 
 /* The CUDA choice above the register path: eigh_tridiag unless
@@ -139,9 +142,10 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         else if (n <= 32 && env_path_is("cols2")) path = ALLOY_EIGH_COLS_H2;
         else if (n <= 32 && env_path_is("colsnov")) path = ALLOY_EIGH_COLS_NOV;
         else if (n <= 32 && env_path_is("reg")) path = ALLOY_EIGH_REG;
-        /* float32 17..32: the COLS sweeps (H100, 10 000 matrices: 2.08 against the register path's 3.16 ms
-         * at 32, 1.87 against 2.25 at 24; at 16 the register path's 1.31 against 1.57); float64 spills there */
-        else if (n > 16 && n <= 32 && sq.dt == ALLOY_FLOAT32 && !env_path_is("tridiag")) path = ALLOY_EIGH_COLS;
+        /* float32 16..32: the COLS sweeps without V (H100, 10 000 matrices: 1.43 ms at 32 against 2.06 with V
+         * and the register path's 3.16, 1.23 against 1.85 / 2.25 at 24, 1.07 against 1.62 / 1.48 at 17, 1.03
+         * against the register path's 1.31 at 16; at 8 0.70 against 0.54); float64 spills there */
+        else if (n >= 16 && n <= 32 && sq.dt == ALLOY_FLOAT32 && !env_path_is("tridiag")) path = ALLOY_EIGH_COLS_NOV;
         else if (n <= 32 && !env_path_is("tridiag")) path = ALLOY_EIGH_REG;
         else if (tridiag)
             path = (size_t)td_smem_bytes <= smem_budget(sq.dev) ? ALLOY_EIGH_TRIDIAG_SMEM : ALLOY_EIGH_TRIDIAG_DEVICE;
@@ -222,7 +226,7 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "COLS", 32);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "CH", ch);
-        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, sq.dt));
+        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, path == ALLOY_EIGH_COLS_NOV, sq.dt));
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_bool(ln, "NOV", path == ALLOY_EIGH_COLS_NOV);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);
