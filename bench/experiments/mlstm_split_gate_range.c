@@ -174,6 +174,13 @@ int main(int argc, char **argv) {
                     }
                     mag = fmax(mag, 1e-2 * scale);
                     worst[k] = fmax(worst[k], err / (mag > 0 ? mag : 1));
+                    if (getenv("MSG_VERBOSE") && err / (mag > 0 ? mag : 1) > 1e-2) {
+                        int64_t at = 0;
+                        for (int64_t e = 0; e < L[k]; e++)
+                            if (fabs(got[k][e] - ref[k][e]) == err) at = e;
+                        printf("  seed %d %s rel %.3g at %lld: %.6g vs %.6g (max %.3g)\n", sd, PART[k],
+                               err / (mag > 0 ? mag : 1), (long long)at, got[k][at], ref[k][at], mag);
+                    }
                 }
             }
             printf("%-9s %5.0f", alloy_dtype_name(dts[di]), caps[ci]);
