@@ -350,12 +350,6 @@ static double *run_backward(const problem *p, alloy_dtype dt, int chunk) {
 
 static const char *PART_NAME[XEND] = {"dq", "dk", "dv", "di", "df", "dc_initial", "dn_initial", "dm_initial"};
 
-/* The worst, over the gradients, of max|got - want| / max|want|, where
- * max|want| is at least 1e-2 of the largest gradient of any input: a gradient
- * that is O(1) terms cancelling to eps's size (df where m does not depend on
- * f except through eps) is measured against the terms' scale. NaN (an element
- * not written) gives infinity. slack[e] (the finite differences' own
- * uncertainty; NULL: none) is taken off each element's error. */
 /* The floor of each gradient's scale, as a fraction of the largest gradient
  * of any input (see worst_error). */
 static double g_floor = 1e-2;
@@ -367,6 +361,12 @@ static int split_path(alloy_dtype dt) {
     return (dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT32) && p && !strcmp(p, "split");
 }
 
+/* The worst, over the gradients, of max|got - want| / max|want|, where
+ * max|want| is at least 1e-2 of the largest gradient of any input: a gradient
+ * that is O(1) terms cancelling to eps's size (df where m does not depend on
+ * f except through eps) is measured against the terms' scale. NaN (an element
+ * not written) gives infinity. slack[e] (the finite differences' own
+ * uncertainty; NULL: none) is taken off each element's error. */
 static double worst_error(const problem *p, const double *got, const double *want, const double *slack,
                           const char *label) {
     double worst = 0, scale = 0;

@@ -38,37 +38,33 @@ enum { ROWS_MAX_NC = 8, ROWS_BWD_SMEM = 64 * 1024 };
  * threads; more rows loop). */
 enum { ROWS_ONE_ROUND = 8192 };
 
-/* Threadgroups of 256 threads per SM in the grid: the forward one round
- * (above); the backward as many as are resident: its launch bounds hold it
- * to 128 registers (2), and its threadgroup memory must fit too (227 KB an
- * SM on Hopper). */
-/* The backward's threadgroups per SM (its launch bound): 2;
- * ALLOY_NN_NORM_BWD_MINB=k for timing only. */
+/* The backward's threadgroups per SM (its launch bound MINB): 2, at most
+ * 128 registers a thread; ALLOY_NN_NORM_BWD_MINB=k for timing only. */
 static int64_t bwd_minb(void) {
     const char *e = getenv("ALLOY_NN_NORM_BWD_MINB");
     return e && atoll(e) > 0 && atoll(e) <= 8 ? atoll(e) : 2;
 }
 
-static int64_t rows_per_sm(int fwd, int pf, int64_t nc, int64_t smem) {
-    /* the forward: one round, a threadgroup per 8 / wg rows, as many as the
-     * rows ask for (H100, 64 M elements: 97-99% of copy against 86-94% with
-     * the grid sized to the SMs and each SIMD group looping over its rows,
-     * with or without loading the next row ahead) */
+/* Threadgroups of 256 threads per SM in the grid. The forward: one round, a
+ * threadgroup per 8 / wg rows, as many as the rows ask for (H100, 64 M
+ * elements: 97-99% of copy against 86-94% with the grid sized to the SMs and
+ * each SIMD group looping over its rows, with or without loading the next
+ * row ahead); ALLOY_NN_NORM_TGS=k sizes it to k an SM with the rows looped
+ * over, for timing only. The backward: as many as are resident (bwd_minb),
+ * and its threadgroup memory must fit too (227 KB an SM on Hopper). */
+static int64_t rows_per_sm(int fwd, int64_t smem) {
     int64_t k = fwd ? ROWS_ONE_ROUND : bwd_minb();
-    (void)pf;
-    (void)nc;
-    /* ALLOY_NN_NORM_TGS=k: k threadgroups an SM for the forward's grid, the
-     * rows looped over, for timing only */
     const char *e = getenv("ALLOY_NN_NORM_TGS");
     if (fwd && e && atoll(e) > 0) k = atoll(e);
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
 
-/* Whether the forward loads each row's next row ahead (norm_rows' PF): not
- * bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
+/* Whether the forward loads each row's next row ahead (norm_rows' PF): off,
+ * its grid being one round; ALLOY_NN_NORM_PF=1 turns it on, for timing only,
+ * except for bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
 static int fwd_pf(alloy_dtype dt, int64_t nc) {
-    const char *e = getenv("ALLOY_NN_NORM_PF"); /* 1: on where it fits; for timing only */
+    const char *e = getenv("ALLOY_NN_NORM_PF");
     if (e && e[0] == '1' && !e[1]) return !(dt == ALLOY_BFLOAT16 && nc >= 8);
     return 0;
 }
@@ -141,7 +137,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     if (dy && d->nc) d->smem = 256 * ns * d->nc * V * acc_size;
     /* threadgroups per head: at most as many in all as the SMs hold at once, and as many rounds of 8 / wg
      * rows each (no SIMD group idles in a last round while others work) */
-    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, fwd_pf(dt, d->nc), d->nc, d->smem);
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
