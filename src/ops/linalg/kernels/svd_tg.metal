@@ -442,13 +442,16 @@ int alloy_svd_cols_sweeps(P G, P V, int M, int N, bool uv, int max_sweeps, T tol
             if (!NOV && isp && h == 0) csb[par * NH + pair] = vec<T, 2>(c, slot_a ? sn : -sn);
         }
         // the sweep's verdict over the group; the last step's V
+        // (one SIMD group: simd_max is the verdict, and no slot in wred is
+        // rewritten by lane 0 while another lane still reads it)
         worst = simd_max(worst);
-        if (lane == 0) wred[tid >> 5] = worst;
+        if (!WARP && lane == 0) wred[tid >> 5] = worst;
         alloy_svd_cols_barrier<NP * H>();
         if constexpr (!NOV)
             if (uv) alloy_svd_cols_vstep<T, Q, H>(a, b, csb + ((K - 1) & 1) * NH, h, lane);
-        T all = T(0);
-        for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
+        T all = worst;
+        if constexpr (!WARP)
+            for (int k = 0; k < NP * H / 32; k++) all = max(all, T(wred[k]));
         if (all == T(0)) {
             info = 0;
             break;
