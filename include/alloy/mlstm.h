@@ -84,10 +84,35 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
                                    alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out);
 
-/* The exact gradient of alloy_mlstm_chunkwise, dense or packed — through
- * the normaliser max(|q^ . n|, exp(-m)) + eps (the branch the forward took)
- * and the stabiliser m, which is a no-op for h except through that floor
- * and eps.
+/* How alloy_mlstm_chunkwise_backward_with_method computes the gradient.
+ *   EXACT: one threadgroup per (sequence, head) walks the sequence with
+ *     float32 states kept as compensated sums (float64 for float64 inputs):
+ *     every gradient to a few float32 roundings of its largest element, also
+ *     where hostile gates make the gradients nearly cancelling differences —
+ *     but serial along the sequence (seconds at S = 8192 with 7B-model heads).
+ *   CHUNKED: parallel over chunks on the tensor cores (the forward's
+ *     operands: bfloat16, or float32 as three TF32 products), bfloat16 and
+ *     float32 inputs only: milliseconds where EXACT takes seconds. Its
+ *     operands and the stored chunk states carry the input dtype's rounding,
+ *     which nearly cancelling gradients do not average out: with hostile gates
+ *     (input gates far above the stabiliser, forget gates near -40: states
+ *     nearly rank one) a gradient element can be off by a tenth of the largest
+ *     (bfloat16) or 1e-2 of it (float32); docs/mlstm.md gives the measurements.
+ *   AUTO (0): CHUNKED for bfloat16 inputs (where it takes the sizes: DHQK up
+ *     to 512 and the chunk's threadgroup memory; else EXACT), EXACT for
+ *     float32, float16 and float64. The environment variable
+ *     ALLOY_MLSTM_BWD_PATH=exact|split, when set, replaces AUTO's choice
+ *     (split: CHUNKED for bfloat16 and float32); an explicit method ignores it. */
+typedef enum alloy_mlstm_backward_method {
+    ALLOY_MLSTM_BACKWARD_AUTO = 0,
+    ALLOY_MLSTM_BACKWARD_EXACT = 1,
+    ALLOY_MLSTM_BACKWARD_CHUNKED = 2
+} alloy_mlstm_backward_method;
+
+/* The gradient of alloy_mlstm_chunkwise, dense or packed — through the
+ * normaliser max(|q^ . n|, exp(-m)) + eps (the branch the forward took) and
+ * the stabiliser m, which is a no-op for h except through that floor and eps
+ * (the function's exact derivative; EXACT and CHUNKED differ in rounding).
  *   q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size,
  *   eps: as the forward was called (initial states all three or none;
  *   cu_seqlens NULL for dense batches, else the packed sequences' offsets
@@ -104,12 +129,25 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  * shapes, S_DT) — the slots must then be non-NULL. Each slot: NULL receives a
  * new array, a given one (shape, dtype, device, row-contiguous) is written.
  * Saved between forward and backward: nothing; the call recomputes the chunk
- * states and allocates a device workspace of S_DT elements, dense:
+ * states into device scratch, freed when the call's work has run. EXACT,
+ * S_DT elements, dense:
  * N NH DHQK (DHHV + 1) (2 S / chunk_size + 2 chunk_size + 4) + N NH (S / chunk_size)
  * (so chunk_size near sqrt(S) uses the least; S / chunk_size rounded up);
  * packed, NH (S / chunk_size + N) in place of N NH (S / chunk_size) for the
- * chunk starts. The result does not
- * depend on chunk_size beyond rounding. */
+ * chunk starts. CHUNKED (chunks of min(chunk_size, 64) tokens): per chunk
+ * and head, its starting state and that state's gradient (2 DHQK DHHV
+ * elements of q's dtype), two chunk x chunk matrices and 8 + 2 ceil(DHQK / 64)
+ * floats per token. The result does not depend on chunk_size beyond
+ * rounding. alloy_mlstm_chunkwise_backward is this with method AUTO; an
+ * explicit CHUNKED for inputs or sizes it does not take is an error naming
+ * `method`. */
+alloy_status alloy_mlstm_chunkwise_backward_with_method(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final,
+    alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
+    alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
+    alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial);
+
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                             alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,

@@ -14,6 +14,7 @@
 #include "linalg_ops.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* _mlstm_step(q, k, v, i, f, c, n, m, eps, h_out, c_out, n_out, m_out, stream)
  * -> (h, c, n, m); an *_out None: a new array. */
@@ -161,23 +162,33 @@ done:
 }
 
 /* _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial,
- * cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream)
- * -> (dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial); the last three
- * None without initial states. */
+ * cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream,
+ * method) -> (dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial); the
+ * last three None without initial states. method: "auto", "exact" or
+ * "chunked" (alloy_mlstm_backward_method). */
 PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",         "k",          "v",  "i",        "f",        "c_initial",
                          "n_initial", "m_initial",  "cu_seqlens", "dh", "dc_final", "dn_final",
-                         "dm_final",  "chunk_size", "eps",        "stream", NULL};
+                         "dm_final",  "chunk_size", "eps",        "stream", "method", NULL};
     PyObject *given[13] = {NULL}, *stream_obj = Py_None;
     int chunk_size = 0;
     double eps = 1e-6;
+    const char *method_name = "auto";
     for (int j = 5; j < 13; j++) given[j] = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidO:_mlstm_chunkwise_backward", kw, &given[0],
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidOs:_mlstm_chunkwise_backward", kw, &given[0],
                                      &given[1], &given[2], &given[3], &given[4], &given[5], &given[6], &given[7],
                                      &given[8], &given[9], &given[10], &given[11], &given[12], &chunk_size, &eps,
-                                     &stream_obj))
+                                     &stream_obj, &method_name))
         return NULL;
+    alloy_mlstm_backward_method method;
+    if (!strcmp(method_name, "auto")) method = ALLOY_MLSTM_BACKWARD_AUTO;
+    else if (!strcmp(method_name, "exact")) method = ALLOY_MLSTM_BACKWARD_EXACT;
+    else if (!strcmp(method_name, "chunked")) method = ALLOY_MLSTM_BACKWARD_CHUNKED;
+    else
+        return PyErr_Format(PyExc_ValueError,
+                            "mlstm.chunkwise_backward: method is '%s'; it must be 'auto', 'exact' or 'chunked'",
+                            method_name);
     if (given[9] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
     static const char *const all_names[] = {"q",         "k",         "v",          "i",  "f",
                                             "c_initial", "n_initial", "m_initial",  "cu_seqlens", "dh",
@@ -201,10 +212,11 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
     alloy_array *g[8] = {NULL};
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = alloy_mlstm_chunkwise_backward(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
-                                        ops[9], ops[10], ops[11], ops[12], chunk_size, eps, c.stream, &g[0], &g[1],
-                                        &g[2], &g[3], &g[4], states ? &g[5] : NULL, states ? &g[6] : NULL,
-                                        states ? &g[7] : NULL);
+    st = alloy_mlstm_chunkwise_backward_with_method(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7],
+                                                    ops[8], ops[9], ops[10], ops[11], ops[12], chunk_size, eps, method,
+                                                    c.stream, &g[0], &g[1], &g[2], &g[3], &g[4],
+                                                    states ? &g[5] : NULL, states ? &g[6] : NULL,
+                                                    states ? &g[7] : NULL);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
         alloypy_ctx_fail(&c, st);

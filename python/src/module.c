@@ -158,7 +158,7 @@ static PyMethodDef module_methods[] = {
                                "chunk_size, eps, return_last_states, out, stream) -> h or (h, c, n, m): "
                                "alloy.mlstm.chunkwise."),
     LINALG_FN(mlstm_chunkwise_backward, "_mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, "
-                                        "cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream) -> (dq, dk, dv, "
+                                        "cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream, method) -> (dq, dk, dv, "
                                         "di, df, dc_initial, dn_initial, dm_initial): "
                                         "alloy.mlstm.chunkwise_backward."),
     LINALG_FN(nn_softcap, "_nn_softcap(x, cap, dy, out, stream) -> y, or dx when dy is given: alloy.nn.softcap."),

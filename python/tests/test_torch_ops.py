@@ -222,9 +222,9 @@ def opcheck_cases():
     packed_states = [t.detach().repeat(2, *([1] * (t.dim() - 1))).requires_grad_() for t in (c, n, m)]
     cu = torch.tensor([0, 4, 9], dtype=torch.int32)
     return [
-        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None)),
-        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None)),
-        ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu)),
+        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None, "auto")),
+        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None, "exact")),
+        ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "auto")),
         ("step", mt._step_op, (*[t.detach()[:, :, 0] for t in (q, k, v)], i.detach()[:, :, :1],
                                 f.detach()[:, :, :1], c.detach(), n.detach(), m.detach(), 1e-6)),
         ("softcap", nt._softcap_op, (x, 15.0)),
@@ -295,6 +295,28 @@ def test_errors():
         mt.chunkwise(*args[:6])
     with pytest.raises(alloy.InvalidArgumentError, match="m_initial"):  # alloy's own check, names the argument
         mt.chunkwise(*args[:7], args[7].double())
+    with pytest.raises(ValueError, match="backward is 'fast'"):
+        mt.chunkwise(*args[:5], backward="fast")
+    with pytest.raises(alloy.InvalidArgumentError, match="method CHUNKED takes bfloat16 or float32"):
+        mt.chunkwise(*[a.half().requires_grad_() for a in args[:5]], backward="chunked").float().sum().backward()
+
+
+def test_backward_methods():
+    """backward="exact" and "chunked" reach alloy's two backward paths: on
+    bfloat16, "auto" is "chunked" bit for bit and "exact" agrees to bfloat16's
+    rounding; on float32 "chunked" agrees with the exact default."""
+    for dtype, tol, floor in ((torch.bfloat16, 5e-2, 1e-1), (torch.float32, 5e-4, 1e-2)):
+        args = mlstm_inputs(14, S=40, DK=8, DV=6, dtype=torch.float32)
+        grads = {}
+        for method in ("auto", "exact", "chunked"):
+            xs = [a.to(dtype).requires_grad_() for a in args]
+            mt.chunkwise(*xs, chunk_size=16, backward=method).float().square().sum().backward()
+            grads[method] = [x.grad.double() for x in xs]
+        same = "chunked" if dtype == torch.bfloat16 else "exact"
+        assert all(torch.equal(a, b) for a, b in zip(grads["auto"], grads[same]))
+        top = max(float(g.abs().max()) for g in grads["exact"])
+        for a, b in zip(grads["exact"], grads["chunked"]):
+            assert float((a - b).abs().max()) <= tol * max(float(a.abs().max()), floor * top), dtype
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device for torch")

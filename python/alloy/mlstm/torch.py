@@ -61,7 +61,8 @@ def _float64_packed(ins, cu, eps):
 @torch.library.custom_op("alloy::mlstm_chunkwise", mutates_args=())
 def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                   n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float, chunk_size: int,
-                  cu_seqlens: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  cu_seqlens: Optional[Tensor], backward: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # backward: the method of the backward (_chunkwise_grad), not used here
     ins = _bridge.operands("mlstm.chunkwise", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial, n_initial=n_initial,
                            m_initial=m_initial)
     cu = _bridge.offsets("mlstm.chunkwise", q, cu_seqlens)
@@ -78,7 +79,7 @@ def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initi
 
 
 @_chunkwise_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens):
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens, backward):
     B, NH, S, DK = q.shape
     DV = v.shape[-1]
     N = _sequences(q, cu_seqlens)
@@ -91,7 +92,7 @@ def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlen
 def _chunkwise_backward_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                            n_initial: Optional[Tensor], m_initial: Optional[Tensor], dh: Tensor,
                            dc_final: Optional[Tensor], dn_final: Optional[Tensor], dm_final: Optional[Tensor],
-                           eps: float, chunk_size: int, cu_seqlens: Optional[Tensor]) -> List[Tensor]:
+                           eps: float, chunk_size: int, cu_seqlens: Optional[Tensor], method: str) -> List[Tensor]:
     """[dq, dk, dv, di, df] and, with initial states, [dc, dn, dm] of them."""
     ins = _bridge.operands("mlstm.chunkwise_backward", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
                            n_initial=n_initial, m_initial=m_initial, dh=dh, dc_final=dc_final, dn_final=dn_final,
@@ -101,13 +102,13 @@ def _chunkwise_backward_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor
     cu = _bridge.offsets("mlstm.chunkwise_backward", q, cu_seqlens)
     dq, dk, dv, di, df, states = _mlstm.chunkwise_backward(**dict(zip(names, ins)), eps=eps,
                                                            chunk_size=chunk_size or None, cu_seqlens=cu,
-                                                           stream=_bridge.stream(q))
+                                                           method=method, stream=_bridge.stream(q))
     return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
 
 
 @_chunkwise_backward_op.register_fake
 def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size,
-      cu_seqlens):
+      cu_seqlens, method):
     grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
     if c_initial is not None:
         grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
@@ -116,9 +117,9 @@ def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm
 
 
 def _chunkwise_setup(ctx, inputs, output):
-    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu = inputs
+    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu, backward = inputs
     ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu)  # nothing of the output: the backward recomputes
-    ctx.eps, ctx.chunk_size = eps, chunk_size
+    ctx.eps, ctx.chunk_size, ctx.method = eps, chunk_size, backward
 
 
 def _chunkwise_grad(ctx, dh, dc, dn, dm):
@@ -132,9 +133,9 @@ def _chunkwise_grad(ctx, dh, dc, dn, dm):
         finals = tuple(q.new_zeros(s, dtype=_state_dtype(q)) if g is None else g for g, s in zip(finals, shapes))
     if dh is None:
         dh = torch.zeros_like(v)
-    g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size, cu)
+    g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size, cu, ctx.method)
     states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
-    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None
+    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None, None
 
 
 _chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
@@ -156,7 +157,7 @@ def _(q, k, v, i, f, c, n, m, eps):
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None, cu_seqlens=None):
+              chunk_size=None, cu_seqlens=None, backward="auto"):
     """alloy.mlstm.chunkwise on torch tensors, differentiable in q, k, v, i, f
     and the initial states: h, or ``(h, (c, n, m))`` with
     ``return_last_states=True`` (the final states are differentiable too).
@@ -164,12 +165,16 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     (float64 with float64 inputs). chunk_size: a power of two from 16 to
     1024 (None: 64). cu_seqlens (int32 offsets on q's device): a packed
     batch, q ``(1, NH, total, DHQK)``, states ``(N, NH, ...)`` per sequence,
-    as alloy.mlstm.chunkwise."""
+    as alloy.mlstm.chunkwise. backward: how the gradient is computed,
+    alloy.mlstm.chunkwise_backward's ``method`` — ``"auto"`` (chunked for
+    bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
         raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
+    if backward not in ("auto", "exact", "chunked"):
+        raise ValueError(f"mlstm.torch.chunkwise: backward is {backward!r}; it must be 'auto', 'exact' or 'chunked'")
     h, c, n, m = _chunkwise_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
-                               0 if chunk_size is None else int(chunk_size), cu_seqlens)
+                               0 if chunk_size is None else int(chunk_size), cu_seqlens, backward)
     return (h, (c, n, m)) if return_last_states else h
 
 

@@ -41,6 +41,19 @@ static alloy_status check_triple(const char *c_name, const char *n_name, const c
     return st;
 }
 
+/* AUTO's choice: the chunk-parallel path for bfloat16 (for float32 its
+ * hostile-gate error misses the exact kernel's bound, and float16's 16-bit
+ * operands dh / den and P / den pass 65504 where den nears eps), unless
+ * ALLOY_MLSTM_BWD_PATH=exact|split says otherwise (split: bfloat16 and
+ * float32). */
+static alloy_mlstm_backward_method auto_method(alloy_dtype dt) {
+    const char *path = getenv("ALLOY_MLSTM_BWD_PATH");
+    const int chunked_dtype = dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT32;
+    if (path && !strcmp(path, "exact")) return ALLOY_MLSTM_BACKWARD_EXACT;
+    if (path && !strcmp(path, "split") && chunked_dtype) return ALLOY_MLSTM_BACKWARD_CHUNKED;
+    return dt == ALLOY_BFLOAT16 ? ALLOY_MLSTM_BACKWARD_CHUNKED : ALLOY_MLSTM_BACKWARD_EXACT;
+}
+
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                             alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
@@ -49,9 +62,30 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
                                             alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
                                             alloy_array **dc_initial, alloy_array **dn_initial,
                                             alloy_array **dm_initial) {
+    return alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh,
+                                                      dc_final, dn_final, dm_final, chunk_size, eps,
+                                                      ALLOY_MLSTM_BACKWARD_AUTO, stream, dq, dk, dv, di, df,
+                                                      dc_initial, dn_initial, dm_initial);
+}
+
+alloy_status alloy_mlstm_chunkwise_backward_with_method(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final,
+    alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
+    alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
+    alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial) {
+    if (method != ALLOY_MLSTM_BACKWARD_AUTO && method != ALLOY_MLSTM_BACKWARD_EXACT &&
+        method != ALLOY_MLSTM_BACKWARD_CHUNKED)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: method is %d; it must be ALLOY_MLSTM_BACKWARD_AUTO (0), _EXACT (1) or _CHUNKED (2)", FN,
+                           (int)method);
     if (!q) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: q is NULL", FN);
     const alloy_dtype dt = alloy_array_dtype(q);
     alloy_status st;
+    if (method == ALLOY_MLSTM_BACKWARD_CHUNKED && dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: method CHUNKED takes bfloat16 or float32 inputs, and q is %s (use EXACT or AUTO)", FN,
+                           alloy_dtype_name(dt));
     if (dt == ALLOY_FLOAT64) {
         /* the shared check knows the forward's dtypes; float64 is the backward's addition */
         if (alloy_array_ndim(q) != 4 || alloy_array_shape(q)[3] < 1 || alloy_array_shape(q)[3] > INT32_MAX / 2)
@@ -119,20 +153,24 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
         if (st == ALLOY_OK)
             st = alloy_mlstm_prepare_out(FN, "dm_initial", dm_initial, dev, sdt, 3, s_m, &o[7], &made[7]);
     }
-    /* The chunk-parallel path (chunkwise_backward_split.c) for bfloat16 and
-     * float32 inputs with ALLOY_MLSTM_BWD_PATH=split: far faster, but its
-     * gradients miss the kernel below's bounds where hostile gates make them
-     * nearly cancelling differences (docs/mlstm.md), so it is not the default
-     * yet. float16 always takes the kernel below (the chunk path's 16-bit
-     * operands, dh / den and P / den, pass 65504 where den nears eps), float64 too. */
-    const char *path = getenv("ALLOY_MLSTM_BWD_PATH");
-    int split = (dt == ALLOY_BFLOAT16 || dt == ALLOY_FLOAT32) && path && !strcmp(path, "split");
+    /* The chunk-parallel path (chunkwise_backward_split.c) or the kernel
+     * below (alloy/mlstm.h says when each is taken, docs/mlstm.md why). */
+    const alloy_mlstm_backward_method use = method == ALLOY_MLSTM_BACKWARD_AUTO ? auto_method(dt) : method;
+    int split = use == ALLOY_MLSTM_BACKWARD_CHUNKED;
     if (st == ALLOY_OK && split) {
         st = alloy_mlstm_backward_split(q, k, v, i, f, has_init ? c_initial : NULL, has_init ? n_initial : NULL,
                                         has_init ? m_initial : NULL, cu_seqlens, dh, has_dfinal ? dc_final : NULL,
                                         has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, stream,
                                         o);
-        if (st == ALLOY_ERROR_UNSUPPORTED) split = 0, st = ALLOY_OK; /* sizes it does not take: the kernel below */
+        if (st == ALLOY_ERROR_UNSUPPORTED) {
+            if (method == ALLOY_MLSTM_BACKWARD_CHUNKED)
+                st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                                 "%s: method CHUNKED does not take DHQK = %lld, DHHV = %lld (DHQK up to 512 and the "
+                                 "chunk's tiles in threadgroup memory; use EXACT or AUTO)",
+                                 FN, (long long)alloy_array_shape(q)[3], (long long)alloy_array_shape(v)[3]);
+            else
+                split = 0, st = ALLOY_OK; /* AUTO: sizes it does not take run the kernel below */
+        }
     }
     const int64_t nck = (NCH > 0 ? NCH : 1) * E;
     const int64_t ws_shape[7][2] = {{nslot, nck}, {nsh, (L + 1) * E}, {nsh, E}, {nslot, NCH > 0 ? NCH : 1},
