@@ -1,9 +1,9 @@
 /* chunkwise_backward.c — alloy_mlstm_chunkwise_backward (alloy/mlstm.h): the
  * exact gradient of the chunkwise forward, dense or packed (cu_seqlens).
  *
- * One launch of mlstm_chunkwise_backward: one threadgroup of 256 threads per
- * (sequence, head) that recomputes the chunk-start states in a forward sweep,
- * then walks the chunks backwards, recomputing each chunk's per-token states
+ * One launch of mlstm_chunkwise_backward: one threadgroup (1024 threads on a
+ * GPU, 256 on the CPU) per (sequence, head) that recomputes the chunk-start
+ * states in a forward sweep, then walks the chunks backwards, recomputing each chunk's per-token states
  * (the kernel file and docs/mlstm.md give the math). This file checks the
  * arguments, allocates the device workspace the kernel keeps its states in
  * (chunk-start states, one chunk's token states, the carried gradient, each
@@ -131,7 +131,17 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
     const int64_t NCH = cu_seqlens ? S / L + nseq : (S + L - 1) / L, nslot = cu_seqlens ? NH : nsh;
     if (NCH > INT32_MAX)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: too many sequences for one launch", FN);
-    if (nsh > (int64_t)(UINT32_MAX / 256))
+    /* threads per (sequence, head): the kernel is serial along the sequence
+     * and bound by its per-token passes over the state in device scratch, so
+     * on a GPU more threads keep more loads in flight (H100, float32, 7B
+     * heads: 1024 threads 2.8x faster than 256, bench/RESULTS.md); the CPU
+     * backend runs a threadgroup's threads in turn and takes 256.
+     * ALLOY_MLSTM_EXACT_NT (32 to 1024, a multiple of 32) overrides, for
+     * measuring. */
+    int nt = alloy_device_backend(alloy_array_device(q)) == ALLOY_BACKEND_CUDA ? 1024 : 256;
+    const char *nt_env = getenv("ALLOY_MLSTM_EXACT_NT");
+    if (nt_env && atoi(nt_env) >= 32 && atoi(nt_env) <= 1024 && atoi(nt_env) % 32 == 0) nt = atoi(nt_env);
+    if (nsh > (int64_t)(UINT32_MAX / (uint32_t)nt))
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: sequences * NH is too large for one launch", FN);
     const size_t tmem = alloy_dtype_size(sdt) * (size_t)(5 * L + 4 * DHQK + 5 * (DHHV + 1) + 4);
     if (tmem > 227 * 1024)
@@ -187,12 +197,13 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_INIT", has_init);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "HAS_DFINAL", has_dfinal);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "VARLEN", cu_seqlens != NULL);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NT", nt);
         /* absent state gradients are bound to dq (never written) */
         alloy_array *outs[15] = {o[0], o[1], o[2], o[3], o[4], has_init ? o[5] : o[0], has_init ? o[6] : o[0],
                                  has_init ? o[7] : o[0], ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]};
         for (int e = 0; e < 15 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, outs[e]);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(nsh * 256), 1, 1);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(nsh * nt), 1, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)nt, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, tmem);
         const struct {
             const char *name;

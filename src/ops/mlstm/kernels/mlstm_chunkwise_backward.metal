@@ -35,15 +35,15 @@
 // slots (sequence s has at most ceil(len / L) chunks, which end at or before
 // the next sequence's first slot, so the slots never overlap, and stay in
 // bounds even for offsets the device did not check).
-// One threadgroup of 256 threads per (sequence, head); thread t owns the
-// elements t, t + 256, ... of X and dX (row-major DHQK x DVX); row sums (dq,
+// One threadgroup of NT threads per (sequence, head); thread t owns the
+// elements t, t + NT, ... of X and dX (row-major DHQK x DVX); row sums (dq,
 // dk) and column sums (q^ X, dv) are one thread per row or column reading the
 // device scratch after a barrier. Correctness first: O(S DHQK DHHV) work per
 // pass like the recurrence, no matrix units.
 // Template: T (input dtype), A (accumulation: float, double for double
 // inputs), HAS_INIT (C0, n0, m0 given: their gradients are written),
 // HAS_DFINAL (dCf, dnf, dmf: gradients of the final states), VARLEN (cu
-// gives the sequences).
+// gives the sequences), NT (threads per threadgroup, a multiple of 32).
 // Launch constants: int S (tokens per (batch, head) row: S, or the packed
 // total T), int NH, int DHQK, int DHHV, int L (chunk), int NCH (chunk-start
 // slots per dense sequence, ceil(S / L); packed: per head, S / L + NSEQ),
@@ -51,17 +51,22 @@
 // Scratch outputs (A): CK (NSEQ*NH or NH, NCH, DHQK*DVX), CT (NSEQ*NH, L + 1,
 // DHQK*DVX), DX (NSEQ*NH, DHQK*DVX), MK (NSEQ*NH or NH, NCH), CKL, CTL and
 // DXL (the low parts of CK, CT and DX, their shapes).
-// Launch: grid = (NSEQ * NH * 256, 1, 1), threadgroup = (256, 1, 1),
+// Launch: grid = (NSEQ * NH * NT, 1, 1), threadgroup = (NT, 1, 1),
 // threadgroup memory = sizeof(A) * (5 L + 4 DHQK + 5 DVX + 4).
 //! name: alloy_mlstm_chunkwise_backward
 //! inputs: q k v i f C0 n0 m0 dh dCf dnf dmf cu
 //! outputs: dq dk dv di df dC0 dn0 dm0 CK CT DX MK CKL CTL DXL
 //! template: T=float32
 //! template: A=float32
+//! template: NT=256
 //! template: HAS_INIT=false
 //! template: HAS_DFINAL=false
 //! template: VARLEN=false
 //! header:
+// NT threads per threadgroup: registers capped to fit them (float64's
+// compensated sums need more than 128 at 512 threads otherwise)
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(ALLOY_TEMPLATE_NT)
 // log(sigmoid(x)) without overflow (the forward's formula)
 template <typename A> inline A mb_logsigmoid(A x) {
     return x >= A(0) ? -log1p(exp(-x)) : x - log1p(exp(x));
@@ -117,7 +122,6 @@ template <typename A> inline void mb_step(thread A &hi, thread A &lo, A fb, A ib
     lo = mb_sub(l, mb_sub(hi, sm));
 }
 //! body:
-constexpr int NT = 256;
 const int tid = int(thread_index_in_threadgroup);
 const long sh = long(threadgroup_position_in_grid.x);   // sequence * NH + head: the state's index
 const int DVX = DHHV + 1;
