@@ -38,8 +38,10 @@
 // One threadgroup of NT threads per (sequence, head); thread t owns the
 // elements t, t + NT, ... of X and dX (row-major DHQK x DVX); row sums (dq,
 // dk) and column sums (q^ X, dv) are one thread per row or column reading the
-// device scratch after a barrier. Correctness first: O(S DHQK DHHV) work per
-// pass like the recurrence, no matrix units.
+// device scratch after a barrier (several threads per row of dq, dk and per
+// column of dv where NT allows, their compensated partial sums merged).
+// Correctness first: O(S DHQK DHHV) work per pass like the recurrence, no
+// matrix units.
 // Template: T (input dtype), A (accumulation: float, double for double
 // inputs), HAS_INIT (C0, n0, m0 given: their gradients are written),
 // HAS_DFINAL (dCf, dnf, dmf: gradients of the final states), VARLEN (cu
@@ -108,6 +110,14 @@ template <typename A> inline void mb_add_prod(thread A &hi, thread A &lo, A a, A
     hi = mb_add(s, comp);
     lo = mb_sub(comp, mb_sub(hi, s));
 }
+// s + comp += the partial sum s2 + c2 of another thread (TwoSum of the
+// leading parts, the rest into comp): the same result in both threads of a
+// pair, since TwoSum's error is exact whatever the order
+template <typename A> inline void mb_merge(thread A &s, thread A &comp, A s2, A c2) {
+    A e;
+    s = mb_two_sum(s, s2, e);
+    comp = comp + c2 + e;
+}
 // hi + lo <- fb (hi + lo) + ibk vx, to about twice A's precision: the
 // rounding errors of both products (exact by fma) and of their sum (TwoSum)
 // are added into lo. ibk = Ib k_d is one rounded value per row, shared by
@@ -126,6 +136,11 @@ const int tid = int(thread_index_in_threadgroup);
 const long sh = long(threadgroup_position_in_grid.x);   // sequence * NH + head: the state's index
 const int DVX = DHHV + 1;
 const long E = long(DHQK) * DVX;
+// threads per row of the row sums and per column of dv: the most (a power of
+// two, at most a SIMD group) that keep one pass over the rows (columns)
+int TPR = 1, TPC = 1;
+while (TPR < 32 && DHQK * (2 * TPR) <= NT) TPR *= 2;
+while (TPC < 32 && DHHV * (2 * TPC) <= NT) TPC *= 2;
 long tok0;    // the sequence's first row of q (of the B*NH*S or NH*T rows)
 int len;      // its tokens
 long slot0;   // its first chunk-start slot in CK and MK
@@ -293,29 +308,45 @@ for (int ch = nch - 1; ch >= 0; ch--) {
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
         // rows: dq, dk and the input gate's partials; columns: dv
         // (compensated: at a state dominated by one token these sums cancel
-        // to eps's share of den)
-        for (int d = tid; d < DHQK; d += NT) {
+        // to eps's share of den). TPR threads per row (neighbouring lanes,
+        // each every TPR-th column) and TPC per column of dv, their partial
+        // sums merged by shuffles: every thread has loads in flight (the
+        // loops are uniform across the SIMD group, for the shuffles).
+        for (int base = 0; base < DHQK; base += NT / TPR) {
+            const int d = base + tid / TPR, part = tid % TPR;
             A sq = A(0), cq = A(0), sk = A(0), ckk = A(0), sf = A(0);
-            for (int c = 0; c < DVX; c++) {
-                const long e = long(d) * DVX + c;
-                mb_dot2(sq, cq, xr[e], DN[c], xr[e] * DNL[c] + xrl[e] * DN[c]);
-                mb_dot2(sk, ckk, dx[e], VV[c], dxl[e] * VV[c]);
-                sf += dx[e] * xp[e];
+            if (d < DHQK)
+                for (int c = part; c < DVX; c += TPR) {
+                    const long e = long(d) * DVX + c;
+                    mb_dot2(sq, cq, xr[e], DN[c], xr[e] * DNL[c] + xrl[e] * DN[c]);
+                    mb_dot2(sk, ckk, dx[e], VV[c], dxl[e] * VV[c]);
+                    sf += dx[e] * xp[e];
+                }
+            for (uint o = 1; o < uint(TPR); o <<= 1) {
+                mb_merge(sq, cq, simd_shuffle_xor(sq, o), simd_shuffle_xor(cq, o));
+                mb_merge(sk, ckk, simd_shuffle_xor(sk, o), simd_shuffle_xor(ckk, o));
+                sf += simd_shuffle_xor(sf, o);
             }
-            sq += cq;
-            sk += ckk;
-            dq[t * DHQK + d] = T(sq * scale);
-            dk[t * DHQK + d] = T(IB[r] * sk);
-            RP[d] = KV[d] * sk;   // row d of k^T dX v~
-            RF[d] = sf;           // row d of <dX, X_{r-1}>
+            if (d < DHQK && part == 0) {
+                sq += cq;
+                sk += ckk;
+                dq[t * DHQK + d] = T(sq * scale);
+                dk[t * DHQK + d] = T(IB[r] * sk);
+                RP[d] = KV[d] * sk;   // row d of k^T dX v~
+                RF[d] = sf;           // row d of <dX, X_{r-1}>
+            }
         }
-        for (int c = tid; c < DHHV; c += NT) {
+        for (int base = 0; base < DHHV; base += NT / TPC) {
+            const int c = base + tid / TPC, part = tid % TPC;
             A s = A(0), comp = A(0);
-            for (int d = 0; d < DHQK; d++) {
-                const long e = long(d) * DVX + c;
-                mb_dot2(s, comp, dx[e], KV[d], dxl[e] * KV[d]);
-            }
-            dv[t * DHHV + c] = T(IB[r] * (s + comp));
+            if (c < DHHV)
+                for (int d = part; d < DHQK; d += TPC) {
+                    const long e = long(d) * DVX + c;
+                    mb_dot2(s, comp, dx[e], KV[d], dxl[e] * KV[d]);
+                }
+            for (uint o = 1; o < uint(TPC); o <<= 1)
+                mb_merge(s, comp, simd_shuffle_xor(s, o), simd_shuffle_xor(comp, o));
+            if (c < DHHV && part == 0) dv[t * DHHV + c] = T(IB[r] * (s + comp));
         }
         threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device);
         // the gates (every thread, so dm stays uniform)
