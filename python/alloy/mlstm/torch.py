@@ -10,7 +10,8 @@ and inside ``torch.compile(fullgraph=True)`` without graph breaks::
 
 The arguments, shapes and dtypes are alloy.mlstm's (docs/mlstm.md); results
 are torch tensors on the inputs' device. The backward of chunkwise is alloy's
-chunkwise_backward: the forward saves only its inputs (the states are
+chunkwise_backward (``chunkwise(..., backward="auto"|"exact"|"chunked")``
+picks its method): the forward saves only its inputs (the states are
 recomputed), and gradients reach the initial states when they are given.
 float64 (CPU tensors only) is for gradient checks: alloy has no float64
 forward kernel, so that forward is a float64 loop of the recurrence
