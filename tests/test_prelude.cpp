@@ -1016,16 +1016,22 @@ static void test_matrix(void) {
     int untouched = 0;
     for (int r = 0; r < 8; r++)
         for (int c = 0; c < 8; c++) {
-            double ref = r == c ? 0.5 : 0.0, prod = 0, href = 1.0;
+            double ref = r == c ? 0.5 : 0.0, prod = 0, href = 1.0, habs = 1.0;
             for (int k = 0; k < 8; k++) {
                 double av = g_A[(1 + r) * 11 + 2 + k], bv = g_B[c * 9 + k]; /* b loaded transposed */
                 prod += av * bv;
-                href += (double)float(g_HA[r * 8 + k]) * (double)float(g_HB[k * 8 + c]);
+                const double hp = (double)float(g_HA[r * 8 + k]) * (double)float(g_HB[k * 8 + c]);
+                href += hp;
+                habs += fabs(hp);
             }
             ref += prod;
             worst = fmax(worst, fabs(g_D[r * 8 + c] - ref));
             worst_e = fmax(worst_e, fabs(g_E[(2 + c) * 12 + 1 + r] - prod)); /* stored transposed */
-            worst_h = fmax(worst_h, half_ulps(float(g_HD[r * 8 + c]), href));
+            /* the float accumulation's own error (8 additions, at most 8 u of the
+             * terms' magnitudes) is a share of a half ulp where the sum cancels;
+             * beyond it the result is the half rounding of the float sum */
+            const double acc = half_ulps(href + 8 * ldexp(1.0, -24) * habs, href);
+            worst_h = fmax(worst_h, half_ulps(float(g_HD[r * 8 + c]), href) - acc);
         }
     for (int i = 0; i < 120; i++) {
         int row = i / 12, col = i % 12;
@@ -1034,7 +1040,7 @@ static void test_matrix(void) {
     }
     CHECK_MSG(worst < 1e-5, "multiply_accumulate error %g", worst);
     CHECK_MSG(worst_e < 1e-5, "multiply + transposed store error %g", worst_e);
-    CHECK_MSG(worst_h <= 0.51, "half matrix product: %.3f half ulp", worst_h); /* float accumulation */
+    CHECK_MSG(worst_h <= 0.51, "half matrix product: %.3f half ulp past the float sum's error", worst_h);
     CHECK(untouched == 0);
     for (unsigned lane = 0; lane < 32; lane++) CHECK(g_te[lane][0] > -1e29f);
 }
