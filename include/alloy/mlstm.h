@@ -90,14 +90,16 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  *     every gradient to a few float32 roundings of its largest element, also
  *     where hostile gates make the gradients nearly cancelling differences —
  *     but serial along the sequence (seconds at S = 8192 with 7B-model heads).
- *   CHUNKED: parallel over chunks on the tensor cores (the forward's
- *     operands: bfloat16, or float32 as three TF32 products), bfloat16 and
+ *   CHUNKED: parallel over chunks, as matrix products (on a GPU's tensor
+ *     cores; the forward's operands: bfloat16, or float32 as three TF32
+ *     products), bfloat16 and
  *     float32 inputs only: milliseconds where EXACT takes seconds. Its
  *     operands and the stored chunk states carry the input dtype's rounding,
  *     which nearly cancelling gradients do not average out: with hostile gates
  *     (input gates far above the stabiliser, forget gates near -40: states
- *     nearly rank one) a gradient element can be off by a tenth of the largest
- *     (bfloat16) or 1e-2 of it (float32); docs/mlstm.md gives the measurements.
+ *     nearly rank one) a gradient element can be off by a fifth of the
+ *     largest (bfloat16; 0.22 the worst measured) or 1e-2 of it (float32);
+ *     docs/mlstm.md gives the measurements.
  *   AUTO (0): CHUNKED for bfloat16 inputs (where it takes the sizes: DHQK up
  *     to 512 and the chunk's threadgroup memory; else EXACT), EXACT for
  *     float32, float16 and float64. The environment variable

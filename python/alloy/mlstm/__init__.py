@@ -110,7 +110,7 @@ def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_init
     at S = 8192 with 7B-model heads); ``"chunked"`` — parallel over chunks on
     the tensor cores (bfloat16 and float32 inputs), milliseconds, but with
     the input dtype's rounding left in nearly cancelling gradients (hostile
-    gates: up to a tenth of the largest gradient in bfloat16, 1e-2 in
+    gates: up to a fifth of the largest gradient in bfloat16, 1e-2 in
     float32); ``"auto"`` — chunked for bfloat16, exact otherwise."""
     r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final,
                                   dm_final, 0 if chunk_size is None else int(chunk_size), float(eps), stream,
