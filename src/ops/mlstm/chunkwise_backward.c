@@ -1,15 +1,18 @@
-/* chunkwise_backward.c — alloy_mlstm_chunkwise_backward (alloy/mlstm.h): the
- * exact gradient of the chunkwise forward, dense or packed (cu_seqlens).
+/* chunkwise_backward.c — alloy_mlstm_chunkwise_backward and
+ * alloy_mlstm_chunkwise_backward_with_method (alloy/mlstm.h): the gradient of
+ * the chunkwise forward, dense or packed (cu_seqlens), by the method asked
+ * for or AUTO's choice — the chunk-parallel path (chunkwise_backward_split.c)
+ * or the exact kernel here.
  *
- * One launch of mlstm_chunkwise_backward: one threadgroup (1024 threads on a
- * GPU, 256 on the CPU) per (sequence, head) that recomputes the chunk-start
- * states in a forward sweep, then walks the chunks backwards, recomputing each chunk's per-token states
- * (the kernel file and docs/mlstm.md give the math). This file checks the
- * arguments, allocates the device workspace the kernel keeps its states in
- * (chunk-start states, one chunk's token states, the carried gradient, each
- * as hi + lo for float32's accuracy, and the chunk starts' m) and
- * frees it after the launch is queued (the runtime keeps a launch's arrays
- * alive until it has run). */
+ * The exact kernel, mlstm_chunkwise_backward: one launch, one threadgroup
+ * (1024 threads on a GPU, 256 on the CPU) per (sequence, head) that
+ * recomputes the chunk-start states in a forward sweep, then walks the chunks
+ * backwards, recomputing each chunk's per-token states (the kernel file and
+ * docs/mlstm.md give the math). This file checks the arguments, allocates the
+ * device workspace the kernel keeps its states in (chunk-start states, one
+ * chunk's token states, the carried gradient, each as hi + lo for float32's
+ * accuracy, and the chunk starts' m) and frees it after the launch is queued
+ * (the runtime keeps a launch's arrays alive until it has run). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
