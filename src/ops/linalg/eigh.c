@@ -226,7 +226,8 @@ alloy_status alloy_eigh_with_path(alloy_array *a, const alloy_eigh_options *opti
         if (st == ALLOY_OK && reg) st = alloy_launch_add_template_bool(ln, "EIGH", 1);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "COLS", 32);
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "CH", ch);
-        if (st == ALLOY_OK && cols) st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, path == ALLOY_EIGH_COLS_NOV, sq.dt));
+        if (st == ALLOY_OK && cols)
+            st = alloy_launch_add_template_int(ln, "MINB", cols_minb(ch, path == ALLOY_EIGH_COLS_NOV, sq.dt));
         if (st == ALLOY_OK && cols) st = alloy_launch_add_template_bool(ln, "NOV", path == ALLOY_EIGH_COLS_NOV);
         if (st == ALLOY_OK && path == ALLOY_EIGH_TG_SMEM)
             st = alloy_launch_set_threadgroup_memory(ln, smem_bytes > 0 ? (size_t)smem_bytes : 16);

@@ -135,8 +135,9 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
                 }
     }
     if (dy && d->nc) d->smem = 256 * ns * d->nc * V * acc_size;
-    /* threadgroups per head: at most as many in all as the SMs hold at once, and as many rounds of 8 / wg
-     * rows each (no SIMD group idles in a last round while others work) */
+    /* threadgroups per head: as many in all as rows_per_sm sizes the grid for (the forward: one round; the
+     * backward: what the SMs hold at once), and as many rounds of 8 / wg rows each (no SIMD group idles in a
+     * last round while others work) */
     const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;

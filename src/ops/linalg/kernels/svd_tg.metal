@@ -310,14 +310,7 @@ template <class T, int MR>
 inline void alloy_svd_cols_orth(thread T (&g)[MR], thread T (&o)[MR], int N, int lane, bool exact) {
     alloy_svd_cols_normalise<T, MR>(g, N, lane);
     for (int k = 0; k < N; k++) {
-        if (exact && lane == k) {
-            T sb[4] = {T(0), T(0), T(0), T(0)};
-#pragma unroll
-            for (int i = 0; i < MR; i++) sb[i & 3] = fma(g[i], g[i], sb[i & 3]);
-            const T ik = T(1) / sqrt((sb[0] + sb[1]) + (sb[2] + sb[3]));
-#pragma unroll
-            for (int i = 0; i < MR; i++) g[i] *= ik;
-        }
+        if (exact && lane == k) alloy_svd_cols_normalise<T, MR>(g, N, lane);
         T sd[4] = {T(0), T(0), T(0), T(0)};
 #pragma unroll
         for (int i = 0; i < MR; i++) {
