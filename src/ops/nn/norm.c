@@ -12,6 +12,7 @@
  * norm_param_partials for the partial sums over blocks of rows, then
  * column_sum). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,36 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
     if (fwd && e && atoll(e) > 0) k = atoll(e);
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
+}
+
+/* The backward's variant (norm_rows_backward's templates), each overridable
+ * for timing by ALLOY_NN_NORM_BWD_<NAME>=k:
+ *   PD    rows loaded ahead: one with up to 2 chunks a lane, and for float32
+ *         with 4, else none (registers). On an H100 two rows ahead were slower
+ *         (per-head bfloat16 LayerNorm 76.7% of copy against 85.0%), and so was
+ *         one for float16 with 4 chunks (81.6% against 89.5%).
+ *   REGS  RMSNorm's column sums in registers where a lane has at most 16
+ *         elements and they and the row's x and dy chunks take at most 48
+ *         registers, else in threadgroup memory (LayerNorm's too: on an H100
+ *         registers were slower for its per-head rows, 84.9% of copy against
+ *         88.4% for bfloat16).
+ *   SPLIT 1: the deviations' squares in a pass of their own, reduced before
+ *         the g sums (the order of the kernel before), 0: in the g sums' pass. */
+static int bwd_variant(const char *name, int def) {
+    char var[64];
+    snprintf(var, sizeof var, "ALLOY_NN_NORM_BWD_%s", name);
+    const char *e = getenv(var);
+    return e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : def;
+}
+
+static int bwd_pd(alloy_dtype dt, int64_t nc) {
+    return bwd_variant("PD", nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4) ? 1 : 0);
+}
+
+static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
+    const int64_t ne = nc * (16 / (int64_t)alloy_dtype_size(dt));
+    const int64_t words = (rms ? 1 : 2) * ne * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) / 4;
+    return bwd_variant("REGS", rms && ne <= 16 && 8 * nc + words <= 48);
 }
 
 /* Whether the forward loads each row's next row ahead (norm_rows' PF): off,
@@ -166,6 +197,13 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "MINB", (int)bwd_minb());
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
+    /* the backward's FULL: the lanes' chunks tile the group exactly, so no element is checked */
+    if (st == ALLOY_OK && !fwd)
+        st = alloy_launch_add_template_int(l, "FULL",
+                                           bwd_variant("FULL", vec && d->nc * 32 * d->wg * V == d->DH));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "SPLIT", bwd_variant("SPLIT", 0));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;

@@ -2,26 +2,36 @@
 // dx of each group, and partial sums of dweight and dbias. Same layout as
 // norm_rows (WG SIMD groups per group of n = DH elements, lane q = (sg % WG)
 // * 32 + lane holding chunks (i * 32 * WG + q) * V of x and dy as raw bits,
-// 16-byte accesses with VEC, w reread from cache, sums across the WG SIMD
-// groups in order through threadgroup memory). With g = dy * w and x^ = (x -
-// mu) * rstd:
+// 16-byte accesses with VEC, sums across the WG SIMD groups in order through
+// threadgroup memory). With g = dy * w and x^ = (x - mu) * rstd:
 //   RMS == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
+// and mean(g x^) = rstd * mean(g (x - mu)), so after LayerNorm's mean one
+// pass over the row gives the deviations' squares and the sums of g and
+// g (x - mu) (RMSNorm: mu = 0, one pass for all). Their simd_sums still run
+// one after another (simd_sum branches on the active lanes).
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
-// + RW * PT * k (RW = 8 / WG). With up to 4 chunks a lane for float32 and 2
-// for float16 (PF; not bfloat16, whose unpacked values then spill) each SIMD group issues the loads of its next row's x and dy before it works on the
-// current row, so they stay in flight through its reductions and stores. Each lane sums dy * x^ (and dy for LayerNorm)
-// of its columns over its rows in float A in threadgroup memory (the dynamic
-// alloy_threadgroup_memory: per SIMD group NS = 1 or 2 sums of NE = NC * V
-// elements of its 32 lanes, lane-consecutive words, so no bank conflicts and
-// no barrier: a lane reads and writes only its own words), not in registers,
-// which leave room for the group's x and dy. At the end the RW row sets' sums
-// are added in order and written as partial row u = p / G:
+// + RW * PT * k (RW = 8 / WG). Each SIMD group issues the loads of x and dy
+// PD rows ahead of the row it works on (PD from norm.c: 0, 1 or 2), so they
+// stay in flight through the reductions and stores of the rows between. Each lane sums dy * x^ (and dy
+// for LayerNorm) of its columns over its rows in float A: in registers with
+// REGS (norm.c: where a lane has at most 16 elements; 16-bit data then also keeps its
+// weights there as A, WREG, instead of rereading them from cache for each
+// row), else in threadgroup memory (the dynamic alloy_threadgroup_memory: per
+// SIMD group NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes,
+// lane-consecutive words, so no bank conflicts and no barrier: a lane reads
+// and writes only its own words), leaving the registers to the group's x and
+// dy. At the end the register sums go to those words, and the RW row sets'
+// sums are added in order and written as partial row u = p / G:
 //   part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH + j] = sum dy (0 for RMS)
 // (column_sum then adds the rows in order: deterministic).
 // Launch constants: long R (rows), long PT, int DH, int G, A eps. Template: T
 // (data), A (accumulation; part is A), NC (chunks per lane), WG (SIMD groups
-// per group: 1, 2, 4 or 8), VEC (16-byte accesses), RMS (RMSNorm: no dbias).
+// per group: 1, 2, 4 or 8), VEC (16-byte accesses), RMS (RMSNorm: no dbias),
+// FULL (VEC and NC * 32 * WG * V == DH: every element of every chunk lies in
+// the group, so no element is checked), PD (rows loaded ahead), REGS (column
+// sums in registers), SPLIT (a round of its own for the deviations' squares:
+// a timing variant), MINB (launch bound).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -33,6 +43,10 @@
 //! template: NC=1
 //! template: WG=1
 //! template: RMS=0
+//! template: FULL=0
+//! template: PD=1
+//! template: REGS=0
+//! template: SPLIT=0
 //! template: MINB=2
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
@@ -44,6 +58,10 @@ constexpr int V = 16 / int(sizeof(T));
 constexpr int NE = NC * V;
 constexpr int RW = 8 / WG;
 constexpr int NS = RMS != 0 ? 1 : 2;
+// the column sums in registers with REGS (norm.c), else in threadgroup memory; the weight's chunks held
+// in registers for 16-bit data then (otherwise reread from cache for each row)
+constexpr bool REG = REGS != 0;
+constexpr bool WREG = REG && sizeof(T) == 2;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
 const int q = (sg % WG) * 32 + lane, sr = sg / WG;
 const int tid = int(thread_index_in_threadgroup);
@@ -54,42 +72,55 @@ threadgroup A tred[2][4][8];
 // this SIMD group's sums: word (k * NE + i * V + e) * 32 + lane, k = 0 (dy x^) or 1 (dy)
 threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
 const int a0 = sg * (NS * NE * 32) + lane;
-for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
-int par = 0;
-// the chunks of x and dy of this row (ux, ud) and, with PF, of the next (uxn, udn); every chunk's loads
-// are issued before any is used
-// bfloat16: spills; float16 with 4 chunks a lane (rows of 1024): slower on an
-// H100 (81.6% of copy against 89.5% without, bench/RESULTS.md), 2 chunks faster
-constexpr bool PF = !is_same<T, bfloat>::value && (sizeof(T) == 4 ? NC <= 4 : NC <= 2);
-const long step = PT * RW;
-uint4 ux[NC], ud[NC], uxn[PF ? NC : 1], udn[PF ? NC : 1];
-if constexpr (PF) {
-    const long r = (p / long(G)) * RW + long(sr);
-    const long base = (r * long(G) + long(h)) * long(DH);
+A rw_[REG ? NE : 1], rb_[REG && RMS == 0 ? NE : 1];
+uint4 wv[WREG ? NC : 1];
+if constexpr (REG) {
+    for (int k = 0; k < NE; k++) rw_[k] = A(0);
+    if (RMS == 0)
+        for (int k = 0; k < NE; k++) rb_[k] = A(0);
+} else {
+    for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
+}
+if constexpr (WREG)
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        ux[i] = nn_chunk_load<T, VEC>(x, base + col, r < R ? DH - col : 0);
-        ud[i] = nn_chunk_load<T, VEC>(dy, base + col, r < R ? DH - col : 0);
+        wv[i] = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
     }
-}
+int par = 0;
+const long step = PT * RW;
+// the chunks of x and dy of this row (ux, ud) and of the PD rows after it (uxa, uda; uxb, udb), their
+// loads issued PD rows ahead so they stay in flight through the reductions and stores of the rows
+// between; every chunk's loads are issued before any is used
+uint4 ux[NC], ud[NC], uxa[PD >= 1 ? NC : 1], uda[PD >= 1 ? NC : 1], uxb[PD >= 2 ? NC : 1], udb[PD >= 2 ? NC : 1];
+#define NORM_LOAD_ROW(bx, bd, rr)                                                              \
+    {                                                                                          \
+        const long rl = (rr), basel = (rl * long(G) + long(h)) * long(DH);                     \
+        for (int i = 0; i < NC; i++) {                                                         \
+            const int col = (i * 32 * WG + q) * V;                                             \
+            bx[i] = nn_chunk_load<T, VEC>(x, basel + col, rl < R ? DH - col : 0);              \
+            bd[i] = nn_chunk_load<T, VEC>(dy, basel + col, rl < R ? DH - col : 0);             \
+        }                                                                                      \
+    }
+const long r00 = (p / long(G)) * RW + long(sr);
+if constexpr (PD >= 1) NORM_LOAD_ROW(ux, ud, r00)
+if constexpr (PD >= 2) NORM_LOAD_ROW(uxa, uda, r00 + step)
+// a group's sum over its WG SIMD groups, in order, from slot k of tred[par] (after lane 0 of each wrote
+// its value there and a barrier)
+#define NORM_GROUP_SUM(v, k)                                                         \
+    {                                                                                \
+        v = A(0);                                                                    \
+        for (int kk = 0; kk < WG; kk++) v += tred[par][k][sr * WG + kk];             \
+    }
 for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     const long r = r0 + long(sr);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
-    if constexpr (PF) {
-        const long rn = r + step, basen = (rn * long(G) + long(h)) * long(DH);
-        for (int i = 0; i < NC; i++) {
-            const int col = (i * 32 * WG + q) * V;
-            uxn[i] = nn_chunk_load<T, VEC>(x, basen + col, rn < R ? DH - col : 0);
-            udn[i] = nn_chunk_load<T, VEC>(dy, basen + col, rn < R ? DH - col : 0);
-        }
-    } else {
-        for (int i = 0; i < NC; i++) {
-            const int col = (i * 32 * WG + q) * V;
-            ux[i] = nn_chunk_load<T, VEC>(x, base + col, ok ? DH - col : 0);
-            ud[i] = nn_chunk_load<T, VEC>(dy, base + col, ok ? DH - col : 0);
-        }
-    }
+    if constexpr (PD == 0) NORM_LOAD_ROW(ux, ud, r)
+    if constexpr (PD == 1) NORM_LOAD_ROW(uxa, uda, r + step)
+    if constexpr (PD == 2) NORM_LOAD_ROW(uxb, udb, r + 2 * step)
+    // LayerNorm: the mean first, then in one pass the deviations' squares and the sums of g = dy w and
+    // g (x - mu); RMSNorm (mu = 0): that pass alone.
+    // Elements past the group read as 0 (x, dy and w alike) and their deviations are taken as 0.
     A mu = A(0);
     if (RMS == 0) {
         A s = A(0);
@@ -99,79 +130,97 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
         if (WG > 1) {
             if (lane == 0) tred[par][0][sg] = tot;
             threadgroup_barrier(mem_flags::mem_threadgroup);
-            tot = A(0);
-            for (int k = 0; k < WG; k++) tot += tred[par][0][sr * WG + k];
+            NORM_GROUP_SUM(tot, 0)
         }
         mu = tot / A(DH);
     }
-    A s2 = A(0);
-    for (int i = 0; i < NC; i++)
-        for (int e = 0; e < V; e++)
-            if ((i * 32 * WG + q) * V + e < DH) {
-                const A dv = nn_chunk_elem<T, A>(ux[i], e) - mu;
+    A s2 = A(0), sg1 = A(0), sgx = A(0);
+    if constexpr (SPLIT != 0) {
+        // the deviations' squares in a round of their own, before the sums of g (timing variant)
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            for (int e = 0; e < V; e++) {
+                const A dv = FULL != 0 || col + e < DH ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
                 s2 += dv * dv;
             }
-    A tot2 = simd_sum(s2);
-    if (WG > 1) {
-        if (lane == 0) tred[par][1][sg] = tot2;
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        tot2 = A(0);
-        for (int k = 0; k < WG; k++) tot2 += tred[par][1][sr * WG + k];
+        }
+        s2 = simd_sum(s2);
+        if (WG > 1) {
+            if (lane == 0) tred[par][1][sg] = s2;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            NORM_GROUP_SUM(s2, 1)
+        }
     }
-    const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
-    // sums of g and g x^ (dy and w read as 0 past the group)
-    A sg1 = A(0), sgx = A(0);
     for (int i = 0; i < NC; i++) {
         const int col = (i * 32 * WG + q) * V;
-        const uint4 wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
+        uint4 wu = uint4(0u, 0u, 0u, 0u);
+        if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
         for (int e = 0; e < V; e++) {
-            const A xh = col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
-            const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(wu, e);
+            const bool in = FULL != 0 || col + e < DH;
+            const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+            const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+            if (SPLIT == 0) s2 += dv * dv;
             sg1 += gk;
-            sgx += gk * xh;
+            sgx += gk * dv;
         }
     }
-    A tg = A(0);
-    if (RMS == 0) {
-        const A t = simd_sum(sg1);
-        tg = t;
-    }
-    A tgx = simd_sum(sgx);
+    if (SPLIT == 0) s2 = simd_sum(s2);
+    sgx = simd_sum(sgx);
+    if (RMS == 0) sg1 = simd_sum(sg1);
     if (WG > 1) {
         if (lane == 0) {
-            tred[par][2][sg] = tg;
-            tred[par][3][sg] = tgx;
+            if (SPLIT == 0) tred[par][1][sg] = s2;
+            tred[par][2][sg] = sgx;
+            tred[par][3][sg] = sg1;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        tg = A(0);
-        tgx = A(0);
-        for (int k = 0; k < WG; k++) {
-            tg += tred[par][2][sr * WG + k];
-            tgx += tred[par][3][sr * WG + k];
-        }
+        if (SPLIT == 0) NORM_GROUP_SUM(s2, 1)
+        NORM_GROUP_SUM(sgx, 2)
+        NORM_GROUP_SUM(sg1, 3)
     }
     par ^= 1;
-    const A mg = tg / A(DH), mgx = tgx / A(DH);
+    const A rstd = A(1) / sqrt(s2 / A(DH) + eps);
+    // dx = rstd (g - mean(g) - x^ mean(g x^)), mean(g x^) = rstd mean(g (x - mu))
+    const A mg = RMS == 0 ? sg1 / A(DH) : A(0), mgx = rstd * (sgx / A(DH));
     if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
-            if (col >= DH) continue;
-            const uint4 wu = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
+            if (FULL == 0 && col >= DH) continue;
+            uint4 wu = uint4(0u, 0u, 0u, 0u);
+            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
             A o[V];
             for (int e = 0; e < V; e++) {
-                const A xh = col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
+                const A xh = FULL != 0 || col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
                 const A d = nn_chunk_elem<T, A>(ud[i], e);
-                o[e] = rstd * (d * nn_chunk_elem<T, A>(wu, e) - mg - xh * mgx);
-                acc[a0 + (i * V + e) * 32] += d * xh;
-                if (RMS == 0) acc[a0 + (NE + i * V + e) * 32] += d;
+                const A gk = d * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+                o[e] = rstd * (gk - mg - xh * mgx);
+                if constexpr (REG) {
+                    rw_[i * V + e] += d * xh;
+                    if (RMS == 0) rb_[i * V + e] += d;
+                } else {
+                    acc[a0 + (i * V + e) * 32] += d * xh;
+                    if (RMS == 0) acc[a0 + (NE + i * V + e) * 32] += d;
+                }
             }
             nn_chunk_store<T, A, VEC>(dx, base + col, DH - col, o);
         }
-    if constexpr (PF)
-        for (int i = 0; i < NC; i++) {
-            ux[i] = uxn[i];
-            ud[i] = udn[i];
+    for (int i = 0; i < NC; i++) {
+        if constexpr (PD >= 1) {
+            ux[i] = uxa[i];
+            ud[i] = uda[i];
         }
+        if constexpr (PD >= 2) {
+            uxa[i] = uxb[i];
+            uda[i] = udb[i];
+        }
+    }
+}
+#undef NORM_GROUP_SUM
+#undef NORM_LOAD_ROW
+if constexpr (REG) {
+    for (int k = 0; k < NE; k++) acc[a0 + k * 32] = rw_[k];
+    if (RMS == 0)
+        for (int k = 0; k < NE; k++) acc[a0 + (NE + k) * 32] = rb_[k];
 }
 threadgroup_barrier(mem_flags::mem_threadgroup);
 // column j of the head: chunk c = j / V of lane q = c % (32 WG) of chunk row i = c / (32 WG); the RW row
