@@ -73,7 +73,9 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
  *         registers were slower for its per-head rows, 84.9% of copy against
  *         88.4% for bfloat16).
  *   SPLIT 1: the deviations' squares in a pass of their own, reduced before
- *         the g sums (the order of the kernel before), 0: in the g sums' pass. */
+ *         the g sums (the order of the kernel before), 0: in the g sums' pass.
+ *   VSUM  1: that pass's sums reduced as one vector (their shuffles
+ *         interleaved), 0: one simd_sum after another. Not yet timed. */
 static int bwd_variant(const char *name, int def) {
     char var[64];
     snprintf(var, sizeof var, "ALLOY_NN_NORM_BWD_%s", name);
@@ -204,6 +206,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "SPLIT", bwd_variant("SPLIT", 0));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "VSUM", bwd_variant("VSUM", 0));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;

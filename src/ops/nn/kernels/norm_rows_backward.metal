@@ -8,8 +8,9 @@
 //   RMS == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
 // and mean(g x^) = rstd * mean(g (x - mu)), so after LayerNorm's mean one
 // pass over the row gives the deviations' squares and the sums of g and
-// g (x - mu) (RMSNorm: mu = 0, one pass for all). Their simd_sums still run
-// one after another (simd_sum branches on the active lanes).
+// g (x - mu) (RMSNorm: mu = 0, one pass for all). Their simd_sums run one
+// after another (simd_sum branches on the active lanes), or with VSUM as one
+// simd_sum of a vector, whose shuffles interleave.
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
 // + RW * PT * k (RW = 8 / WG). Each SIMD group issues the loads of x and dy
 // PD rows ahead of the row it works on (PD from norm.c: 0, 1 or 2), so they
@@ -31,7 +32,8 @@
 // FULL (VEC and NC * 32 * WG * V == DH: every element of every chunk lies in
 // the group, so no element is checked), PD (rows loaded ahead), REGS (column
 // sums in registers), SPLIT (a round of its own for the deviations' squares:
-// a timing variant), MINB (launch bound).
+// a timing variant), VSUM (the pass's sums reduced as one vector), MINB
+// (launch bound).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -47,6 +49,7 @@
 //! template: PD=1
 //! template: REGS=0
 //! template: SPLIT=0
+//! template: VSUM=0
 //! template: MINB=2
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
@@ -164,9 +167,21 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
             sgx += gk * dv;
         }
     }
-    if (SPLIT == 0) s2 = simd_sum(s2);
-    sgx = simd_sum(sgx);
-    if (RMS == 0) sg1 = simd_sum(sg1);
+    if constexpr (VSUM != 0 && SPLIT == 0 && RMS == 0) {
+        // the three sums as one vector: its shuffles interleave instead of three chains in a row
+        const vec<A, 3> t = simd_sum(vec<A, 3>(s2, sgx, sg1));
+        s2 = t.x;
+        sgx = t.y;
+        sg1 = t.z;
+    } else if constexpr (VSUM != 0 && SPLIT == 0) {
+        const vec<A, 2> t = simd_sum(vec<A, 2>(s2, sgx));
+        s2 = t.x;
+        sgx = t.y;
+    } else {
+        if (SPLIT == 0) s2 = simd_sum(s2);
+        sgx = simd_sum(sgx);
+        if (RMS == 0) sg1 = simd_sum(sg1);
+    }
     if (WG > 1) {
         if (lane == 0) {
             if (SPLIT == 0) tred[par][1][sg] = s2;
