@@ -14,16 +14,17 @@
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
 // + RW * PT * k (RW = 8 / WG). Each SIMD group issues the loads of x and dy
 // PD rows ahead of the row it works on (PD from norm.c: 0, 1 or 2), so they
-// stay in flight through the reductions and stores of the rows between. Each lane sums dy * x^ (and dy
-// for LayerNorm) of its columns over its rows in float A: in registers with
-// REGS (norm.c: where a lane has at most 16 elements; 16-bit data then also keeps its
-// weights there as A, WREG, instead of rereading them from cache for each
-// row), else in threadgroup memory (the dynamic alloy_threadgroup_memory: per
-// SIMD group NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes,
-// lane-consecutive words, so no bank conflicts and no barrier: a lane reads
-// and writes only its own words), leaving the registers to the group's x and
-// dy. At the end the register sums go to those words, and the RW row sets'
-// sums are added in order and written as partial row u = p / G:
+// stay in flight through the reductions and stores of the rows between.
+// Each lane sums dy * x^ (and dy for LayerNorm) of its columns over its rows
+// in float A: in registers with REGS (norm.c: RMSNorm with at most 16
+// elements a lane; 16-bit data then also keeps its weight chunks there,
+// WREG, instead of rereading them from cache for each row), else in
+// threadgroup memory (the dynamic alloy_threadgroup_memory: per SIMD group
+// NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes, lane-consecutive
+// words, so no bank conflicts and no barrier: a lane reads and writes only
+// its own words), leaving the registers to the group's x and dy. At the end
+// the register sums go to those words, and the RW row sets' sums are added
+// in order and written as partial row u = p / G:
 //   part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH + j] = sum dy (0 for RMS)
 // (column_sum then adds the rows in order: deterministic).
 // Launch constants: long R (rows), long PT, int DH, int G, A eps. Template: T
