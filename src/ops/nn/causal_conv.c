@@ -7,6 +7,8 @@
  * 16 bytes, 8 of 16-bit data) and runs of 32 timesteps (the K-1 halo from
  * cache), one vector access a chunk when C is a multiple of the chunk and the
  * operands are 16-byte aligned. */
+#include <stdlib.h>
+
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
@@ -17,7 +19,8 @@ static const char BWD_FILE[] = "src/ops/nn/kernels/causal_conv_backward.metal";
 /* Timesteps per block of the kernels (their L) and at most about this many
  * threadgroups of 32 x 8 threads in all: the forward 8 per SM of an H100
  * (more than fit at once; nothing to sum afterwards), the backward 2 (few
- * partial sums of dw and db for column_sum). */
+ * partial sums of dw and db for column_sum; MINB per SM with the timing
+ * override below). */
 enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
 
 typedef struct conv_dims {
@@ -76,6 +79,20 @@ static int64_t conv_chunk(alloy_dtype dt) {
     const int64_t e = (int64_t)alloy_dtype_size(dt);
     return e == 2 ? 4 : 16 / e;
 }
+
+/* The backward's timesteps loaded ahead (its NB: 4, 6 of 16-bit data) and
+ * threadgroups per SM (MINB, its launch bound: 2, at most 128 registers a
+ * thread); ALLOY_NN_CONV_BWD_NB=k (1-8) and ALLOY_NN_CONV_BWD_MINB=k (1-4)
+ * for timing only. */
+static int conv_bwd_env(const char *name, int lo, int hi, int def) {
+    const char *e = getenv(name);
+    const int v = e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : 0;
+    return v >= lo && v <= hi ? v : def;
+}
+static int conv_bwd_nb(alloy_dtype dt) {
+    return conv_bwd_env("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 4);
+}
+static int conv_bwd_minb(void) { return conv_bwd_env("ALLOY_NN_CONV_BWD_MINB", 1, 4, 2); }
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
@@ -167,7 +184,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD), M = d.C * (d.K + 1);
+    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD / 2 * conv_bwd_minb()), M = d.C * (d.K + 1);
     const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
@@ -181,6 +198,8 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, 5, ops);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb());
         alloy_array *ins[4] = {x, w, state ? state : x, dy}; /* no state: x stands in, never read */
         if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 4, ins, 3, stream);
         alloy_launch_free(l);

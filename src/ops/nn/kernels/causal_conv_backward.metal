@@ -6,9 +6,9 @@
 // Layout as causal_conv_forward (a thread per chunk of V channels, conv_chunk.h,
 // walks blocks of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...;
 // vector accesses with VEC), with two windows in registers: the KT inputs up
-// to time t (for dw) and dy from t to t+KT-1 (for dx); NB = 4 timesteps (6 of
-// 16-bit data: 8 spilled under the 128-register bound) of x and dy are loaded
-// before use. Each thread sums dw and db of its channels over
+// to time t (for dw) and dy from t to t+KT-1 (for dx); NB timesteps of x and
+// dy (causal_conv.c: 4, 6 of 16-bit data — 8 spilled under the 128-register
+// bound) are loaded before use. Each thread sums dw and db of its channels over
 // its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
@@ -16,7 +16,8 @@
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
 // int has_state, int want_state. Template: T (data), A (accumulation; part
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
-// one path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
+// threadgroups per SM). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -25,14 +26,16 @@
 //! template: A=float32
 //! template: VEC=1
 //! template: KT=4
+//! template: NB=4
+//! template: MINB=2
 //! header:
-// at most 128 registers a thread: two threadgroups of 256 threads per SM
+// MINB threadgroups of 256 threads per SM (causal_conv.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
-constexpr int L = 32, NB = sizeof(T) == 2 ? 6 : 4; // 64 (48) bytes of x and of dy in flight a thread
+constexpr int L = 32; // NB (template): timesteps of x and of dy loaded before use
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
