@@ -333,6 +333,13 @@ static void test_rewrite_attributes(void) {
     CHECK_REWRITE("y = a[b[i]];", "y = a[b[i]];");
     CHECK_REWRITE("y = a[[b]];", "y = a[[b]];");
     CHECK_REWRITE("y = m[idx[i]][j];", "y = m[idx[i]][j];");
+    /* unbalanced `[[` runs: each pushes two brackets (the fuzzer's heap overflow in the subscript table) */
+    char opens[2 * 200 + 16] = "x = a";
+    for (int k = 0; k < 200; k++) strcat(opens, "[[");
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+    (void)alloy_rewrite_msl(opens, "the test source", ALLOY_REWRITE_TENSOR, &sb); /* any text or an error */
+    alloy_sb_free(&sb); /* ASan checks the subscript table's bounds */
 }
 
 static void test_rewrite_swizzles(void) {

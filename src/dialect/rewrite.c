@@ -525,9 +525,10 @@ static int opens_subscript(const rw *r, int i) {
 }
 
 /* Marks every subscript with a comma at its own level, in one pass with a
- * stack of open brackets (unbalanced text is left alone). */
+ * stack of open brackets (unbalanced text is left alone). A `[[` token pushes
+ * two entries, so the stack holds two per token. */
 static void multi_index_table(rw *r) {
-    int *stack = malloc(((size_t)r->n + 1) * 2 * sizeof(int));
+    int *stack = malloc((2 * (size_t)r->n + 1) * 2 * sizeof(int));
     unsigned char *m = calloc((size_t)r->n + 1, 1);
     if (!stack || !m) {
         free(stack);
