@@ -7,8 +7,6 @@
  * 16 bytes, 8 of 16-bit data) and runs of 32 timesteps (the K-1 halo from
  * cache), one vector access a chunk when C is a multiple of the chunk and the
  * operands are 16-byte aligned. */
-#include <stdlib.h>
-
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
@@ -84,15 +82,10 @@ static int64_t conv_chunk(alloy_dtype dt) {
  * threadgroups per SM (MINB, its launch bound: 2, at most 128 registers a
  * thread); ALLOY_NN_CONV_BWD_NB=k (1-8) and ALLOY_NN_CONV_BWD_MINB=k (1-4)
  * for timing only. */
-static int conv_bwd_env(const char *name, int lo, int hi, int def) {
-    const char *e = getenv(name);
-    const int v = e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : 0;
-    return v >= lo && v <= hi ? v : def;
-}
 static int conv_bwd_nb(alloy_dtype dt) {
-    return conv_bwd_env("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 4);
+    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 4);
 }
-static int conv_bwd_minb(void) { return conv_bwd_env("ALLOY_NN_CONV_BWD_MINB", 1, 4, 2); }
+static int conv_bwd_minb(void) { return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, 2); }
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {

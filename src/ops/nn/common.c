@@ -2,6 +2,7 @@
  * operations (nn_internal.h). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "ops/catalog.h"
@@ -122,4 +123,12 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
     if (st == ALLOY_OK) st = alloy_nn_apply("src/ops/nn/kernels/column_sum.metal", l, dt, 1, ins, 2, stream);
     alloy_launch_free(l);
     return st;
+}
+
+int64_t alloy_nn_env_int(const char *name, int64_t lo, int64_t hi, int64_t def) {
+    const char *e = getenv(name);
+    if (!e || !*e) return def;
+    char *end = NULL;
+    const long long v = strtoll(e, &end, 10);
+    return *end == '\0' && v >= lo && v <= hi ? (int64_t)v : def;
 }

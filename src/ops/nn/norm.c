@@ -12,8 +12,6 @@
  * norm_param_partials for the partial sums over blocks of rows, then
  * column_sum). */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -41,10 +39,7 @@ enum { ROWS_ONE_ROUND = 8192 };
 
 /* The backward's threadgroups per SM (its launch bound MINB): 2, at most
  * 128 registers a thread; ALLOY_NN_NORM_BWD_MINB=k for timing only. */
-static int64_t bwd_minb(void) {
-    const char *e = getenv("ALLOY_NN_NORM_BWD_MINB");
-    return e && atoll(e) > 0 && atoll(e) <= 8 ? atoll(e) : 2;
-}
+static int64_t bwd_minb(void) { return alloy_nn_env_int("ALLOY_NN_NORM_BWD_MINB", 1, 8, 2); }
 
 /* Threadgroups of 256 threads per SM in the grid. The forward: one round, a
  * threadgroup per 8 / wg rows, as many as the rows ask for (H100, 64 M
@@ -54,15 +49,14 @@ static int64_t bwd_minb(void) {
  * over, for timing only. The backward: as many as are resident (bwd_minb),
  * and its threadgroup memory must fit too (227 KB an SM on Hopper). */
 static int64_t rows_per_sm(int fwd, int64_t smem) {
-    int64_t k = fwd ? ROWS_ONE_ROUND : bwd_minb();
-    const char *e = getenv("ALLOY_NN_NORM_TGS");
-    if (fwd && e && atoll(e) > 0) k = atoll(e);
+    int64_t k = fwd ? alloy_nn_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, ROWS_ONE_ROUND) : bwd_minb();
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
 
 /* The backward's variant (norm_rows_backward's templates), each overridable
- * for timing by ALLOY_NN_NORM_BWD_<NAME>=k:
+ * for timing by ALLOY_NN_NORM_BWD_<NAME>=k (FULL only to 0: its checks are
+ * what keeps a group that the chunks do not tile in bounds):
  *   PD    rows loaded ahead: one with up to 2 chunks a lane, and for float32
  *         with 4, else none (registers). On an H100 two rows ahead were slower
  *         (per-head bfloat16 LayerNorm 76.7% of copy against 85.0%), and so was
@@ -76,30 +70,21 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
  *         the g sums (the order of the kernel before), 0: in the g sums' pass.
  *   VSUM  1: that pass's sums reduced as one vector (their shuffles
  *         interleaved), 0: one simd_sum after another. Not yet timed. */
-static int bwd_variant(const char *name, int def) {
-    char var[64];
-    snprintf(var, sizeof var, "ALLOY_NN_NORM_BWD_%s", name);
-    const char *e = getenv(var);
-    return e && e[0] >= '0' && e[0] <= '9' && !e[1] ? e[0] - '0' : def;
-}
-
 static int bwd_pd(alloy_dtype dt, int64_t nc) {
-    return bwd_variant("PD", nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4) ? 1 : 0);
+    return (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4));
 }
 
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
     const int64_t ne = nc * (16 / (int64_t)alloy_dtype_size(dt));
     const int64_t words = (rms ? 1 : 2) * ne * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) / 4;
-    return bwd_variant("REGS", rms && ne <= 16 && 8 * nc + words <= 48);
+    return (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, rms && ne <= 16 && 8 * nc + words <= 48);
 }
 
 /* Whether the forward loads each row's next row ahead (norm_rows' PF): off,
  * its grid being one round; ALLOY_NN_NORM_PF=1 turns it on, for timing only,
  * except for bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
 static int fwd_pf(alloy_dtype dt, int64_t nc) {
-    const char *e = getenv("ALLOY_NN_NORM_PF");
-    if (e && e[0] == '1' && !e[1]) return !(dt == ALLOY_BFLOAT16 && nc >= 8);
-    return 0;
+    return alloy_nn_env_int("ALLOY_NN_NORM_PF", 0, 1, 0) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
 }
 
 /* The SMs the grids are sized for: the device's, or an H100's 132 where it
@@ -155,8 +140,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     d->smem = 0;
     /* ALLOY_NN_NORM_BWD_MAXNC=k: the backward's chunks per lane at most k (more SIMD groups a group), for
      * timing only */
-    const char *mx = getenv("ALLOY_NN_NORM_BWD_MAXNC");
-    const int64_t max_nc = dy && mx && atoll(mx) >= 1 && atoll(mx) <= ROWS_MAX_NC ? atoll(mx) : ROWS_MAX_NC;
+    const int64_t max_nc = dy ? alloy_nn_env_int("ALLOY_NN_NORM_BWD_MAXNC", 1, ROWS_MAX_NC, ROWS_MAX_NC) : ROWS_MAX_NC;
     for (int pass = 0; pass < 2 && !d->nc; pass++) {
         const int64_t cap = (int64_t)ROWS_BWD_SMEM << pass;
         for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
@@ -201,12 +185,14 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     /* the backward's FULL: the lanes' chunks tile the group exactly, so no element is checked */
     if (st == ALLOY_OK && !fwd)
-        st = alloy_launch_add_template_int(l, "FULL",
-                                           bwd_variant("FULL", vec && d->nc * 32 * d->wg * V == d->DH));
+        st = alloy_launch_add_template_int(l, "FULL", vec && d->nc * 32 * d->wg * V == d->DH &&
+                                                          alloy_nn_env_int("ALLOY_NN_NORM_BWD_FULL", 0, 1, 1));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "SPLIT", bwd_variant("SPLIT", 0));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "VSUM", bwd_variant("VSUM", 0));
+    if (st == ALLOY_OK && !fwd)
+        st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
+    if (st == ALLOY_OK && !fwd)
+        st = alloy_launch_add_template_int(l, "VSUM", (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, 0));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
