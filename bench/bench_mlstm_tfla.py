@@ -21,7 +21,9 @@ says why and the script goes on: each group of rows (f32, bf16, b1, step)
 runs in its own process. The row names are alloy's, so the ratio column pairs
 them (the rows of the same name and the same first word of the size).
 mlstm_kernels' fp32 path runs its products in TF32 (Triton's default);
-alloy's fp32 path is exact fp32.
+alloy's fp32 rows run three TF32 products each (float32 accuracy), and its
+"... tf32" rows one (ALLOY_PRECISION_DEFAULT, TFLA's own precision): each is
+paired with the same TFLA row.
 
 --device cpu checks the script without a GPU: mlstm_kernels' PyTorch
 chunkwise kernel (`chunkwise--native_autograd`, chunk 64) at the shapes of
@@ -143,11 +145,14 @@ def main():
             if cuda:
                 torch.cuda.empty_cache()
             return
-        a = ours.get((name, size.split()[0]))
-        tail = f"{a:7.3f} ms {ms / a:7.3f}" if a else ""
         r = flops / ms * 1e3  # FLOP/s
         rate = (f"{r / 1e12:6.1f} TF/s" if r >= 1e12 else f"{r / 1e9:6.1f} GF/s") if flops else ""
-        print(f"{name:26} {size:30} {ms:9.3f} ms {rate:>10} | {tail}")
+        # alloy's float32 rows also run at TFLA's own precision (one TF32 pass: "<row> tf32")
+        for label in (name, name + " tf32"):
+            a = ours.get((label, size.split()[0]))
+            if label == name or a:
+                tail = f"{a:7.3f} ms {ms / a:7.3f}" if a else ""
+                print(f"{label:26} {size:30} {ms:9.3f} ms {rate:>10} | {tail}")
         sys.stdout.flush()
 
     torch.manual_seed(0)

@@ -77,8 +77,17 @@ static inline int harness_message_has(const char *needle) {
         harness_current_skipped = 1;                                                        \
     } while (0)
 
+/* ALLOY_TEST_ONLY=<substring>: run only the tests whose name contains it
+ * (the others are not counted) — one test on the GPU machine without the
+ * rest's compiles. */
+static inline int harness_selected(const char *name) {
+    const char *only = getenv("ALLOY_TEST_ONLY");
+    return !only || !*only || strstr(name, only) != NULL;
+}
+
 #define RUN(fn)                                                                             \
     do {                                                                                    \
+        if (!harness_selected(#fn)) break;                                                  \
         harness_current_failed = 0;                                                         \
         harness_current_skipped = 0;                                                        \
         fprintf(stderr, "%s\n", #fn);                                                       \

@@ -570,8 +570,9 @@ static void test_bench_once(void) {
     if (!have_binary()) return;
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "chunkwise f32"),
              0);
-    int rows = json_rows("mlstm", "error", -INFINITY, 1e-4);
-    CHECK_MSG(rows == 1, "%d chunkwise f32 rows in: %s", rows, run_out);
+    int rows = json_rows("mlstm", "error", -INFINITY, 1e-4); /* the row at precision HIGH and its "tf32" twin */
+    CHECK_MSG(rows == 2, "%d chunkwise f32 rows in: %s", rows, run_out);
+    CHECK(strstr(run_out, "\"case\": \"chunkwise f32 small tf32\"") != NULL);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "step"), 0);
     rows = json_rows("mlstm", "copy_share", 0, INFINITY);
     CHECK_MSG(rows == 2, "%d step rows in: %s", rows, run_out);

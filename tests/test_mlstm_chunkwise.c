@@ -9,7 +9,8 @@
  * float16 and bfloat16 inputs within 2e-2; packed variable-length batches
  * (cu_seqlens, with empty sequences) equal to each sequence run alone; every
  * output element written (given outputs are pre-filled with NaN); errors
- * naming the argument. On the device the tests run on (ALLOY_DEVICE, default
+ * naming the argument; ALLOY_PRECISION_DEFAULT (one TF32 pass) within 1e-2.
+ * On the device the tests run on (ALLOY_DEVICE, default
  * cpu). */
 #include "mlstm_problem.h"
 
@@ -20,9 +21,9 @@ typedef struct result {
 
 static void result_free(result *r) { free(r->h), free(r->c), free(r->n), free(r->m); }
 
-/* Runs alloy_mlstm_chunkwise on p (dense): h into a given NaN-filled array,
- * the final states into new arrays. */
-static result run_chunkwise(const problem *p, int chunk) {
+/* Runs alloy_mlstm_chunkwise_with_precision on p (dense): h into a given
+ * NaN-filled array, the final states into new arrays. */
+static result run_chunkwise_at(const problem *p, int chunk, alloy_precision precision) {
     const int64_t s_qk[4] = {p->B, p->NH, p->S, p->DK}, s_v[4] = {p->B, p->NH, p->S, p->DV};
     const int64_t s_g[3] = {p->B, p->NH, p->S}, s_c[4] = {p->B, p->NH, p->DK, p->DV};
     const int64_t s_n[3] = {p->B, p->NH, p->DK}, s_m[3] = {p->B, p->NH, 1};
@@ -36,13 +37,17 @@ static result run_chunkwise(const problem *p, int chunk) {
         m0 = dev_array(ALLOY_FLOAT32, 3, s_m, p->m0);
     }
     alloy_array *h = nan_array(p->dt, 4, s_v), *given = h, *c = NULL, *n = NULL, *m = NULL;
-    CHECK_OK(alloy_mlstm_chunkwise(q, k, v, i, f, c0, n0, m0, NULL, chunk, EPS, NULL, &h, &c, &n, &m));
+    CHECK_OK(alloy_mlstm_chunkwise_with_precision(q, k, v, i, f, c0, n0, m0, NULL, chunk, EPS, precision, NULL, &h, &c,
+                                                  &n, &m));
     CHECK(h == given);
     result r = {host_of(h), host_of(c), host_of(n), host_of(m)};
     alloy_array *all[] = {q, k, v, i, f, c0, n0, m0, h, c, n, m};
     for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
     return r;
 }
+
+/* alloy_mlstm_chunkwise itself is ALLOY_PRECISION_HIGH */
+static result run_chunkwise(const problem *p, int chunk) { return run_chunkwise_at(p, chunk, ALLOY_PRECISION_HIGH); }
 
 /* The float64 reference of p with each element's error magnitude. */
 typedef struct expected {
@@ -374,6 +379,40 @@ static void test_chunkwise_h_only(void) {
     drop(&p);
 }
 
+/* ALLOY_PRECISION_DEFAULT (float32 products as one TF32 pass on CUDA, TFLA's
+ * precision): within 1e-2 of the reference where HIGH gives 2e-4, on the
+ * split path (DHQK <= 256) and the fused one (300), with hostile gates; on
+ * the CPU (exact products whatever is asked) the very same values as HIGH. */
+static void test_chunkwise_tf32(void) {
+    static const struct { int64_t NH, S, DK, DV; int gates, initial, chunk; } cases[] = {
+        {2, 150, 64, 72, GATES_PLAIN, 1, 64},   {1, 333, 16, 24, GATES_PLAIN, 0, 32},
+        {1, 40, 300, 40, GATES_PLAIN, 1, 64},   {2, 150, 16, 24, GATES_HOSTILE_MIX, 1, 16},
+        {1, 90, 8, 8, GATES_ALL_INPUT_60, 1, 64},
+    };
+    const int cpu = alloy_device_backend(ku_device()) == ALLOY_BACKEND_CPU;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        problem p;
+        make(&p, 1, cases[c].NH, cases[c].S, cases[c].DK, cases[c].DV, ALLOY_FLOAT32, cases[c].gates,
+             cases[c].initial);
+        expected x = expect(&p);
+        result r = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_DEFAULT);
+        const int64_t nh = p.NH * p.S * p.DV;
+        const double e = h_err("tf32", r.h, x.h, x.mag, nh);
+        CHECK_MSG(e <= 1e-2, "precision DEFAULT case %zu: h error %.3g of max(max|h|, its error magnitude)", c, e);
+        CHECK_MSG(rel_err("tf32", r.c, x.c, p.NH * p.DK * p.DV) <= 1e-2, "precision DEFAULT case %zu: final C", c);
+        if (cpu) {
+            result hi = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_HIGH);
+            CHECK_MSG(memcmp(hi.h, r.h, sizeof(double) * (size_t)nh) == 0,
+                      "precision DEFAULT case %zu: the CPU's h differs from HIGH's", c);
+            result_free(&hi);
+        }
+        if (getenv("ALLOY_TEST_VERBOSE")) printf("  tf32 case %zu: h error %.3g\n", c, e);
+        result_free(&r);
+        expected_free(&x);
+        drop(&p);
+    }
+}
+
 static alloy_array *zeros(alloy_dtype dt, int nd, const int64_t *shape) {
     alloy_array *a = NULL;
     CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
@@ -446,6 +485,12 @@ static void test_chunkwise_errors(void) {
     CHECK_OK(CW(Q, Q, V, G, G, c, n, m, cu, 0, EPS, &h, &co, &no, &mo));
     CHECK(h && co && no && mo && alloy_array_shape(co)[0] == 2);
 #undef CW
+    CHECK_FAILS(alloy_mlstm_chunkwise_with_precision(q, q, v, g, g, NULL, NULL, NULL, NULL, 0, EPS,
+                                                     ALLOY_PRECISION_HIGHEST, NULL, &h, NULL, NULL, NULL),
+                ALLOY_ERROR_UNSUPPORTED, "precision HIGHEST");
+    CHECK_FAILS(alloy_mlstm_chunkwise_with_precision(q, q, v, g, g, NULL, NULL, NULL, NULL, 0, EPS, (alloy_precision)7,
+                                                     NULL, &h, NULL, NULL, NULL),
+                INV, "precision is 7");
     alloy_array *all[] = {q, v, g, c, n, m, mbad, gbad, q16, c16, h, co, no, mo, Q, V, G,
                           cu, cudown, cushort, culate, cuf, cu2d, cone};
     for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
@@ -462,6 +507,7 @@ int main(void) {
     RUN(test_chunkwise_equals_steps);
     RUN(test_chunkwise_hostile_gates);
     RUN(test_chunkwise_half_inputs);
+    RUN(test_chunkwise_tf32);
     RUN(test_chunkwise_varlen);
     RUN(test_chunkwise_windows);
     return harness_finish();

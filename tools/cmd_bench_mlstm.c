@@ -44,20 +44,23 @@ typedef struct cw_size {
     int chunk;
     int varlen; /* B sequences of random lengths 1..S packed in (1, NH, T, D) */
     int quick;
+    int tf32; /* float32 products as one TF32 pass (ALLOY_PRECISION_DEFAULT, TFLA's precision) */
 } cw_size;
 
 static const cw_size CW_SIZES[] = {
-    {"chunkwise bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0},
-    {"chunkwise bf16 7B S=8000", ALLOY_BFLOAT16, 8, 8, 8000, 256, 512, 64, 0, 0},
-    {"chunkwise bf16 7B c128", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 128, 0, 0},
-    {"chunkwise f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0},
-    {"chunkwise bf16 7B B=1", ALLOY_BFLOAT16, 1, 8, 65536, 256, 512, 64, 0, 0},
-    {"chunkwise bf16 paper", ALLOY_BFLOAT16, 8, 16, 8192, 128, 256, 64, 0, 0},
-    {"chunkwise bf16 dense 64k", ALLOY_BFLOAT16, 32, 8, 2048, 256, 512, 64, 0, 0},
-    {"varlen bf16 64 seqs", ALLOY_BFLOAT16, 64, 8, 2048, 256, 512, 64, 1, 0},
-    {"chunkwise f32 small", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 64, 0, 1},
-    {"chunkwise bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 64, 0, 1},
-    {"varlen f32 small", ALLOY_FLOAT32, 4, 2, 256, 64, 64, 64, 1, 1},
+    {"chunkwise bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
+    {"chunkwise bf16 7B S=8000", ALLOY_BFLOAT16, 8, 8, 8000, 256, 512, 64, 0, 0, 0},
+    {"chunkwise bf16 7B c128", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 128, 0, 0, 0},
+    {"chunkwise f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
+    {"chunkwise f32 7B tf32", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 1},
+    {"chunkwise bf16 7B B=1", ALLOY_BFLOAT16, 1, 8, 65536, 256, 512, 64, 0, 0, 0},
+    {"chunkwise bf16 paper", ALLOY_BFLOAT16, 8, 16, 8192, 128, 256, 64, 0, 0, 0},
+    {"chunkwise bf16 dense 64k", ALLOY_BFLOAT16, 32, 8, 2048, 256, 512, 64, 0, 0, 0},
+    {"varlen bf16 64 seqs", ALLOY_BFLOAT16, 64, 8, 2048, 256, 512, 64, 1, 0, 0},
+    {"chunkwise f32 small", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 64, 0, 1, 0},
+    {"chunkwise f32 small tf32", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 64, 0, 1, 1},
+    {"chunkwise bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 64, 0, 1, 0},
+    {"varlen f32 small", ALLOY_FLOAT32, 4, 2, 256, 64, 64, 64, 1, 1, 0},
 };
 
 typedef struct st_size {
@@ -120,14 +123,15 @@ static double value_at(alloy_dtype dt, const void *raw, int64_t e) {
 typedef struct cw_ctx {
     alloy_array *q, *k, *v, *i, *f, *cu, *h;
     int chunk;
+    alloy_precision precision;
     alloy_stream *s;
 } cw_ctx;
 
 static int run_chunkwise(void *p) {
     cw_ctx *x = p;
     alloy_array *h = x->h;
-    return alloy_mlstm_chunkwise(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, x->cu, x->chunk, 1e-6, x->s, &h,
-                                 NULL, NULL, NULL) != ALLOY_OK;
+    return alloy_mlstm_chunkwise_with_precision(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, x->cu, x->chunk, 1e-6,
+                                                x->precision, x->s, &h, NULL, NULL, NULL) != ALLOY_OK;
 }
 
 static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const char *only, int json) {
@@ -166,6 +170,7 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
         cw_ctx x;
         memset(&x, 0, sizeof x);
         x.chunk = z->chunk;
+        x.precision = z->tf32 ? ALLOY_PRECISION_DEFAULT : ALLOY_PRECISION_HIGH;
         x.s = s;
         alloy_status st = alloy_array_from_host(dev, z->dt, 4, sqk, hq, &x.q);
         if (st == ALLOY_OK) st = alloy_array_from_host(dev, z->dt, 4, sqk, hk, &x.k);

@@ -13,6 +13,7 @@
 #include "kernel.h"
 #include "cache.h"
 #include "kernel_file.h"
+#include "precision.h"
 #include "linalg.h"
 #include "mlstm.h"
 #include "nn.h"

@@ -12,20 +12,11 @@
 #include "dtype.h"
 #include "device.h"
 #include "array.h"
+#include "precision.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What float32 products may give up for speed (float16, bfloat16 and
- * float64 always accumulate exactly in float / double). The error of each
- * is documented in docs/linalg.md. */
-typedef enum alloy_precision {
-    ALLOY_PRECISION_HIGHEST = 0, /* exact fp32 products and fp32 sums */
-    ALLOY_PRECISION_HIGH = 1,    /* error no worse than an fp32 GEMM's (split tensor-core
-                                    products where the device has them) */
-    ALLOY_PRECISION_DEFAULT = 2  /* may round the factors to TF32 (10-bit mantissa) */
-} alloy_precision;
 
 typedef struct alloy_matmul_options {
     int transpose_a;           /* use the transpose of a's last two dimensions */

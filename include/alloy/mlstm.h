@@ -18,6 +18,7 @@
 #include "dtype.h"
 #include "device.h"
 #include "array.h"
+#include "precision.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -83,6 +84,24 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                                    alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
                                    alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out);
+
+/* alloy_mlstm_chunkwise with a choice of how float32 inputs' products are
+ * rounded (alloy_mlstm_chunkwise is this with ALLOY_PRECISION_HIGH). On a
+ * GPU's tensor cores, HIGH runs each product as three TF32 products (float32
+ * accuracy: about 1e-6 of max|h| at the 7B-model heads); DEFAULT runs one,
+ * the factors rounded to TF32's 10-bit mantissa — the precision of
+ * mlstm_kernels' (TFLA's) float32 kernels, an error near 1e-3 of max|h|
+ * (docs/mlstm.md gives the measurements) — for speed. HIGHEST (exact
+ * float32 products) has no kernel here: ALLOY_ERROR_UNSUPPORTED naming
+ * `precision`. 16-bit inputs take any of the three (their products are exact
+ * in float32); the CPU backend computes exact float32 products whatever is
+ * asked. The backward (alloy_mlstm_chunkwise_backward) always runs at HIGH. */
+alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                                  alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                                  alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,
+                                                  double eps, alloy_precision precision, alloy_stream *stream,
+                                                  alloy_array **h, alloy_array **c_out, alloy_array **n_out,
+                                                  alloy_array **m_out);
 
 /* How alloy_mlstm_chunkwise_backward_with_method computes the gradient.
  *   EXACT: one threadgroup per (sequence, head) walks the sequence with

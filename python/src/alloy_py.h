@@ -35,6 +35,11 @@ int alloypy_dtype_from_object(PyObject *obj, alloy_dtype *out);
  * is not a dtype. */
 int alloypy_dtype_try(PyObject *obj, alloy_dtype *out);
 
+/* ---- precision.c: the `precision` keyword -------------------------------- */
+/* "highest" | "high" | "default" (None: dflt) to *out; -1 with an exception
+ * naming op otherwise. */
+int alloypy_precision_from_object(const char *op, PyObject *obj, alloy_precision dflt, alloy_precision *out);
+
 /* ---- device.c: alloy.Device, alloy.Stream, wrapped foreign streams ------- */
 typedef struct {
     PyObject_HEAD

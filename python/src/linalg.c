@@ -4,27 +4,6 @@
  * returned as given. */
 #include "alloy_py.h"
 
-static int parse_precision(PyObject *obj, alloy_precision *out) {
-    if (obj == Py_None) {
-        *out = ALLOY_PRECISION_HIGHEST;
-        return 0;
-    }
-    const char *s = PyUnicode_Check(obj) ? PyUnicode_AsUTF8(obj) : NULL;
-    if (!s) {
-        PyErr_SetString(PyExc_TypeError, "matmul: precision must be \"highest\", \"high\" or \"default\"");
-        return -1;
-    }
-    if (!strcmp(s, "highest")) *out = ALLOY_PRECISION_HIGHEST;
-    else if (!strcmp(s, "high")) *out = ALLOY_PRECISION_HIGH;
-    else if (!strcmp(s, "default")) *out = ALLOY_PRECISION_DEFAULT;
-    else {
-        alloypy_raise_fmt(ALLOY_ERROR_INVALID_ARGUMENT,
-                          "matmul: precision is '%s'; it must be \"highest\", \"high\" or \"default\"", s);
-        return -1;
-    }
-    return 0;
-}
-
 /* _matmul(a, b, out=None, transpose_a=False, transpose_b=False, alpha=1.0,
  *         beta=0.0, precision="highest", dtype=None, stream=None) */
 PyObject *alloypy_matmul(PyObject *self, PyObject *args, PyObject *kwargs) {
@@ -43,7 +22,7 @@ PyObject *alloypy_matmul(PyObject *self, PyObject *args, PyObject *kwargs) {
     o.transpose_b = tb;
     o.alpha = alpha;
     o.beta = beta;
-    if (parse_precision(prec_obj, &o.precision) < 0) return NULL;
+    if (alloypy_precision_from_object("matmul", prec_obj, ALLOY_PRECISION_HIGHEST, &o.precision) < 0) return NULL;
     if (dtype_obj != Py_None) {
         if (alloypy_dtype_from_object(dtype_obj, &o.out_dtype) < 0) return NULL;
         o.out_dtype_set = 1;

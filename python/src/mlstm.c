@@ -100,19 +100,21 @@ done:
 }
 
 /* _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
- * chunk_size, eps, return_last_states, out, stream) -> h, or (h, c, n, m)
+ * chunk_size, eps, return_last_states, out, stream, precision) -> h, or (h, c, n, m)
  * when return_last_states; the optional operands None: absent. */
 PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",          "k",   "v",     "i",     "f",      "c_initial", "n_initial", "m_initial",
-                         "cu_seqlens", "chunk_size", "eps", "return_last_states", "out", "stream", NULL};
-    PyObject *given[9] = {NULL}, *out_obj = Py_None, *stream_obj = Py_None;
+                         "cu_seqlens", "chunk_size", "eps", "return_last_states", "out", "stream", "precision", NULL};
+    PyObject *given[9] = {NULL}, *out_obj = Py_None, *stream_obj = Py_None, *prec_obj = Py_None;
     int chunk_size = 0, last_states = 0;
     double eps = 1e-6;
     given[5] = given[6] = given[7] = given[8] = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|OOOOidpOO:_mlstm_chunkwise", kw, &given[0], &given[1],
+    alloy_precision precision = ALLOY_PRECISION_HIGH;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|OOOOidpOOO:_mlstm_chunkwise", kw, &given[0], &given[1],
                                      &given[2], &given[3], &given[4], &given[5], &given[6], &given[7], &given[8],
-                                     &chunk_size, &eps, &last_states, &out_obj, &stream_obj))
+                                     &chunk_size, &eps, &last_states, &out_obj, &stream_obj, &prec_obj) ||
+        alloypy_precision_from_object("mlstm.chunkwise", prec_obj, ALLOY_PRECISION_HIGH, &precision) < 0)
         return NULL;
     static const char *const all_names[] = {"q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial",
                                             "cu_seqlens"};
@@ -135,9 +137,9 @@ PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwar
     alloy_array *h = c.out, *co = NULL, *no = NULL, *mo = NULL;
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = alloy_mlstm_chunkwise(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8], chunk_size,
-                               eps, c.stream, &h, last_states ? &co : NULL, last_states ? &no : NULL,
-                               last_states ? &mo : NULL);
+    st = alloy_mlstm_chunkwise_with_precision(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
+                                              chunk_size, eps, precision, c.stream, &h, last_states ? &co : NULL,
+                                              last_states ? &no : NULL, last_states ? &mo : NULL);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
         alloypy_ctx_fail(&c, st);

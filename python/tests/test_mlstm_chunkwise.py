@@ -55,6 +55,26 @@ def test_half_inputs(rng, device, dtype):
     assert rel(c, cr) <= TOL[dtype]
 
 
+def test_precision(rng, device):
+    """precision="default" (one TF32 product on a GPU, TFLA's precision) within 1e-2 of the float64
+    recurrence; on the CPU (exact products whatever is asked) the same values as "high"."""
+    B, NH, S, DK, DV = 1, 2, 77, 64, 40
+    q, k, v, i, f = (x.astype(np.float32) for x in inputs(rng, B, NH, S, DK, DV))
+    st = initial_state(rng, B, NH, DK, DV)
+    ref, (cr, _, _) = reference(q, k, v, i, f, st)
+    args = [dev(x, device) for x in (q, k, v, i, f, *st)]
+    h, (c, _, _) = M.chunkwise(*args, return_last_states=True, chunk_size=32, precision="default")
+    assert rel(h, ref) <= 1e-2 and rel(c, cr) <= 1e-2
+    if h.device.type == "cpu":
+        assert np.array_equal(host(h), host(M.chunkwise(*args, chunk_size=32, precision="high")))
+    with pytest.raises(alloy.UnsupportedError, match="precision"):
+        M.chunkwise(*args, precision="highest")
+    with pytest.raises(alloy.InvalidArgumentError, match="precision"):
+        M.chunkwise(*args, precision="tf32")
+    with pytest.raises(TypeError, match="precision"):
+        M.chunkwise(*args, precision=1)
+
+
 def test_varlen_equals_each_alone(rng, device):
     NH, DK, DV = 2, 16, 8
     lens = [7, 0, 40, 1, 19]

@@ -222,9 +222,9 @@ def opcheck_cases():
     packed_states = [t.detach().repeat(2, *([1] * (t.dim() - 1))).requires_grad_() for t in (c, n, m)]
     cu = torch.tensor([0, 4, 9], dtype=torch.int32)
     return [
-        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None, "auto")),
-        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None, "exact")),
-        ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "auto")),
+        ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None, "auto", "high")),
+        ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None, "exact", "high")),
+        ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "auto", "default")),
         ("step", mt._step_op, (*[t.detach()[:, :, 0] for t in (q, k, v)], i.detach()[:, :, :1],
                                 f.detach()[:, :, :1], c.detach(), n.detach(), m.detach(), 1e-6)),
         ("softcap", nt._softcap_op, (x, 15.0)),

@@ -64,7 +64,7 @@ def parallel(q, k, v, i, f, eps=1e-6, *, out=None, stream=None):
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None, cu_seqlens=None, *, out=None, stream=None):
+              chunk_size=None, cu_seqlens=None, *, out=None, stream=None, precision="high"):
     """The chunkwise form (prefill, training forward): whole sequences from
     given or zero initial states; mlstm_kernels' ``mlstm_chunkwise__xl_chunk``
     signature.
@@ -84,9 +84,18 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     keep every chunk's starting state (in the inputs' dtype) in device
     scratch, at most 2 GiB at a time — except float32 inputs with DHQK over
     256, which run chunk_size and need none (docs/mlstm.md).
+
+    precision: how float32 inputs' products are rounded on a GPU — ``"high"``
+    (three TF32 tensor-core products each: float32 accuracy, about 1e-6 of
+    max|h| at the 7B-model heads) or ``"default"`` (one TF32 product: the
+    factors rounded to a 10-bit mantissa, as mlstm_kernels' float32 kernels
+    do — an error near 1e-3 of max|h| — and faster); ``"highest"`` (exact
+    products) has no kernel here and is an error. 16-bit inputs and the CPU
+    give the same results for each (docs/mlstm.md, "Precision").
     """
     r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
-                         0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream)
+                         0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream,
+                         precision)
     return (r[0], tuple(r[1:])) if return_last_states else r
 
 

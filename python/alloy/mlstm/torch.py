@@ -62,7 +62,8 @@ def _float64_packed(ins, cu, eps):
 @torch.library.custom_op("alloy::mlstm_chunkwise", mutates_args=())
 def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                   n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float, chunk_size: int,
-                  cu_seqlens: Optional[Tensor], backward: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                  cu_seqlens: Optional[Tensor], backward: str,
+                  precision: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     # backward: the method of the backward (_chunkwise_grad), not used here
     ins = _bridge.operands("mlstm.chunkwise", q=q, k=k, v=v, i=i, f=f, c_initial=c_initial, n_initial=n_initial,
                            m_initial=m_initial)
@@ -75,12 +76,12 @@ def _chunkwise_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initi
                                            "float64 inputs take float64 operands and states")
         return _float64.chunkwise(*ins, eps) if cu is None else _float64_packed(ins, cu, eps)
     h, states = _mlstm.chunkwise(*ins, return_last_states=True, eps=eps, chunk_size=chunk_size or None,
-                                 cu_seqlens=cu, stream=_bridge.stream(q))
+                                 cu_seqlens=cu, stream=_bridge.stream(q), precision=precision)
     return tuple(_bridge.tensor(x) for x in (h, *states))
 
 
 @_chunkwise_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens, backward):
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens, backward, precision):
     B, NH, S, DK = q.shape
     DV = v.shape[-1]
     N = _sequences(q, cu_seqlens)
@@ -118,7 +119,7 @@ def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm
 
 
 def _chunkwise_setup(ctx, inputs, output):
-    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu, backward = inputs
+    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu, backward, _precision = inputs
     ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu)  # nothing of the output: the backward recomputes
     ctx.eps, ctx.chunk_size, ctx.method = eps, chunk_size, backward
 
@@ -136,7 +137,7 @@ def _chunkwise_grad(ctx, dh, dc, dn, dm):
         dh = torch.zeros_like(v)
     g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size, cu, ctx.method)
     states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
-    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None, None
+    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None, None, None
 
 
 _chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
@@ -158,7 +159,7 @@ def _(q, k, v, i, f, c, n, m, eps):
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None, cu_seqlens=None, backward="auto"):
+              chunk_size=None, cu_seqlens=None, backward="auto", precision="high"):
     """alloy.mlstm.chunkwise on torch tensors, differentiable in q, k, v, i, f
     and the initial states: h, or ``(h, (c, n, m))`` with
     ``return_last_states=True`` (the final states are differentiable too).
@@ -168,14 +169,18 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     batch, q ``(1, NH, total, DHQK)``, states ``(N, NH, ...)`` per sequence,
     as alloy.mlstm.chunkwise. backward: how the gradient is computed,
     alloy.mlstm.chunkwise_backward's ``method`` — ``"auto"`` (chunked for
-    bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``."""
+    bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``. precision:
+    the forward's float32 products, as alloy.mlstm.chunkwise (``"high"``, or
+    ``"default"``: one TF32 pass); the backward always runs at ``"high"``."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
         raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
     if backward not in ("auto", "exact", "chunked"):
         raise ValueError(f"mlstm.torch.chunkwise: backward is {backward!r}; it must be 'auto', 'exact' or 'chunked'")
+    if precision not in ("high", "default"):
+        raise ValueError(f"mlstm.torch.chunkwise: precision is {precision!r}; it must be 'high' or 'default'")
     h, c, n, m = _chunkwise_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
-                               0 if chunk_size is None else int(chunk_size), cu_seqlens, backward)
+                               0 if chunk_size is None else int(chunk_size), cu_seqlens, backward, precision)
     return (h, (c, n, m)) if return_last_states else h
 
 

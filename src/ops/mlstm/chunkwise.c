@@ -95,6 +95,7 @@ typedef struct chunk_run {
     alloy_dtype dt;
     int64_t L;
     int has_init, varlen, vec;
+    int tf32; /* float32 products as one TF32 pass (ALLOY_PRECISION_DEFAULT) */
     int64_t S, NH, DHQK, DHHV, nseq;
     double eps;
 } chunk_run;
@@ -118,12 +119,13 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
                                         {"VARLEN", r->varlen},
                                         {"STATES_OUT", c->states_out},
                                         {"VEC", r->vec},
-                                        {"RES", c->res}};
+                                        {"RES", c->res},
+                                        {"TF32", r->tf32}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH},   {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"VT", c->VT},
                                         {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kc, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 5, .consts = consts, .n_consts = 10,
+        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 6, .consts = consts, .n_consts = 10,
         .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 9, .outs = outs, .n_outs = 8,
         .groups = c->groups, .threads = c->threads, .smem = c->smem};
     return alloy_mlstm_launch(&spec);
@@ -266,9 +268,27 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
                                    alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
                                    alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
+    return alloy_mlstm_chunkwise_with_precision(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size,
+                                                eps, ALLOY_PRECISION_HIGH, stream, h, c_out, n_out, m_out);
+}
+
+alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                                  alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                                  alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,
+                                                  double eps, alloy_precision precision, alloy_stream *stream,
+                                                  alloy_array **h, alloy_array **c_out, alloy_array **n_out,
+                                                  alloy_array **m_out) {
     alloy_status st = alloy_mlstm_check_q(FN, q, 4, stream);
     if (st != ALLOY_OK) return st;
     if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
+    if (precision == ALLOY_PRECISION_HIGHEST)
+        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                           "%s: precision HIGHEST (exact float32 products) has no kernel here; HIGH gives float32 "
+                           "accuracy (three TF32 products), DEFAULT one TF32 product",
+                           FN);
+    if (precision != ALLOY_PRECISION_HIGH && precision != ALLOY_PRECISION_DEFAULT)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: precision is %d; it must be HIGH or DEFAULT", FN,
+                           (int)precision);
     int64_t L;
     if ((st = alloy_mlstm_chunk_length(FN, chunk_size, &L)) != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(q);
@@ -341,7 +361,7 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
                      .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
-                     .S = S, .NH = NH, .DHQK = DHQK,
+                     .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT, .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};

@@ -55,7 +55,8 @@
 // padded: to 16 up to 64 or with RES, else to 64), DS (DHQK slice, min(DKP,
 // 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
-// m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES,
+// m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES, TF32
+// (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT),
 // PHASE (0 fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C,
 // or phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
 // n_chunk, m_chunk (float32), the window's slots x NH chunk-start states, and
@@ -85,6 +86,7 @@
 //! template: STATES_OUT=true
 //! template: VEC=false
 //! template: RES=false
+//! template: TF32=false
 //! template: PHASE=0
 //! header:
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 1
@@ -92,6 +94,9 @@
  * without the bound, and spills nothing with it) */
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128, 4)
+#endif
+#if ALLOY_TEMPLATE_TF32
+#define MC_TF32_ONE_PASS /* float32 products as one TF32 pass (mlstm_tiles.h) */
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
 #include "src/ops/mlstm/kernels/mlstm_chunks.h"

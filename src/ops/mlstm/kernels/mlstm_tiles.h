@@ -6,8 +6,8 @@
 //    rows g and g + 8, columns 2q and 2q + 1), operands in threadgroup memory.
 //    On CUDA, bfloat16 and float16 run mma.sync.m16n8k16 (float
 //    accumulation, ldmatrix fragments), float32 runs 3xTF32 m16n8k8 (float32
-//    accuracy); every other case computes the same elements with float FMAs
-//    in k order;
+//    accuracy; one TF32 pass under MC_TF32_ONE_PASS); every other case
+//    computes the same elements with float FMAs in k order;
 //  - mc_pack2, mc_scale8: 16-bit pairs and rows of eight;
 //  - lane shuffles of a whole SIMD group and an exclusive prefix sum;
 //  - mc_load_async / mc_load: tiles of row-major device matrices into
@@ -56,12 +56,16 @@ METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint
 /* float32 on the tensor cores to float32 accuracy (3xTF32): x = hi + lo with
  * hi = x rounded to TF32 and lo = the rest (exact), then d += lo_a hi_b +
  * hi_a lo_b + hi_a hi_b (small terms first; lo_a lo_b, about 2^-22 of the
- * product, is left out), float accumulation, m16n8k8. */
+ * product, is left out), float accumulation, m16n8k8. A kernel that defines
+ * MC_TF32_ONE_PASS before including this file (alloy_precision DEFAULT) runs
+ * hi_a hi_b alone: the factors rounded to TF32, a third of the MMAs. */
 METAL_FUNC void mc_split_tf32(float x, thread uint &hi, thread uint &lo) {
-    uint h, l;
+    uint h, l = 0u;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(h) : "f"(x));
+#if !defined(MC_TF32_ONE_PASS)
     const float r = x - __uint_as_float(h);
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(l) : "f"(r));
+#endif
     hi = h, lo = l;
 }
 METAL_FUNC void mc_mma_tf32(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
@@ -89,8 +93,10 @@ METAL_FUNC void mc_frag_b_f32(const threadgroup float *b, int bk, int bn, int k0
 }
 METAL_FUNC void mc_mma_3xtf32(thread float *d, const thread uint *ah, const thread uint *al, const thread uint *bh,
                               const thread uint *bl) {
+#if !defined(MC_TF32_ONE_PASS)
     mc_mma_tf32(d, al[0], al[1], al[2], al[3], bh[0], bh[1]);
     mc_mma_tf32(d, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
+#endif
     mc_mma_tf32(d, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
 }
 #endif
