@@ -46,6 +46,15 @@ void bench_copy_free(bench_copy *c);
  * driver's or memcpy; -1 when unavailable). -1 on failure. */
 double bench_copy_rate(bench_copy *c, alloy_device *dev, alloy_stream *s, size_t total_bytes, double *kernel_rate,
                        double *other_rate);
+/* The share of the copy rate that op reaches moving total_bytes a call,
+ * measured in `rounds` rounds of (a median of 3 batches of op_per calls of
+ * op, then of the copy) — the faster copy of bench_copy_rate, which it
+ * measures first if not yet — and the median of the rounds' ratios; *op_time
+ * the median of the op's times. Adjacent batches see the same clocks, so
+ * the ratio does not drift with the GPU's temperature over a long run. -1
+ * on failure. */
+double bench_copy_share_interleaved(bench_copy *c, alloy_device *dev, alloy_stream *s, size_t total_bytes,
+                                    bench_fn op, void *op_ctx, int op_per, int rounds, double *op_time);
 /* rate's share of copy_rate as text ("93.1%", "-" without a copy rate) in buf; returns buf. */
 const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t size);
 /* A JSON row's copy members, each followed by ", ": copy_bytes_per_s,

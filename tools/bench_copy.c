@@ -6,7 +6,9 @@
  * total), as the faster of cuMemcpyDtoDAsync (the driver, loaded at run time)
  * and a kernel moving 16 bytes per thread, on CUDA; of memcpy and that kernel
  * on the CPU. Timing: bench_time_calls, batches of about 50 ms. Each byte
- * count is measured once (the rows share a few counts). */
+ * count is measured once (the rows share a few counts); an op's share of it
+ * can also be measured in rounds alternating with the op
+ * (bench_copy_share_interleaved), which takes the GPU's clock drift out. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -87,6 +89,39 @@ void bench_copy_free(bench_copy *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* The copy of half bytes: its kernel, launch and arrays (st: the first failure). */
+static alloy_status copy_setup(copy_ctx *c, const bench_copy *cp, alloy_device *dev, alloy_stream *s, size_t half) {
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    c->cu = cp;
+    c->bytes = half;
+    const int64_t n = (int64_t)(half / 4);
+    static const char *const in_names[] = {"src"}, *const out_names[] = {"dst"};
+    alloy_status st = alloy_kernel_new("bench_copy16", 1, in_names, 1, out_names, COPY_BODY, NULL, 1, 0, &c->kern);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->src);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->dst);
+    if (st == ALLOY_OK) st = alloy_array_fill(c->src, 1);
+    if (st == ALLOY_OK) st = alloy_launch_new(&c->launch);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c->launch, c->dst);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(c->launch, (uint32_t)(half / 16), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c->launch, 256, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c->launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    return st;
+}
+
+static void copy_teardown(copy_ctx *c) {
+    alloy_launch_free(c->launch);
+    alloy_kernel_free(c->kern);
+    alloy_array_free(c->src);
+    alloy_array_free(c->dst);
+}
+
+/* calls per timed batch: about 50 ms at 2 TB/s (GPU) or 10 GB/s (CPU) */
+static int copy_batch(int is_cuda, size_t half) {
+    int per = (int)(is_cuda ? 0.05 * 2e12 / (double)(2 * half) : 0.05 * 1e10 / (double)(2 * half));
+    return per < 1 ? 1 : per > 1000 ? 1000 : per;
+}
+
 double bench_copy_rate(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_t total_bytes, double *kernel_rate,
                        double *other_rate) {
     const size_t half = total_bytes / 2 / 16 * 16;
@@ -98,36 +133,16 @@ double bench_copy_rate(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_
         }
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     copy_ctx c;
-    memset(&c, 0, sizeof c);
-    c.s = s;
-    c.cu = cp;
-    c.bytes = half;
-    const int64_t n = (int64_t)(half / 4);
-    static const char *const in_names[] = {"src"}, *const out_names[] = {"dst"};
-    alloy_status st = alloy_kernel_new("bench_copy16", 1, in_names, 1, out_names, COPY_BODY, NULL, 1, 0, &c.kern);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c.src);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c.dst);
-    if (st == ALLOY_OK) st = alloy_array_fill(c.src, 1);
-    if (st == ALLOY_OK) st = alloy_launch_new(&c.launch);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c.launch, c.dst);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(c.launch, (uint32_t)(half / 16), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c.launch, 256, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c.launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    const alloy_status st = copy_setup(&c, cp, dev, s, half);
     double tk = -1, to = -1;
     if (st == ALLOY_OK) {
-        /* batches of about 50 ms at 2 TB/s (GPU) or 10 GB/s (CPU) */
-        int per = (int)(is_cuda ? 0.05 * 2e12 / (double)(2 * half) : 0.05 * 1e10 / (double)(2 * half));
-        if (per < 1) per = 1;
-        if (per > 1000) per = 1000;
+        const int per = copy_batch(is_cuda, half);
         tk = bench_time_calls(run_copy_kernel, &c, s, per, is_cuda ? 9 : 5);
         if (is_cuda && cp->memcpy_dtod) to = bench_time_calls(run_copy_driver, &c, s, per, 9);
         else if (!is_cuda) to = bench_time_calls(run_copy_host, &c, s, per, 5);
     }
     if (tk < 0 && st == ALLOY_OK) fprintf(stderr, "alloy: bench: the copy kernel failed: %s\n", alloy_last_error());
-    alloy_launch_free(c.launch);
-    alloy_kernel_free(c.kern);
-    alloy_array_free(c.src);
-    alloy_array_free(c.dst);
+    copy_teardown(&c);
     *kernel_rate = tk > 0 ? (double)(2 * half) / tk : -1;
     *other_rate = to > 0 ? (double)(2 * half) / to : -1;
     const double best = *kernel_rate > *other_rate ? *kernel_rate : *other_rate;
@@ -139,6 +154,38 @@ double bench_copy_rate(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_
         cp->n++;
     }
     return best;
+}
+
+static int cmp_share(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_copy_share_interleaved(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_t total_bytes,
+                                    bench_fn op, void *op_ctx, int op_per, int rounds, double *op_time) {
+    double rk = -1, ro = -1;
+    if (bench_copy_rate(cp, dev, s, total_bytes, &rk, &ro) <= 0) return -1;
+    const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
+    const bench_fn copy_fn = ro > rk ? (is_cuda ? run_copy_driver : run_copy_host) : run_copy_kernel;
+    const size_t half = total_bytes / 2 / 16 * 16;
+    copy_ctx c;
+    alloy_status st = copy_setup(&c, cp, dev, s, half);
+    double share[16], times[16];
+    if (rounds > 16) rounds = 16;
+    int n = 0;
+    for (int r = 0; r < rounds && st == ALLOY_OK; r++) {
+        const double to = bench_time_calls(op, op_ctx, s, op_per, 3);
+        const double tc = bench_time_calls(copy_fn, &c, s, copy_batch(is_cuda, half), 3);
+        if (to <= 0 || tc <= 0) break;
+        share[n] = ((double)total_bytes / to) / ((double)(2 * half) / tc);
+        times[n++] = to;
+    }
+    copy_teardown(&c);
+    if (n < rounds) return -1;
+    qsort(share, (size_t)n, sizeof share[0], cmp_share);
+    qsort(times, (size_t)n, sizeof times[0], cmp_share);
+    *op_time = times[n / 2];
+    return share[n / 2];
 }
 
 const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t size) {

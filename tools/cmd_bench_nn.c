@@ -28,7 +28,10 @@
  * the same total), as the faster of cuMemcpyDtoDAsync (the driver, loaded at
  * run time) and a kernel moving 16 bytes per thread, on CUDA; of memcpy and
  * that kernel on the CPU (bench_copy.c). "% copy" is the op's GB/s over the
- * copy's.
+ * copy's; on a GPU the median over 5 rounds, each the op's batches then the
+ * copy's right after (bench_copy_share_interleaved: the GPU's clocks drift
+ * over a run, by up to 2 points of "% copy" between two runs of one kernel),
+ * and the time and copy columns are that median's.
  *
  * Error: max |out - ref| / max |ref| of y (dx for the backward) over 16
  * rows spread over x (whole rows, every group of a per-head norm; for the
@@ -228,7 +231,7 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
     if (st == ALLOY_OK && bwd && has_w) st = alloy_array_new(dev, dt, z->kind == NN_CONV ? 2 : 1, z->kind == NN_CONV ? sw : sd, &c.dw);
     if (st == ALLOY_OK && bwd && has_b) st = alloy_array_new(dev, dt, 1, sd, &c.db);
     const double bytes = op_bytes(z, bwd, es);
-    double t = -1, err = -1;
+    double t = -1, err = -1, share = -1;
     if (st == ALLOY_OK) {
         double t1 = -1;
         if (run_op(&c) == 0 && alloy_stream_synchronize(s) == ALLOY_OK) { /* compiles */
@@ -239,7 +242,11 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
             int per = (int)(0.05 / (t1 > 1e-6 ? t1 : 1e-6));
             if (per < 1) per = 1;
             if (per > 1000) per = 1000;
-            t = bench_time_calls(run_op, &c, s, per, is_cuda ? 9 : 3);
+            /* on a GPU the op's share of the copy in rounds alternating with the copy (bench.h) */
+            if (is_cuda && !bench_once)
+                share = bench_copy_share_interleaved(copy, dev, s, (size_t)bytes, run_op, &c, per, 5, &t);
+            else
+                t = bench_time_calls(run_op, &c, s, per, is_cuda ? 9 : 3);
         }
     }
     int failed = 0;
@@ -250,7 +257,8 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
         if (alloy_array_copy_to_host(c.out, hout, (size_t)N * es) == ALLOY_OK)
             err = sample_error(z, bwd, dt, hx, hdy, has_w ? hw : NULL, has_b ? hb : NULL, hout);
         double rk = -1, ro = -1;
-        const double cr = bench_copy_rate(copy, dev, s, (size_t)bytes, &rk, &ro);
+        double cr = bench_copy_rate(copy, dev, s, (size_t)bytes, &rk, &ro);
+        if (share > 0) cr = bytes / t / share; /* the copy rate of the op's own rounds */
         char size[64];
         if (z->head_dim)
             snprintf(size, sizeof size, "%lldx%lldx%lld h%lld", (long long)z->d0, (long long)z->d1, (long long)z->d2,
