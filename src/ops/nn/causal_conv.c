@@ -78,14 +78,19 @@ static int64_t conv_chunk(alloy_dtype dt) {
     return e == 2 ? 4 : 16 / e;
 }
 
-/* The backward's timesteps loaded ahead (its NB: 4, 6 of 16-bit data) and
- * threadgroups per SM (MINB, its launch bound: 2, at most 128 registers a
- * thread); ALLOY_NN_CONV_BWD_NB=k (1-8) and ALLOY_NN_CONV_BWD_MINB=k (1-4)
- * for timing only. */
+/* The backward's timesteps loaded ahead (its NB: 8 of float32 data, 6 of
+ * 16-bit data) and threadgroups per SM (MINB, its launch bound: 1 for
+ * float32, 2 — at most 128 registers a thread — for 16-bit data). On an H100
+ * (K = 4) float32 with 8 timesteps and one threadgroup an SM ran at 90.5% of
+ * copy against 88.4% with 4 and two, twice each, the rounds alternating;
+ * 16-bit data lost 10 points that way. ALLOY_NN_CONV_BWD_NB=k (1-8) and
+ * ALLOY_NN_CONV_BWD_MINB=k (1-4) for timing only. */
 static int conv_bwd_nb(alloy_dtype dt) {
-    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 4);
+    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 8);
 }
-static int conv_bwd_minb(void) { return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, 2); }
+static int conv_bwd_minb(alloy_dtype dt) {
+    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
+}
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
@@ -177,7 +182,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD / 2 * conv_bwd_minb()), M = d.C * (d.K + 1);
+    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD / 2 * conv_bwd_minb(dt)), M = d.C * (d.K + 1);
     const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
@@ -192,7 +197,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt));
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb());
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt));
         alloy_array *ins[4] = {x, w, state ? state : x, dy}; /* no state: x stands in, never read */
         if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 4, ins, 3, stream);
         alloy_launch_free(l);

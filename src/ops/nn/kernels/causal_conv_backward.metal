@@ -29,7 +29,7 @@
 //! template: NB=4
 //! template: MINB=2
 //! header:
-// MINB threadgroups of 256 threads per SM (causal_conv.c: 2, at most 128 registers a thread)
+// MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data — at most 128 registers a thread —, 1 for float32)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/conv_chunk.h"
