@@ -841,6 +841,12 @@ static void test_backward_methods(void) {
     check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
     g_method = ALLOY_MLSTM_BACKWARD_CHUNKED;
     check_dt(1, 2, 37, 5, 3, 1, 1, 0, ALLOY_FLOAT32, CHUNKS, 2, 5e-4);
+    /* several 64-column tiles (dv, dq, dk two or three jobs each; bfloat16 two tiles a threadgroup, the
+     * last one past DHHV = 136) */
+    check_dt(1, 1, 45, 80, 72, 1, 1, 0, ALLOY_FLOAT32, CHUNKS, 2, 5e-4);
+    g_floor = 1e-1;
+    check_dt(1, 1, 45, 72, 136, 1, 1, 0, ALLOY_BFLOAT16, CHUNKS, 2, 5e-2);
+    g_floor = 1e-2;
     g_method = ALLOY_MLSTM_BACKWARD_AUTO;
     const int64_t s_qk[4] = {1, 1, 3, 2}, s_g[3] = {1, 1, 3};
     const double z[6] = {0};

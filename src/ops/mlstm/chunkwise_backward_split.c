@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/env_override.h"
 #include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
@@ -27,12 +28,15 @@ typedef struct grad_run {
     alloy_dtype dt;
     int64_t L, DKP, DS, TV, S, NH, DHQK, DHHV, nseq, WN, VT, KT, VT2, KT2;
     int has_init, has_dfinal, varlen, vec;
+    int ct; /* PHASE 3's 64-column tiles per threadgroup */
     double eps;
 } grad_run;
 
 static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_t threads, size_t smem,
                            alloy_array **ins, alloy_array **outs) {
-    const alloy_mlstm_named tints[] = {{"L", r->L}, {"DKP", r->DKP}, {"DS", r->DS}, {"TV", r->TV}, {"PHASE", phase}};
+    /* CT only shapes PHASE 3 (the other phases one specialisation whatever it is) */
+    const alloy_mlstm_named tints[] = {{"L", r->L},   {"DKP", r->DKP},   {"DS", r->DS},
+                                       {"TV", r->TV}, {"PHASE", phase}, {"CT", phase == 3 ? r->ct : 1}};
     const alloy_mlstm_named tbools[] = {
         {"HAS_INIT", r->has_init}, {"HAS_DFINAL", r->has_dfinal}, {"VARLEN", r->varlen}, {"VEC", r->vec}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV},
@@ -40,7 +44,7 @@ static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_
                                         {"VT2", r->VT2}, {"KT2", r->KT2}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
+        .tints = tints, .n_tints = 6, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
         .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 19, .outs = outs, .n_outs = 15,
         .groups = groups, .threads = threads, .smem = smem};
     return alloy_mlstm_launch(&spec);
@@ -73,7 +77,12 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t wrn = 2 * Ls + 4;
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
-    const size_t smem3 = (size_t)(Ls * (Ls + 8) + 4 * Ls * 72 + 3 * 64 * 72) * ts;
+    /* PHASE 3: two 64-column tiles per threadgroup for 16-bit inputs (each streamed slice of K, dh or v
+     * serves both: L2 carried 33.6 GB for the 7B shape's bfloat16 backward at one, its bound), one for
+     * float32 (the threadgroup memory); ALLOY_MLSTM_GRAD_CT=1|2 for timing */
+    r.ct = (int)alloy_ops_env_int("ALLOY_MLSTM_GRAD_CT", 1, 2, ts == 2 ? 2 : 1);
+    const int64_t W3 = 64 * r.ct;
+    const size_t smem3 = (size_t)(Ls * (Ls + 8) + Ls * (W3 + 8) + 3 * Ls * 72 + 3 * W3 * 72) * ts;
     const size_t smem4 = 4 * 3 * 256;
     if (dt == ALLOY_FLOAT64 || r.DHQK > 512 || smem1 > SMEM_BUDGET || smem2 > SMEM_BUDGET || smem3 > SMEM_BUDGET)
         return ALLOY_ERROR_UNSUPPORTED;
@@ -114,7 +123,8 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t nsh = r.nseq * r.NH;
     if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 128, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
-    if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * (r.VT + 2 * r.KT), 128, smem3, ins, outs);
+    const int64_t jobs3 = (r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct);
+    if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * jobs3, (uint32_t)(128 * r.ct), smem3, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 4, nsh, 256, smem4, ins, outs);
     alloy_array *scratch[7] = {rec, wrec, pm, am, dc, dn, part};
     for (int e = 0; e < 7; e++) alloy_array_free(scratch[e]);

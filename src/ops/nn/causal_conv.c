@@ -7,6 +7,7 @@
  * 16 bytes, 8 of 16-bit data) and runs of 32 timesteps (the K-1 halo from
  * cache), one vector access a chunk when C is a multiple of the chunk and the
  * operands are 16-byte aligned. */
+#include "ops/env_override.h"
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
@@ -86,10 +87,10 @@ static int64_t conv_chunk(alloy_dtype dt) {
  * 16-bit data lost 10 points that way. ALLOY_NN_CONV_BWD_NB=k (1-8) and
  * ALLOY_NN_CONV_BWD_MINB=k (1-4) for timing only. */
 static int conv_bwd_nb(alloy_dtype dt) {
-    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 8);
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 8);
 }
 static int conv_bwd_minb(alloy_dtype dt) {
-    return (int)alloy_nn_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
 }
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */

@@ -124,11 +124,3 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
     alloy_launch_free(l);
     return st;
 }
-
-int64_t alloy_nn_env_int(const char *name, int64_t lo, int64_t hi, int64_t def) {
-    const char *e = getenv(name);
-    if (!e || !*e) return def;
-    char *end = NULL;
-    const long long v = strtoll(e, &end, 10);
-    return *end == '\0' && v >= lo && v <= hi ? (int64_t)v : def;
-}

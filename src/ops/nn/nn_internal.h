@@ -44,8 +44,5 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
  * (at most 512 partial sums, each of at least 16 rows). */
 int64_t alloy_nn_rows_per_part(int64_t rows);
 
-/* The integer in environment variable `name` when it is one (decimal, nothing
- * else) within [lo, hi], else def: the kernels' timing overrides. */
-int64_t alloy_nn_env_int(const char *name, int64_t lo, int64_t hi, int64_t def);
 
 #endif

@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "ops/env_override.h"
 #include "core/error.h"
 #include "ops/nn/nn_internal.h"
 
@@ -39,7 +40,7 @@ enum { ROWS_ONE_ROUND = 8192 };
 
 /* The backward's threadgroups per SM (its launch bound MINB): 2, at most
  * 128 registers a thread; ALLOY_NN_NORM_BWD_MINB=k for timing only. */
-static int64_t bwd_minb(void) { return alloy_nn_env_int("ALLOY_NN_NORM_BWD_MINB", 1, 8, 2); }
+static int64_t bwd_minb(void) { return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB", 1, 8, 2); }
 
 /* Threadgroups of 256 threads per SM in the grid. The forward: one round, a
  * threadgroup per 8 / wg rows, as many as the rows ask for (H100, 64 M
@@ -49,7 +50,7 @@ static int64_t bwd_minb(void) { return alloy_nn_env_int("ALLOY_NN_NORM_BWD_MINB"
  * over, for timing only. The backward: as many as are resident (bwd_minb),
  * and its threadgroup memory must fit too (227 KB an SM on Hopper). */
 static int64_t rows_per_sm(int fwd, int64_t smem) {
-    int64_t k = fwd ? alloy_nn_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, ROWS_ONE_ROUND) : bwd_minb();
+    int64_t k = fwd ? alloy_ops_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, ROWS_ONE_ROUND) : bwd_minb();
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
@@ -71,20 +72,20 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
  *   VSUM  1: that pass's sums reduced as one vector (their shuffles
  *         interleaved), 0: one simd_sum after another. Not yet timed. */
 static int bwd_pd(alloy_dtype dt, int64_t nc) {
-    return (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4));
+    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4));
 }
 
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
     const int64_t ne = nc * (16 / (int64_t)alloy_dtype_size(dt));
     const int64_t words = (rms ? 1 : 2) * ne * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) / 4;
-    return (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, rms && ne <= 16 && 8 * nc + words <= 48);
+    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, rms && ne <= 16 && 8 * nc + words <= 48);
 }
 
 /* Whether the forward loads each row's next row ahead (norm_rows' PF): off,
  * its grid being one round; ALLOY_NN_NORM_PF=1 turns it on, for timing only,
  * except for bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
 static int fwd_pf(alloy_dtype dt, int64_t nc) {
-    return alloy_nn_env_int("ALLOY_NN_NORM_PF", 0, 1, 0) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
+    return alloy_ops_env_int("ALLOY_NN_NORM_PF", 0, 1, 0) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
 }
 
 /* The SMs the grids are sized for: the device's, or an H100's 132 where it
@@ -140,7 +141,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     d->smem = 0;
     /* ALLOY_NN_NORM_BWD_MAXNC=k: the backward's chunks per lane at most k (more SIMD groups a group), for
      * timing only */
-    const int64_t max_nc = dy ? alloy_nn_env_int("ALLOY_NN_NORM_BWD_MAXNC", 1, ROWS_MAX_NC, ROWS_MAX_NC) : ROWS_MAX_NC;
+    const int64_t max_nc = dy ? alloy_ops_env_int("ALLOY_NN_NORM_BWD_MAXNC", 1, ROWS_MAX_NC, ROWS_MAX_NC) : ROWS_MAX_NC;
     for (int pass = 0; pass < 2 && !d->nc; pass++) {
         const int64_t cap = (int64_t)ROWS_BWD_SMEM << pass;
         for (int64_t wg = 1; wg <= 8 && !d->nc; wg *= 2)
@@ -186,13 +187,13 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     /* the backward's FULL: the lanes' chunks tile the group exactly, so no element is checked */
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "FULL", vec && d->nc * 32 * d->wg * V == d->DH &&
-                                                          alloy_nn_env_int("ALLOY_NN_NORM_BWD_FULL", 0, 1, 1));
+                                                          alloy_ops_env_int("ALLOY_NN_NORM_BWD_FULL", 0, 1, 1));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd)
-        st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
+        st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
     if (st == ALLOY_OK && !fwd)
-        st = alloy_launch_add_template_int(l, "VSUM", (int)alloy_nn_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, 0));
+        st = alloy_launch_add_template_int(l, "VSUM", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, 0));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;

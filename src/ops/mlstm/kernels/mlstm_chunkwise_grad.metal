@@ -25,18 +25,21 @@
 // PHASE 2, per (sequence, head, DS rows of X, TV columns): mc_walk_states
 //   from the last chunk with q for k, dh for v and wrec: dX_{c+1} into the
 //   slot (dc_chunk as T, dn_chunk float), dX_0 into dC0, dn0 (HAS_INIT).
-// PHASE 3, per (slot, head, job), 128 threads: job < VT: 64 columns of dv;
-//   then KT jobs of 64 columns of dq, then KT of dk; each a product streamed
-//   in 64-wide slices, a row scaling, then + (an L x L matrix) x (a tile).
-//   dq and dk also write their rows' q . dq and k . dk over their 64
-//   columns into part (per token, 2 KT floats).
+// PHASE 3, per (slot, head, job), 128 CT threads: jobs of 64 CT columns
+//   (CT groups of four SIMD groups, 64 columns each) — first ceil(VT / CT)
+//   of dv, then ceil(KT / CT) of dq, then of dk; each a product streamed in
+//   64-wide slices (one slice of the A operand shared by the CT column
+//   tiles: CT = 2 halves what L2 carries of it), a row scaling, then + (an
+//   L x L matrix) x (a tile). dq and dk also write their rows' q . dq and
+//   k . dk over each 64 columns into part (per token, 2 KT floats).
 // PHASE 4, per (sequence, head), 256 threads: <dX_S, X_S> and <dX_0, X_0>,
 //   then the reverse scans over the tokens (a block of tokens per thread, the
 //   later blocks' sums and the chain's affine carries through threadgroup
 //   memory): di, df, dm0.
 // Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
-// VEC (rows 16-byte aligned: cp.async), PHASE.
+// VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
+// per threadgroup: 1 or 2).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
@@ -52,6 +55,7 @@
 //! template: VARLEN=false
 //! template: VEC=false
 //! template: PHASE=1
+//! template: CT=1
 //! header:
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 2
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
@@ -332,17 +336,20 @@ if constexpr (PHASE == 1) {
         alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), q, dh, wrec, dc_chunk, dn_chunk,
         HAS_DFINAL ? 1 : 0, dCf, dnf, dCf, dnf, HAS_INIT, dC0, dn0, cu, S, NH, DHQK, DHHV, NSEQ, 0, WN, VT2, KT2);
 } else if constexpr (PHASE == 3) {
-    // ---- dv, dq, dk of one chunk: 64 columns per threadgroup ----------------
+    // ---- dv, dq, dk of one chunk: 64 CT columns per threadgroup ------------
     constexpr int XT = 8;                          // 16 x 8 tiles per SIMD group: 64 columns
-    constexpr int LDP = L + 8, LDA = 64 + 8;
-    // threadgroup memory (T): PI (L x LDP), Y (L x LDA), AS[3] (L x LDA), BS[3] (64 x LDA)
+    constexpr int NT3 = NT * CT, W3 = 64 * CT;     // threads, columns per threadgroup
+    constexpr int LDP = L + 8, LDA = 64 + 8, LDY = W3 + 8;
+    // threadgroup memory (T): PI (L x LDP), Y (L x LDY), AS[3] (L x LDA), BS[3] (W3 x LDA; dv's
+    // 64 x LDY slices fit in it)
     threadgroup T *PI = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *Y = PI + L * LDP;
-    threadgroup T *AS = Y + L * LDA;
+    threadgroup T *AS = Y + L * LDY;
     threadgroup T *BS = AS + 3 * L * LDA;
+    const int VTJ = (VT + CT - 1) / CT, KTJ = (KT + CT - 1) / CT;   // jobs of each kind
     long grp = long(threadgroup_position_in_grid.x);
-    const int job = int(grp % (VT + 2 * KT));
-    grp /= VT + 2 * KT;
+    const int job = int(grp % (VTJ + 2 * KTJ));
+    grp /= VTJ + 2 * KTJ;
     const int head = int(grp % NH);
     const long slot = grp / NH;
     long seq, tokbase;
@@ -352,9 +359,10 @@ if constexpr (PHASE == 1) {
     const int Lc = min(L, len - c * L);
     const long tb = tokbase + long(c) * L;
     const long wsx = slot * NH + head;
-    const int r0 = 16 * warp;
-    const int kind = job < VT ? 0 : (job < VT + KT ? 1 : 2);   // dv, dq, dk
-    const int t0 = (kind == 0 ? job : (kind == 1 ? job - VT : job - VT - KT)) * 64;   // first output column
+    const int r0 = 16 * (warp % 4), ch = warp / 4;   // this SIMD group's rows and column tile
+    const int kind = job < VTJ ? 0 : (job < VTJ + KTJ ? 1 : 2);   // dv, dq, dk
+    const int tj = (kind == 0 ? job : (kind == 1 ? job - VTJ : job - VTJ - KTJ)) * W3;   // the group's first column
+    const int t0 = tj + 64 * ch;                                                          // this SIMD group's
     const int ncols = kind == 0 ? DHHV : DHQK;
     // the stream: kind 0: A = K (slices of DHQK), B = dC_{c+1}[slice rows][t0..] (k = rows);
     // kind 1: A = dh (slices of DHHV), B = C_c[t0.. rows][slice] (k = columns);
@@ -365,27 +373,27 @@ if constexpr (PHASE == 1) {
     // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..];
     // dk: AW, Q[:, t0..]) as one copy group, then the stream's slices in a ring
     // of three, two slices' copies in flight, one group each (empty past the last)
-    mc_load_async<T, L, L, NT, VEC, false>(PI, LDP, (kind == 0 ? pm : am) + wsx * L * L, L, L, L, tid);
+    mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (kind == 0 ? pm : am) + wsx * L * L, L, L, L, tid);
     const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
     const int yld = kind == 0 ? DHHV : DHQK;
-    mc_load_async<T, L, 64, NT, VEC>(Y, LDA, ysrc + tb * yld + t0, yld, Lc, yld - t0, tid);
+    mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
     auto issue = [&](int s) {
         if (s < nsl) {
             const int x0 = s * 64, buf = s % 3;
-            mc_load_async<T, L, 64, NT, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc, ald - x0,
-                                                    tid);
+            mc_load_async<T, L, 64, NT3, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc,
+                                                     ald - x0, tid);
             if (kind == 0)
-                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
-                                                         dc_chunk + (wsx * DHQK + x0) * DHHV + t0, DHHV, DHQK - x0,
-                                                         DHHV - t0, tid);
+                mc_load_async<T, 64, W3, NT3, VEC, false>(BS + buf * W3 * LDA, LDY,
+                                                          dc_chunk + (wsx * DHQK + x0) * DHHV + tj, DHHV, DHQK - x0,
+                                                          DHHV - tj, tid);
             else if (kind == 1)
-                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
-                                                         c_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV, DHQK - t0,
-                                                         DHHV - x0, tid);
+                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
+                                                          c_chunk + (wsx * DHQK + tj) * DHHV + x0, DHHV, DHQK - tj,
+                                                          DHHV - x0, tid);
             else
-                mc_load_async<T, 64, 64, NT, VEC, false>(BS + buf * 64 * LDA, LDA,
-                                                         dc_chunk + (wsx * DHQK + t0) * DHHV + x0, DHHV, DHQK - t0,
-                                                         DHHV - x0, tid);
+                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
+                                                          dc_chunk + (wsx * DHQK + tj) * DHHV + x0, DHHV, DHQK - tj,
+                                                          DHHV - x0, tid);
         }
         mc_copies_commit();
     };
@@ -396,17 +404,18 @@ if constexpr (PHASE == 1) {
     for (int u = 0; u < XT; u++)
         #pragma unroll
         for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
-    const int live = r0 < Lc ? XT : 0;
+    // (SIMD groups past the chunk's rows or the matrix's columns: nothing to compute)
+    const int live = r0 < Lc && t0 < ncols ? XT : 0;
     for (int s = 0; s < nsl; s++) {
         const int buf = s % 3;
         mc_wait_copies_but<1>();   // slice s (and the first group) landed; s + 1 may fly
         threadgroup_barrier(mem_flags::mem_threadgroup);
         issue(s + 2);   // into the slot slice s - 1 used
         const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
-        const threadgroup T *Bt = BS + buf * 64 * LDA;
-        if (live > 0) {   // (SIMD groups past the chunk: rows not in threadgroup memory)
-            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, LDA, 1, 64, live, lane);
-            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt, 1, LDA, 64, live, lane);
+        const threadgroup T *Bt = BS + buf * W3 * LDA;
+        if (live > 0) {
+            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
         }
     }
     mc_wait_copies();
@@ -441,8 +450,8 @@ if constexpr (PHASE == 1) {
         }
     // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q
     if (live > 0) {
-        if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y, LDA, 1, L, live, lane);
-        else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y, LDA, 1, L, live, lane);
+        if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
+        else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
     }
     const float fin = kind == 0 ? 1.0f : scale;
     device T *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
@@ -459,7 +468,7 @@ if constexpr (PHASE == 1) {
                 if (kind != 0) dot[hf] = fma(float(dotx[(tb + r) * DHQK + col]), x, dot[hf]);
             }
         }
-    if (kind != 0) {
+    if (kind != 0 && t0 < ncols) {
         for (int hf = 0; hf < 2; hf++) {
             dot[hf] += mc_lane(dot[hf], lane ^ 1u);
             dot[hf] += mc_lane(dot[hf], lane ^ 2u);

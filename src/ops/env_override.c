@@ -1,0 +1,12 @@
+/* env_override.c — alloy_ops_env_int (env_override.h). */
+#include <stdlib.h>
+
+#include "ops/env_override.h"
+
+int64_t alloy_ops_env_int(const char *name, int64_t lo, int64_t hi, int64_t def) {
+    const char *e = getenv(name);
+    if (!e || !*e) return def;
+    char *end = NULL;
+    const long long v = strtoll(e, &end, 10);
+    return *end == '\0' && v >= lo && v <= hi ? (int64_t)v : def;
+}
