@@ -90,8 +90,8 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  * GPU's tensor cores, HIGH runs each product as three TF32 products (float32
  * accuracy: about 1e-6 of max|h| at the 7B-model heads); DEFAULT runs one,
  * the factors rounded to TF32's 10-bit mantissa — the precision of
- * mlstm_kernels' (TFLA's) float32 kernels, an error near 1e-3 of max|h|
- * (docs/mlstm.md gives the measurements) — for speed. HIGHEST (exact
+ * mlstm_kernels' (TFLA's) float32 kernels, an error of about 5e-4 of max|h|
+ * at the 7B-model heads (docs/mlstm.md gives the measurements) — for speed. HIGHEST (exact
  * float32 products) has no kernel here: ALLOY_ERROR_UNSUPPORTED naming
  * `precision`. 16-bit inputs take any of the three (their products are exact
  * in float32); the CPU backend computes exact float32 products whatever is

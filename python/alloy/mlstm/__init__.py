@@ -89,7 +89,7 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     (three TF32 tensor-core products each: float32 accuracy, about 1e-6 of
     max|h| at the 7B-model heads) or ``"default"`` (one TF32 product: the
     factors rounded to a 10-bit mantissa, as mlstm_kernels' float32 kernels
-    do — an error near 1e-3 of max|h| — and faster); ``"highest"`` (exact
+    do — an error of about 5e-4 of max|h| — and faster); ``"highest"`` (exact
     products) has no kernel here and is an error. 16-bit inputs and the CPU
     give the same results for each (docs/mlstm.md, "Precision").
     """
