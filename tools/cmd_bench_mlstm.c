@@ -288,14 +288,18 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sqk, &x.no);
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sg, &x.mo);
         }
-        double t = -1;
+        double t = -1, share = -1;
         /* the state traffic: C and n read and written, float32 */
         const double bytes = 8.0 * (double)(B * NH) * (double)(DK * DV + DK);
         if (st == ALLOY_OK) {
             int per = is_cuda ? (int)(0.02 / (bytes / 2.5e12 > 2e-6 ? bytes / 2.5e12 : 2e-6)) : 3;
             if (per < 1) per = 1;
             if (per > 2000) per = 2000;
-            t = bench_time_calls(run_step, &x, s, per, is_cuda ? 9 : 3);
+            /* on a GPU the share of the copy in rounds alternating with it, as `alloy bench nn` */
+            if (is_cuda && !bench_once)
+                share = bench_copy_share_interleaved(&copy, dev, s, (size_t)bytes, run_step, &x, per, 5, &t);
+            else
+                t = bench_time_calls(run_step, &x, s, per, is_cuda ? 9 : 3);
         }
         char size[64];
         snprintf(size, sizeof size, "B=%lld %lldx%lld/%lld", (long long)B, (long long)NH, (long long)DK, (long long)DV);
@@ -304,7 +308,8 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
             failures++;
         } else {
             double rk = -1, ro = -1;
-            const double cr = bench_copy_rate(&copy, dev, s, (size_t)bytes, &rk, &ro);
+            double cr = bench_copy_rate(&copy, dev, s, (size_t)bytes, &rk, &ro);
+            if (share > 0) cr = bytes / t / share; /* the copy rate of the step's own rounds */
             if (json) {
                 printf("{\"op\": \"mlstm\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", "
                        "\"time_s\": %.6g, \"bytes\": %.0f, \"bytes_per_s\": %.6g, ",

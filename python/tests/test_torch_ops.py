@@ -46,6 +46,9 @@ def test_chunkwise_forward_is_alloys(states):
     for got, want in zip((c, n, m), want_states):
         assert torch.equal(got, as_torch(want))
     assert torch.equal(mt.chunkwise(*args, chunk_size=16), h)
+    # precision="default" (one TF32 product on a GPU) is alloy's with that precision, and differentiable
+    hd = mt.chunkwise(*args, chunk_size=16, precision="default")
+    assert torch.equal(hd, as_torch(alloy.mlstm.chunkwise(*args, chunk_size=16, precision="default")))
 
 
 def test_chunkwise_bfloat16_and_noncontiguous():
@@ -297,6 +300,8 @@ def test_errors():
         mt.chunkwise(*args[:7], args[7].double())
     with pytest.raises(ValueError, match="backward is 'fast'"):
         mt.chunkwise(*args[:5], backward="fast")
+    with pytest.raises(ValueError, match="precision is 'highest'"):
+        mt.chunkwise(*args[:5], precision="highest")
     with pytest.raises(alloy.InvalidArgumentError, match="method CHUNKED takes bfloat16 or float32"):
         mt.chunkwise(*[a.half().requires_grad_() for a in args[:5]], backward="chunked").float().sum().backward()
 

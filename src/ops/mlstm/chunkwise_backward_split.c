@@ -79,10 +79,16 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
     /* PHASE 3: two 64-column tiles per threadgroup for 16-bit inputs (each streamed slice of K, dh or v
      * serves both: L2 carried 33.6 GB for the 7B shape's bfloat16 backward at one, its bound), one for
-     * float32 (the threadgroup memory); ALLOY_MLSTM_GRAD_CT=1|2 for timing */
-    r.ct = (int)alloy_ops_env_int("ALLOY_MLSTM_GRAD_CT", 1, 2, ts == 2 ? 2 : 1);
-    const int64_t W3 = 64 * r.ct;
-    const size_t smem3 = (size_t)(Ls * (Ls + 8) + Ls * (W3 + 8) + 3 * Ls * 72 + 3 * W3 * 72) * ts;
+     * float32 (the threadgroup memory); ALLOY_MLSTM_GRAD_CT=1|2|4 for timing (halved while its threadgroup
+     * memory would not fit) */
+    const int64_t ct_env = alloy_ops_env_int("ALLOY_MLSTM_GRAD_CT", 1, 4, ts == 2 ? 2 : 1);
+    r.ct = ct_env == 3 ? 2 : (int)ct_env;
+    size_t smem3 = 0;
+    for (;; r.ct /= 2) {
+        const int64_t W3 = 64 * r.ct;
+        smem3 = (size_t)(Ls * (Ls + 8) + Ls * (W3 + 8) + 3 * Ls * 72 + 3 * W3 * 72) * ts;
+        if (smem3 <= SMEM_BUDGET || r.ct == 1) break;
+    }
     const size_t smem4 = 4 * 3 * 256;
     if (dt == ALLOY_FLOAT64 || r.DHQK > 512 || smem1 > SMEM_BUDGET || smem2 > SMEM_BUDGET || smem3 > SMEM_BUDGET)
         return ALLOY_ERROR_UNSUPPORTED;

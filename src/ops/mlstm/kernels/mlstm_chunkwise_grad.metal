@@ -39,7 +39,7 @@
 // Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
-// per threadgroup: 1 or 2).
+// per threadgroup: 1, 2 or 4).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
