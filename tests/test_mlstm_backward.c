@@ -309,6 +309,8 @@ static void read_into(alloy_array *a, double *g) {
 /* The method of the checks' float32 and 16-bit backward calls (set by
  * test_backward_methods; AUTO otherwise). float64 references always run AUTO. */
 static alloy_mlstm_backward_method g_method = ALLOY_MLSTM_BACKWARD_AUTO;
+/* 1: run_backward runs alloy_mlstm_chunkwise_keep, then alloy_mlstm_chunkwise_backward_kept */
+static int g_kept = 0;
 
 /* Runs the backward; returns the gradient in x's layout. Outputs are given
  * pre-filled with NaN, so an element never written shows. */
@@ -343,9 +345,20 @@ static double *run_backward(const problem *p, alloy_dtype dt, int chunk) {
     }
     double *g = calloc((size_t)(p->off[XEND] + 1), sizeof(double));
     const alloy_mlstm_backward_method method = dt == ALLOY_FLOAT64 ? ALLOY_MLSTM_BACKWARD_AUTO : g_method;
-    CHECK_OK(alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c0, n0, m0, cu, dh, dC, dn, dm, chunk, EPS,
-                                                        method, NULL, &out[0], &out[1], &out[2], &out[3], &out[4],
-                                                        &out[5], &out[6], &out[7]));
+    if (g_kept && dt != ALLOY_FLOAT64) {
+        alloy_array *h = NULL, *cf = NULL, *nf = NULL, *mf = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
+        CHECK_OK(alloy_mlstm_chunkwise_keep(q, k, v, i, f, c0, n0, m0, cu, chunk, EPS, ALLOY_PRECISION_HIGH, NULL, &h,
+                                            &cf, &nf, &mf, kept));
+        CHECK_OK(alloy_mlstm_chunkwise_backward_kept(q, k, v, i, f, c0, n0, m0, cu, h, cf, nf, kept, dh, dC, dn, dm,
+                                                     chunk, EPS, NULL, &out[0], &out[1], &out[2], &out[3], &out[4],
+                                                     &out[5], &out[6], &out[7]));
+        alloy_array *made[] = {h, cf, nf, mf, kept[0], kept[1], kept[2], kept[3]};
+        for (size_t e = 0; e < sizeof made / sizeof made[0]; e++) alloy_array_free(made[e]);
+    } else {
+        CHECK_OK(alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c0, n0, m0, cu, dh, dC, dn, dm, chunk, EPS,
+                                                            method, NULL, &out[0], &out[1], &out[2], &out[3], &out[4],
+                                                            &out[5], &out[6], &out[7]));
+    }
     CHECK_OK(alloy_device_synchronize(ku_device()));
     for (int part = 0; part < XEND; part++)
         if (out[part]) read_into(out[part], g + p->off[part]);
@@ -836,6 +849,75 @@ static void test_backward_varlen(void) {
  * (bfloat16 with hostile gates on the exact kernel to its bound; float32 on
  * the chunk-parallel path with ordinary gates to the issue's 5e-4), whatever
  * ALLOY_MLSTM_BWD_PATH says; then the errors. */
+static alloy_array *zeros_of(alloy_dtype dt, int nd, const int64_t *shape) {
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
+    if (a) CHECK_OK(alloy_array_fill(a, 0));
+    return a;
+}
+
+/* The backward from the forward's kept chunk record (alloy_mlstm_chunkwise_keep,
+ * alloy_mlstm_chunkwise_backward_kept) equals the recomputing CHUNKED call bit
+ * for bit: bfloat16 and float32, dense with initial states and final
+ * cotangents over several chunks and column tiles, packed with an empty
+ * sequence; then its errors name `kept`. */
+static void test_backward_kept(void) {
+    static const int64_t lens[4] = {30, 0, 75, 9};
+    problem ps[3] = {make(1, 2, 70, 72, 136, 1, 1, 0, ALLOY_BFLOAT16), make(2, 1, 45, 16, 24, 1, 1, 0, ALLOY_FLOAT32),
+                     make_varlen(4, lens, 2, 8, 8, 1, 1, 0, ALLOY_BFLOAT16)};
+    const alloy_dtype dts[3] = {ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_BFLOAT16};
+    g_method = ALLOY_MLSTM_BACKWARD_CHUNKED;
+    for (int c = 0; c < 3; c++) {
+        const int chunk = c == 0 ? 32 : 16;
+        double *want = run_backward(&ps[c], dts[c], chunk);
+        g_kept = 1;
+        double *got = run_backward(&ps[c], dts[c], chunk);
+        g_kept = 0;
+        CHECK_MSG(memcmp(want, got, sizeof(double) * (size_t)ps[c].off[XEND]) == 0,
+                  "case %d: the gradients from the kept record differ from the recomputing call's", c);
+        free(want), free(got);
+        problem_free(&ps[c]);
+    }
+    g_method = ALLOY_MLSTM_BACKWARD_AUTO;
+    /* errors: float16 (no chunk-parallel backward), a kept slot given, no final states, a record of other sizes */
+    const int64_t s_qk[4] = {1, 1, 20, 4}, s_g[3] = {1, 1, 20};
+    alloy_array *q16 = zeros_of(ALLOY_FLOAT16, 4, s_qk), *g16 = zeros_of(ALLOY_FLOAT16, 3, s_g);
+    alloy_array *q = zeros_of(ALLOY_BFLOAT16, 4, s_qk), *g = zeros_of(ALLOY_BFLOAT16, 3, s_g);
+    alloy_array *h = NULL, *cf = NULL, *nf = NULL, *mf = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
+    CHECK_FAILS(alloy_mlstm_chunkwise_keep(q16, q16, q16, g16, g16, NULL, NULL, NULL, NULL, 16, EPS,
+                                           ALLOY_PRECISION_HIGH, NULL, &h, &cf, &nf, &mf, kept),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept: the chunk-parallel backward does not take float16");
+    CHECK_FAILS(alloy_mlstm_chunkwise_keep(q, q, q, g, g, NULL, NULL, NULL, NULL, 16, EPS, ALLOY_PRECISION_HIGH, NULL,
+                                           &h, NULL, NULL, NULL, kept),
+                ALLOY_ERROR_INVALID_ARGUMENT, "c_out, n_out and m_out must be slots");
+    kept[1] = q;
+    CHECK_FAILS(alloy_mlstm_chunkwise_keep(q, q, q, g, g, NULL, NULL, NULL, NULL, 16, EPS, ALLOY_PRECISION_HIGH, NULL,
+                                           &h, &cf, &nf, &mf, kept),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept[1] is not NULL");
+    kept[1] = NULL;
+    CHECK(h == NULL && cf == NULL);
+    CHECK_OK(alloy_mlstm_chunkwise_keep(q, q, q, g, g, NULL, NULL, NULL, NULL, 16, EPS, ALLOY_PRECISION_HIGH, NULL, &h,
+                                        &cf, &nf, &mf, kept));
+    alloy_array *o[5] = {NULL};
+    /* chunk 32 keeps other sizes than the record of chunk 16 */
+    CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q, q, q, g, g, NULL, NULL, NULL, NULL, h, cf, nf, kept, q, NULL,
+                                                    NULL, NULL, 32, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
+                                                    NULL, NULL),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept[0] is not the record");
+    alloy_array *swapped[ALLOY_MLSTM_KEPT] = {kept[1], kept[0], kept[2], kept[3]};
+    CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q, q, q, g, g, NULL, NULL, NULL, NULL, h, cf, nf, swapped, q, NULL,
+                                                    NULL, NULL, 16, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
+                                                    NULL, NULL),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept[0]");
+    CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q, q, q, g, g, NULL, NULL, NULL, NULL, h, nf, nf, kept, q, NULL,
+                                                    NULL, NULL, 16, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
+                                                    NULL, NULL),
+                ALLOY_ERROR_INVALID_ARGUMENT, "c_final has shape");
+    CHECK(o[0] == NULL);
+    alloy_array *all[] = {q16, g16, q, g, h, cf, nf, mf, kept[0], kept[1], kept[2], kept[3]};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
 static void test_backward_methods(void) {
     g_method = ALLOY_MLSTM_BACKWARD_EXACT;
     check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
@@ -926,5 +1008,6 @@ int main(void) {
     RUN(test_backward_half_inputs);
     RUN(test_backward_varlen);
     RUN(test_backward_methods);
+    RUN(test_backward_kept);
     return harness_finish();
 }

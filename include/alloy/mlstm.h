@@ -103,6 +103,26 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
                                                   alloy_array **h, alloy_array **c_out, alloy_array **n_out,
                                                   alloy_array **m_out);
 
+/* Training without the backward's recomputation: alloy_mlstm_chunkwise_with_precision
+ * that also keeps its chunk record — every chunk's starting state and gate
+ * record, which the chunk-parallel backward (CHUNKED below) otherwise
+ * computes again — in ALLOY_MLSTM_KEPT new arrays, *kept[0..3] (kept[e]
+ * must be NULL; free them with alloy_array_free). Their layout is the
+ * library's: pass them unchanged to alloy_mlstm_chunkwise_backward_kept with
+ * the same inputs. Memory: per chunk of min(chunk_size, 64) tokens and head,
+ * DHQK DHHV elements of q's dtype and DHQK + chunk + 5 floats (the 7B-model
+ * heads at B = 8, S = 8192 in bfloat16: 2.2 GB). The final states are
+ * required (c_out, n_out, m_out slots: the backward reads them). Takes the
+ * inputs CHUNKED takes (bfloat16, and float32 with DHQK up to 256); others
+ * are an error naming `kept`. */
+#define ALLOY_MLSTM_KEPT 4
+alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                        alloy_array *cu_seqlens, int chunk_size, double eps,
+                                        alloy_precision precision, alloy_stream *stream, alloy_array **h,
+                                        alloy_array **c_out, alloy_array **n_out, alloy_array **m_out,
+                                        alloy_array **kept);
+
 /* How alloy_mlstm_chunkwise_backward_with_method computes the gradient.
  *   EXACT: one threadgroup per (sequence, head) walks the sequence with
  *     float32 states kept as compensated sums (float64 for float64 inputs):
@@ -168,6 +188,23 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
     alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
     alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
     alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial);
+
+/* alloy_mlstm_chunkwise_backward_with_method, method CHUNKED, from the chunk
+ * record alloy_mlstm_chunkwise_keep kept (no recomputation of the forward):
+ * the same inputs as that forward, its h (read for float32 inputs only; NULL
+ * is fine for 16-bit ones), its final states c_final, n_final, and kept; the
+ * other arguments and results as alloy_mlstm_chunkwise_backward_with_method.
+ * The result is the recomputing call's, bit for bit, when the forward ran at
+ * precision HIGH (at DEFAULT: the gradient at the forward's own states).
+ * kept arrays of another shape or dtype (a record of other inputs or chunk
+ * size) are an error naming `kept`. */
+alloy_status alloy_mlstm_chunkwise_backward_kept(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *h, alloy_array *c_final,
+    alloy_array *n_final, alloy_array *const *kept, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
+    alloy_array *dm_final, int chunk_size, double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+    alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial, alloy_array **dn_initial,
+    alloy_array **dm_initial);
 
 alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                             alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,

@@ -1,6 +1,8 @@
-/* chunkwise.c — alloy_mlstm_chunkwise (alloy/mlstm.h): the chunkwise form of
- * the mLSTM cell over whole sequences, dense or packed (cu_seqlens), from
- * given or zero initial states, with the final states if asked for.
+/* chunkwise.c — alloy_mlstm_chunkwise, _with_precision and _keep
+ * (alloy/mlstm.h): the chunkwise form of the mLSTM cell over whole
+ * sequences, dense or packed (cu_seqlens), from given or zero initial states,
+ * with the final states if asked for (and, _keep, the split path's chunk
+ * record for the backward).
  *
  * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
  * the caller's stream:
@@ -51,7 +53,7 @@ static size_t chunkwise_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, i
  * (a non-contiguous operand reaches the kernel as a fresh, aligned copy).
  * The caller also asks h to be 16-byte aligned: the split path then writes
  * h (and its scratch) two 16-bit elements per store. */
-static int vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK, int64_t DHHV, size_t tsize) {
+int alloy_mlstm_vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK, int64_t DHHV, size_t tsize) {
     const int64_t per = (int64_t)(16 / tsize);
     if (DHQK % per != 0 || DHHV % per != 0) return 0;
     alloy_array *ops[3] = {q, k, v};
@@ -264,6 +266,12 @@ static alloy_status check_states(const char *what, alloy_array *c, alloy_array *
     return alloy_mlstm_check(FN, name, m, dev, ALLOY_FLOAT32, 3, s_m);
 }
 
+static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                              alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                              alloy_array *cu_seqlens, int chunk_size, double eps, alloy_precision precision,
+                              alloy_stream *stream, alloy_array **h, alloy_array **c_out, alloy_array **n_out,
+                              alloy_array **m_out, alloy_array **kept);
+
 alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                    alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                    alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
@@ -278,6 +286,36 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
                                                   double eps, alloy_precision precision, alloy_stream *stream,
                                                   alloy_array **h, alloy_array **c_out, alloy_array **n_out,
                                                   alloy_array **m_out) {
+    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
+                     c_out, n_out, m_out, NULL);
+}
+
+alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                        alloy_array *cu_seqlens, int chunk_size, double eps,
+                                        alloy_precision precision, alloy_stream *stream, alloy_array **h,
+                                        alloy_array **c_out, alloy_array **n_out, alloy_array **m_out,
+                                        alloy_array **kept) {
+    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_mlstm_chunkwise_keep: kept is NULL");
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++)
+        if (kept[e])
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_mlstm_chunkwise_keep: kept[%d] is not NULL (the record is always new arrays)", e);
+    if (!c_out || !n_out || !m_out)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_mlstm_chunkwise_keep: c_out, n_out and m_out must be slots (the backward reads the "
+                           "final states with kept)");
+    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
+                     c_out, n_out, m_out, kept);
+}
+
+/* Both public forms; kept non-NULL: the split path in one window, its chunk
+ * record handed over in kept[0..3] (alloy_mlstm_chunkwise_keep). */
+static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                              alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                              alloy_array *cu_seqlens, int chunk_size, double eps, alloy_precision precision,
+                              alloy_stream *stream, alloy_array **h, alloy_array **c_out, alloy_array **n_out,
+                              alloy_array **m_out, alloy_array **kept) {
     alloy_status st = alloy_mlstm_check_q(FN, q, 4, stream);
     if (st != ALLOY_OK) return st;
     if ((st = alloy_mlstm_check_eps(FN, eps)) != ALLOY_OK) return st;
@@ -341,6 +379,11 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
     }
     split_spec sp = {0};
     const int split = split_choose(tsize, L, DHQK, DHHV, &sp);
+    if (kept && (!split || (dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: kept: the chunk-parallel backward does not take %s inputs with DHQK %lld (bfloat16, "
+                           "and float32 with DHQK up to 256)",
+                           FN, alloy_dtype_name(dt), (long long)DHQK);
     if (!split && smem > SMEM_BUDGET)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "%s: chunk_size %lld with DHQK %lld and %s inputs needs %zu bytes of threadgroup memory "
@@ -360,15 +403,16 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
-                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
+                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
                      .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT, .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
     if (split) run.L = sp.Ls;
-    if (st == ALLOY_OK && split && nseq * NH > 0)
+    alloy_array *record[4] = {NULL, NULL, NULL, NULL};
+    if (st == ALLOY_OK && split && (nseq * NH > 0 || kept))
         st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
-                       NULL);
+                       kept ? record : NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
@@ -381,8 +425,11 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
         if (cc) alloy_array_free(oc);
         if (cn) alloy_array_free(on);
         if (cm) alloy_array_free(om);
+        for (int e = 0; e < 4; e++) alloy_array_free(record[e]);
         return st;
     }
+    if (kept)
+        for (int e = 0; e < 4; e++) kept[e] = record[e];
     if (ch) *h = oh;
     if (cc) *c_out = oc;
     if (cn) *n_out = on;
@@ -416,7 +463,7 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
     const int has_init = c_initial != NULL;
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = sp.Ls, .has_init = has_init,
                      .varlen = cu_seqlens != NULL,
-                     .vec = vec_rows(q, k, v, DHQK, DHHV, tsize) && (!sv->h || alloy_ops_aligned16(1, &sv->h)),
+                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) && (!sv->h || alloy_ops_aligned16(1, &sv->h)),
                      .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};

@@ -1,8 +1,10 @@
-/* chunkwise_backward.c — alloy_mlstm_chunkwise_backward and
- * alloy_mlstm_chunkwise_backward_with_method (alloy/mlstm.h): the gradient of
- * the chunkwise forward, dense or packed (cu_seqlens), by the method asked
- * for or AUTO's choice — the chunk-parallel path (chunkwise_backward_split.c)
- * or the exact kernel here.
+/* chunkwise_backward.c — alloy_mlstm_chunkwise_backward,
+ * alloy_mlstm_chunkwise_backward_with_method and
+ * alloy_mlstm_chunkwise_backward_kept (alloy/mlstm.h): the gradient of the
+ * chunkwise forward, dense or packed (cu_seqlens), by the method asked for or
+ * AUTO's choice — the chunk-parallel path (chunkwise_backward_split.c; from
+ * the forward's kept chunk record, or recomputing it) or the exact kernel
+ * here.
  *
  * The exact kernel, mlstm_chunkwise_backward: one launch, one threadgroup
  * (1024 threads on a GPU, 256 on the CPU) per (sequence, head) that
@@ -71,12 +73,74 @@ alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, allo
                                                       dc_initial, dn_initial, dm_initial);
 }
 
+static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                             alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                             alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
+                             alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
+                             alloy_mlstm_kept_in *kin, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+                             alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial,
+                             alloy_array **dn_initial, alloy_array **dm_initial);
+
 alloy_status alloy_mlstm_chunkwise_backward_with_method(
     alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
     alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final,
     alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
     alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
     alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial) {
+    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
+                    chunk_size, eps, method, NULL, stream, dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial);
+}
+
+alloy_status alloy_mlstm_chunkwise_backward_kept(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *h, alloy_array *c_final,
+    alloy_array *n_final, alloy_array *const *kept, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
+    alloy_array *dm_final, int chunk_size, double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+    alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial, alloy_array **dn_initial,
+    alloy_array **dm_initial) {
+    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: kept is NULL", FN);
+    alloy_mlstm_kept_in kin = {.h = h, .c_final = c_final, .n_final = n_final};
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) kin.kept[e] = kept[e];
+    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
+                    chunk_size, eps, ALLOY_MLSTM_BACKWARD_CHUNKED, &kin, stream, dq, dk, dv, di, df, dc_initial,
+                    dn_initial, dm_initial);
+}
+
+/* The chunk record kin against what the forward of these inputs keeps:
+ * h (float32 inputs) and the final states as the forward returns them, the
+ * four record arrays 1-D of their sizes (chunkwise.c's run_split: one window
+ * of max(slots, 1) slots). */
+static alloy_status check_kept(const alloy_mlstm_kept_in *kin, alloy_device *dev, alloy_dtype dt, int64_t nseq,
+                               int64_t NH, int64_t S, int64_t DHQK, int64_t DHHV, int64_t L, int packed,
+                               const int64_t *s_v) {
+    const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK};
+    alloy_status st = dt == ALLOY_FLOAT32 ? alloy_mlstm_check(FN, "h", kin->h, dev, dt, 4, s_v) : ALLOY_OK;
+    if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "c_final", kin->c_final, dev, ALLOY_FLOAT32, 4, s_c);
+    if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "n_final", kin->n_final, dev, ALLOY_FLOAT32, 3, s_n);
+    if (st != ALLOY_OK) return st;
+    const int64_t Ls = L < 64 ? L : 64, slots = packed ? S / Ls + nseq : (S + Ls - 1) / Ls * nseq;
+    const int64_t WN = slots > 0 ? slots : 1;
+    const int64_t size[4] = {WN * NH * DHQK * DHHV, WN * NH * DHQK, WN * NH, WN * NH * (Ls + 4)};
+    const alloy_dtype type[4] = {dt, ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32};
+    for (int e = 0; e < 4; e++) {
+        const alloy_array *a = kin->kept[e];
+        if (!a || alloy_array_device(a) != dev || alloy_array_dtype(a) != type[e] || alloy_array_ndim(a) != 1 ||
+            alloy_array_shape(a)[0] != size[e] || !alloy_array_is_row_contiguous(a))
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "%s: kept[%d] is not the record alloy_mlstm_chunkwise_keep keeps for these inputs and "
+                               "chunk_size (a 1-D %s array of %lld elements on q's device)",
+                               FN, e, alloy_dtype_name(type[e]), (long long)size[e]);
+    }
+    return ALLOY_OK;
+}
+
+static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                             alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                             alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
+                             alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
+                             alloy_mlstm_kept_in *kin, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+                             alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial,
+                             alloy_array **dn_initial, alloy_array **dm_initial) {
     if (method != ALLOY_MLSTM_BACKWARD_AUTO && method != ALLOY_MLSTM_BACKWARD_EXACT &&
         method != ALLOY_MLSTM_BACKWARD_CHUNKED)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
@@ -121,6 +185,8 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
         return st;
     if ((st = check_triple("dc_final", "dn_final", "dm_final", dc_final, dn_final, dm_final, dev, sdt, s_c, s_n, s_m,
                            &has_dfinal)) != ALLOY_OK)
+        return st;
+    if (kin && (st = check_kept(kin, dev, dt, nseq, NH, S, DHQK, DHHV, L, cu_seqlens != NULL, s_v)) != ALLOY_OK)
         return st;
     if (has_init && (!dc_initial || !dn_initial || !dm_initial))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
@@ -173,8 +239,8 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
     if (st == ALLOY_OK && split) {
         st = alloy_mlstm_backward_split(q, k, v, i, f, has_init ? c_initial : NULL, has_init ? n_initial : NULL,
                                         has_init ? m_initial : NULL, cu_seqlens, dh, has_dfinal ? dc_final : NULL,
-                                        has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, stream,
-                                        o);
+                                        has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, kin,
+                                        stream, o);
         if (st == ALLOY_ERROR_UNSUPPORTED) {
             if (method == ALLOY_MLSTM_BACKWARD_CHUNKED)
                 st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,

@@ -56,7 +56,8 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                         alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
                                         alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
-                                        int64_t L, double eps, alloy_stream *stream, alloy_array *const *g) {
+                                        int64_t L, double eps, const alloy_mlstm_kept_in *kin, alloy_stream *stream,
+                                        alloy_array *const *g) {
     const alloy_dtype dt = alloy_array_dtype(q);
     const size_t ts = alloy_dtype_size(dt);
     const int64_t *qs = alloy_array_shape(q);
@@ -94,8 +95,23 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
         return ALLOY_ERROR_UNSUPPORTED;
 
     alloy_mlstm_saved sv;
-    alloy_status st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps,
-                                                stream, &sv);
+    alloy_status st = ALLOY_OK;
+    if (kin) { /* the forward's record, as alloy_mlstm_split_forward would make it (references of the caller's) */
+        memset(&sv, 0, sizeof sv);
+        sv.h = ts == 4 ? alloy_array_retain(kin->h) : NULL;
+        sv.c_out = alloy_array_retain(kin->c_final);
+        sv.n_out = alloy_array_retain(kin->n_final);
+        sv.c_chunk = alloy_array_retain(kin->kept[0]);
+        sv.n_chunk = alloy_array_retain(kin->kept[1]);
+        sv.m_chunk = alloy_array_retain(kin->kept[2]);
+        sv.g_chunk = alloy_array_retain(kin->kept[3]);
+        sv.L = Ls;
+        sv.nslots = cu_seqlens ? r.S / Ls + r.nseq : (r.S + Ls - 1) / Ls * r.nseq;
+        sv.vec = alloy_mlstm_vec_rows(q, k, v, r.DHQK, r.DHHV, ts) && (!sv.h || alloy_ops_aligned16(1, &sv.h));
+    } else {
+        st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps, stream,
+                                       &sv);
+    }
     if (st != ALLOY_OK) return st;
     r.L = sv.L;
     r.WN = sv.nslots;

@@ -96,15 +96,29 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
                                        alloy_mlstm_saved *sv);
 void alloy_mlstm_saved_free(alloy_mlstm_saved *sv);
 
+/* Whether the split kernels may copy q, k and v in 16-byte pieces (cp.async
+ * on CUDA): rows a whole number of pieces, row-contiguous operands 16-byte
+ * aligned (chunkwise.c). */
+int alloy_mlstm_vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t DHQK, int64_t DHHV, size_t tsize);
+
+/* A forward's chunk record for the backward (alloy_mlstm_chunkwise_backward_kept),
+ * checked by the caller: the forward's h (float32 inputs), final C and n, and
+ * kept[0..3] = c_chunk, n_chunk, m_chunk, g_chunk (alloy_mlstm_saved's). */
+typedef struct alloy_mlstm_kept_in {
+    alloy_array *h, *c_final, *n_final, *kept[4];
+} alloy_mlstm_kept_in;
+
 /* The chunk-parallel backward (chunkwise_backward_split.c) into the
  * prepared gradient arrays g[8] (dq, dk, dv, di, df, and, with the initial
- * states, dc_initial, dn_initial, dm_initial); inputs already checked.
+ * states, dc_initial, dn_initial, dm_initial); inputs already checked. kin
+ * non-NULL: the forward's record instead of running the forward again.
  * ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
  * sizes: the caller then runs the exact kernel. */
 alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                         alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
                                         alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
-                                        int64_t L, double eps, alloy_stream *stream, alloy_array *const *g);
+                                        int64_t L, double eps, const alloy_mlstm_kept_in *kin, alloy_stream *stream,
+                                        alloy_array *const *g);
 
 #endif
