@@ -7,9 +7,12 @@
  * S = 8192 (bf16 and f32 inputs) and B = 1, S = 65536 (bf16), the default
  * chunk (64); --quick and the CPU: (1, 2, 512, 64/64) in f32 and bf16.
  *
- * Two rows per shape: "bwd ..." times the backward alone (the forward's
- * inputs and dh given, every gradient array given), "fwd+bwd ..." the forward
- * and the backward back to back (h and the gradients given). Timing: one
+ * Two rows per shape (three in bfloat16): "bwd ..." times the backward alone
+ * (the forward's inputs and dh given, every gradient array given),
+ * "fwd+bwd ..." the forward and the backward back to back (h and the
+ * gradients given); bfloat16 also "fwd+bwd kept ...": the forward keeping
+ * its chunk record and the backward from it (alloy_mlstm_chunkwise_keep,
+ * alloy_mlstm_chunkwise_backward_kept). Timing: one
  * warm-up call (compiles), one timed call; a call over a second (a quarter of
  * a second on the CPU) is reported from that call alone, else the median of
  * bench_time_calls' batches (3 when a call takes over 0.2 s, else 9). After
@@ -80,6 +83,24 @@ static int run_forward_backward(void *p) {
                               NULL, NULL) != ALLOY_OK)
         return 1;
     return run_backward(p);
+}
+
+/* The forward keeping its chunk record, then the backward from it
+ * (alloy_mlstm_chunkwise_keep, alloy_mlstm_chunkwise_backward_kept): the
+ * record and the final states are freed once queued. */
+static int run_forward_backward_kept(void *p) {
+    bw_ctx *x = p;
+    alloy_array *h = x->h, *c = NULL, *n = NULL, *m = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
+    alloy_array *dq = x->dq, *dk = x->dk, *dv = x->dv, *di = x->di, *df = x->df;
+    int bad = alloy_mlstm_chunkwise_keep(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->chunk, 1e-6,
+                                         ALLOY_PRECISION_HIGH, x->s, &h, &c, &n, &m, kept) != ALLOY_OK;
+    if (!bad)
+        bad = alloy_mlstm_chunkwise_backward_kept(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, h, c, n, kept,
+                                                  x->dh, NULL, NULL, NULL, x->chunk, 1e-6, x->s, &dq, &dk, &dv, &di,
+                                                  &df, NULL, NULL, NULL) != ALLOY_OK;
+    alloy_array *made[] = {c, n, m, kept[0], kept[1], kept[2], kept[3]};
+    for (size_t e = 0; e < sizeof made / sizeof made[0]; e++) alloy_array_free(made[e]);
+    return bad;
 }
 
 /* Seconds per call, sized for slow calls (the file's comment); -1 on failure.
@@ -182,11 +203,14 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
     for (size_t zi = 0; zi < sizeof BW_SIZES / sizeof *BW_SIZES; zi++) {
         const bw_size *z = &BW_SIZES[zi];
         if ((quick || !is_cuda) != z->quick) continue; /* --quick and the CPU: the small rows */
-        char lb[48], lfb[48];
+        char lb[48], lfb[48], lfk[48];
         snprintf(lb, sizeof lb, "bwd %s", z->label);
         snprintf(lfb, sizeof lfb, "fwd+bwd %s", z->label);
+        snprintf(lfk, sizeof lfk, "fwd+bwd kept %s", z->label);
         const int want_b = !only || strstr(lb, only), want_fb = !only || strstr(lfb, only);
-        if (!want_b && !want_fb) continue;
+        /* the kept record's row where the default backward is the chunk-parallel one (bfloat16) */
+        const int want_fk = z->dt == ALLOY_BFLOAT16 && (!only || strstr(lfk, only));
+        if (!want_b && !want_fb && !want_fk) continue;
         const int chunk = z->chunk ? z->chunk : ALLOY_MLSTM_DEFAULT_CHUNK;
         const int64_t nq = z->B * z->NH * z->S * z->DK, nv = z->B * z->NH * z->S * z->DV, ng = z->B * z->NH * z->S;
         const size_t es = alloy_dtype_size(z->dt);
@@ -225,9 +249,9 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         const double tokens = (double)(z->B * z->S);
         const double fwd_flops = tokens * (double)z->NH *
                                  (4.0 * (double)z->DK * (double)z->DV + (double)chunk * (double)(z->DK + z->DV));
-        double tb = -1, tfb = -1, err = -1;
+        double tb = -1, tfb = -1, tfk = -1, err = -1;
         /* one forward first: compiles it, so no timed fwd+bwd call below includes a compile */
-        if (st == ALLOY_OK && want_fb) {
+        if (st == ALLOY_OK && (want_fb || want_fk)) {
             alloy_array *h = x.h;
             st = alloy_mlstm_chunkwise(x.q, x.k, x.v, x.i, x.f, NULL, NULL, NULL, NULL, chunk, 1e-6, s, &h, NULL,
                                        NULL, NULL);
@@ -237,8 +261,11 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         /* after a slow backward both kernels are compiled: no second warm-up call */
         if (st == ALLOY_OK && want_fb && (!want_b || tb >= 0))
             tfb = time_call(run_forward_backward, &x, s, is_cuda, !(tb > (is_cuda ? 1.0 : 0.25)));
-        if ((want_b && tb < 0) || (want_fb && tfb < 0)) {
-            fprintf(stderr, "alloy: bench mlstm %s: %s\n", want_b && tb < 0 ? lb : lfb, alloy_last_error());
+        if (st == ALLOY_OK && want_fk && (!want_b || tb >= 0) && (!want_fb || tfb >= 0))
+            tfk = time_call(run_forward_backward_kept, &x, s, is_cuda, 1);
+        if ((want_b && tb < 0) || (want_fb && tfb < 0) || (want_fk && tfk < 0)) {
+            fprintf(stderr, "alloy: bench mlstm %s: %s\n", want_b && tb < 0 ? lb : want_fb && tfb < 0 ? lfb : lfk,
+                    alloy_last_error());
             failures++;
         } else {
             alloy_array *ga[5] = {x.dq, x.dk, x.dv, x.di, x.df};
@@ -251,6 +278,7 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
                      (long long)z->S, (long long)z->DK, (long long)z->DV, chunk);
             if (want_b) print_row(lb, size, dev, tb, 2.0 * fwd_flops, tokens, err, json);
             if (want_fb) print_row(lfb, size, dev, tfb, 3.0 * fwd_flops, tokens, err, json);
+            if (want_fk) print_row(lfk, size, dev, tfk, 3.0 * fwd_flops, tokens, err, json);
         }
         alloy_array *all[] = {x.q, x.k, x.v, x.i, x.f, x.h, x.dh, x.dq, x.dk, x.dv, x.di, x.df};
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);

@@ -9,7 +9,9 @@
 
 #include "alloy_py.h"
 
-#define MAX_OPERANDS 13 /* mlstm chunkwise_backward: q, k, v, i, f, c, n, m, cu_seqlens, dh, dc, dn, dm */
+/* mlstm chunkwise_backward from a kept record: q, k, v, i, f, c, n, m, cu_seqlens, dh, dc, dn, dm, h,
+ * c_last, n_last and the record's 4 arrays */
+#define MAX_OPERANDS 20
 
 typedef struct alloypy_op_ctx {
     const char *name;

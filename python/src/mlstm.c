@@ -100,20 +100,23 @@ done:
 }
 
 /* _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
- * chunk_size, eps, return_last_states, out, stream, precision) -> h, or (h, c, n, m)
- * when return_last_states; the optional operands None: absent. */
+ * chunk_size, eps, return_last_states, out, stream, precision, keep) -> h,
+ * or (h, c, n, m) when return_last_states, or with keep (h, c, n, m, kept0,
+ * kept1, kept2, kept3): alloy_mlstm_chunkwise_keep's chunk record; the
+ * optional operands None: absent. */
 PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",          "k",   "v",     "i",     "f",      "c_initial", "n_initial", "m_initial",
-                         "cu_seqlens", "chunk_size", "eps", "return_last_states", "out", "stream", "precision", NULL};
+                         "cu_seqlens", "chunk_size", "eps", "return_last_states", "out", "stream", "precision",
+                         "keep",       NULL};
     PyObject *given[9] = {NULL}, *out_obj = Py_None, *stream_obj = Py_None, *prec_obj = Py_None;
-    int chunk_size = 0, last_states = 0;
+    int chunk_size = 0, last_states = 0, keep = 0;
     double eps = 1e-6;
     given[5] = given[6] = given[7] = given[8] = Py_None;
     alloy_precision precision = ALLOY_PRECISION_HIGH;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|OOOOidpOOO:_mlstm_chunkwise", kw, &given[0], &given[1],
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOO|OOOOidpOOOp:_mlstm_chunkwise", kw, &given[0], &given[1],
                                      &given[2], &given[3], &given[4], &given[5], &given[6], &given[7], &given[8],
-                                     &chunk_size, &eps, &last_states, &out_obj, &stream_obj, &prec_obj) ||
+                                     &chunk_size, &eps, &last_states, &out_obj, &stream_obj, &prec_obj, &keep) ||
         alloypy_precision_from_object("mlstm.chunkwise", prec_obj, ALLOY_PRECISION_HIGH, &precision) < 0)
         return NULL;
     static const char *const all_names[] = {"q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial",
@@ -134,15 +137,34 @@ PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwar
     if (alloypy_ctx_open(&c, "mlstm.chunkwise", n, objs, names, out_obj, stream_obj) < 0) goto done;
     alloy_array *ops[9];
     for (int j = 0; j < 9; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
-    alloy_array *h = c.out, *co = NULL, *no = NULL, *mo = NULL;
+    alloy_array *h = c.out, *co = NULL, *no = NULL, *mo = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
     alloy_status st;
+    if (keep) last_states = 1; /* the backward from the record reads the final states */
     Py_BEGIN_ALLOW_THREADS
-    st = alloy_mlstm_chunkwise_with_precision(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
-                                              chunk_size, eps, precision, c.stream, &h, last_states ? &co : NULL,
-                                              last_states ? &no : NULL, last_states ? &mo : NULL);
+    if (keep)
+        st = alloy_mlstm_chunkwise_keep(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
+                                        chunk_size, eps, precision, c.stream, &h, &co, &no, &mo, kept);
+    else
+        st = alloy_mlstm_chunkwise_with_precision(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7],
+                                                  ops[8], chunk_size, eps, precision, c.stream, &h,
+                                                  last_states ? &co : NULL, last_states ? &no : NULL,
+                                                  last_states ? &mo : NULL);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
         alloypy_ctx_fail(&c, st);
+        goto done;
+    }
+    if (keep) { /* (h, c, n, m, kept0, kept1, kept2, kept3) */
+        alloy_array *made[7] = {co, no, mo, kept[0], kept[1], kept[2], kept[3]};
+        PyObject *r[8] = {NULL};
+        r[0] = alloypy_ctx_result(&c, &h);
+        int ok = r[0] != NULL;
+        for (int j = 0; j < 7; j++)
+            if (ok && !(r[j + 1] = alloypy_ctx_wrap(&c, &made[j]))) ok = 0;
+        if (ok) result = PyTuple_Pack(8, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+        for (int j = 0; j < 8; j++) Py_XDECREF(r[j]);
+        for (int j = 0; j < 7; j++) alloy_array_free(made[j]);
+        alloy_array_free(h);
         goto done;
     }
     PyObject *r[4] = {NULL, NULL, NULL, NULL};
@@ -165,24 +187,45 @@ done:
 
 /* _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial,
  * cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream,
- * method) -> (dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial); the
- * last three None without initial states. method: "auto", "exact" or
- * "chunked" (alloy_mlstm_backward_method). */
+ * method, h, c_last, n_last, kept) -> (dq, dk, dv, di, df, dc_initial,
+ * dn_initial, dm_initial); the last three None without initial states.
+ * method: "auto", "exact" or "chunked" (alloy_mlstm_backward_method); kept
+ * (the 4-tuple of _mlstm_chunkwise(keep=True)) with h, c_last, n_last: the
+ * backward from that record (alloy_mlstm_chunkwise_backward_kept). */
 PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",         "k",          "v",  "i",        "f",        "c_initial",
                          "n_initial", "m_initial",  "cu_seqlens", "dh", "dc_final", "dn_final",
-                         "dm_final",  "chunk_size", "eps",        "stream", "method", NULL};
-    PyObject *given[13] = {NULL}, *stream_obj = Py_None;
+                         "dm_final",  "chunk_size", "eps",        "stream", "method", "h", "c_last", "n_last",
+                         "kept",      NULL};
+    /* operands: the 13 above, then h, c_last, n_last and the 4 kept arrays (the forward's record) */
+    PyObject *given[20] = {NULL}, *stream_obj = Py_None, *kept_obj = Py_None;
     int chunk_size = 0;
     double eps = 1e-6;
     const char *method_name = "auto";
-    for (int j = 5; j < 13; j++) given[j] = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidOs:_mlstm_chunkwise_backward", kw, &given[0],
-                                     &given[1], &given[2], &given[3], &given[4], &given[5], &given[6], &given[7],
-                                     &given[8], &given[9], &given[10], &given[11], &given[12], &chunk_size, &eps,
-                                     &stream_obj, &method_name))
+    for (int j = 5; j < 20; j++) given[j] = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidOsOOOO:_mlstm_chunkwise_backward", kw,
+                                     &given[0], &given[1], &given[2], &given[3], &given[4], &given[5], &given[6],
+                                     &given[7], &given[8], &given[9], &given[10], &given[11], &given[12], &chunk_size,
+                                     &eps, &stream_obj, &method_name, &given[13], &given[14], &given[15], &kept_obj))
         return NULL;
+    const int from_kept = kept_obj != Py_None;
+    if (from_kept) {
+        if (!PyTuple_Check(kept_obj) || PyTuple_GET_SIZE(kept_obj) != ALLOY_MLSTM_KEPT)
+            return PyErr_Format(PyExc_TypeError,
+                                "mlstm.chunkwise_backward: kept must be the tuple of %d arrays chunkwise_keep returned",
+                                ALLOY_MLSTM_KEPT);
+        for (int j = 0; j < ALLOY_MLSTM_KEPT; j++) given[16 + j] = PyTuple_GET_ITEM(kept_obj, j);
+        if (given[14] == Py_None || given[15] == Py_None)
+            return PyErr_Format(PyExc_ValueError,
+                                "mlstm.chunkwise_backward: with kept, c_last and n_last (the forward's final states) "
+                                "must be given");
+        if (strcmp(method_name, "auto") && strcmp(method_name, "chunked"))
+            return PyErr_Format(PyExc_ValueError,
+                                "mlstm.chunkwise_backward: kept is the chunk-parallel backward's record; method is "
+                                "'%s' (it must be 'auto' or 'chunked' with kept)",
+                                method_name);
+    }
     alloy_mlstm_backward_method method;
     if (!strcmp(method_name, "auto")) method = ALLOY_MLSTM_BACKWARD_AUTO;
     else if (!strcmp(method_name, "exact")) method = ALLOY_MLSTM_BACKWARD_EXACT;
@@ -192,13 +235,14 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
                             "mlstm.chunkwise_backward: method is '%s'; it must be 'auto', 'exact' or 'chunked'",
                             method_name);
     if (given[9] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
-    static const char *const all_names[] = {"q",         "k",         "v",          "i",  "f",
+    static const char *const all_names[] = {"q",         "k",         "v",          "i",       "f",
                                             "c_initial", "n_initial", "m_initial",  "cu_seqlens", "dh",
-                                            "dc_final",  "dn_final",  "dm_final"};
-    PyObject *objs[13];
-    const char *names[13];
-    int slot[13], n = 0;
-    for (int j = 0; j < 13; j++) {
+                                            "dc_final",  "dn_final",  "dm_final",   "h",       "c_last",
+                                            "n_last",    "kept[0]",   "kept[1]",    "kept[2]", "kept[3]"};
+    PyObject *objs[20];
+    const char *names[20];
+    int slot[20], n = 0;
+    for (int j = 0; j < 20; j++) {
         slot[j] = -1;
         if (given[j] == Py_None) continue;
         slot[j] = n;
@@ -208,17 +252,24 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
     alloypy_op_ctx c;
     PyObject *result = NULL;
     if (alloypy_ctx_open(&c, "mlstm.chunkwise_backward", n, objs, names, Py_None, stream_obj) < 0) goto done;
-    alloy_array *ops[13];
-    for (int j = 0; j < 13; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
+    alloy_array *ops[20];
+    for (int j = 0; j < 20; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
     const int states = ops[5] || ops[6] || ops[7];
     alloy_array *g[8] = {NULL};
     alloy_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = alloy_mlstm_chunkwise_backward_with_method(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7],
-                                                    ops[8], ops[9], ops[10], ops[11], ops[12], chunk_size, eps, method,
-                                                    c.stream, &g[0], &g[1], &g[2], &g[3], &g[4],
-                                                    states ? &g[5] : NULL, states ? &g[6] : NULL,
-                                                    states ? &g[7] : NULL);
+    if (from_kept)
+        st = alloy_mlstm_chunkwise_backward_kept(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6], ops[7], ops[8],
+                                                 ops[13], ops[14], ops[15], ops + 16, ops[9], ops[10], ops[11],
+                                                 ops[12], chunk_size, eps, c.stream, &g[0], &g[1], &g[2], &g[3],
+                                                 &g[4], states ? &g[5] : NULL, states ? &g[6] : NULL,
+                                                 states ? &g[7] : NULL);
+    else
+        st = alloy_mlstm_chunkwise_backward_with_method(ops[0], ops[1], ops[2], ops[3], ops[4], ops[5], ops[6],
+                                                        ops[7], ops[8], ops[9], ops[10], ops[11], ops[12], chunk_size,
+                                                        eps, method, c.stream, &g[0], &g[1], &g[2], &g[3], &g[4],
+                                                        states ? &g[5] : NULL, states ? &g[6] : NULL,
+                                                        states ? &g[7] : NULL);
     Py_END_ALLOW_THREADS
     if (st != ALLOY_OK) {
         alloypy_ctx_fail(&c, st);

@@ -228,6 +228,8 @@ def opcheck_cases():
         ("chunkwise", mt._chunkwise_op, (*qs[:5], None, None, None, 1e-6, 0, None, "auto", "high")),
         ("chunkwise_states", mt._chunkwise_op, (*qs, 1e-6, 16, None, "exact", "high")),
         ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "auto", "default")),
+        ("chunkwise_keep", mt._chunkwise_keep_op, (*qs, 1e-6, 16, None, "high")),
+        ("chunkwise_keep_packed", mt._chunkwise_keep_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "high")),
         ("step", mt._step_op, (*[t.detach()[:, :, 0] for t in (q, k, v)], i.detach()[:, :, :1],
                                 f.detach()[:, :, :1], c.detach(), n.detach(), m.detach(), 1e-6)),
         ("softcap", nt._softcap_op, (x, 15.0)),
@@ -304,6 +306,32 @@ def test_errors():
         mt.chunkwise(*args[:5], precision="highest")
     with pytest.raises(alloy.InvalidArgumentError, match="method CHUNKED takes bfloat16 or float32"):
         mt.chunkwise(*[a.half().requires_grad_() for a in args[:5]], backward="chunked").float().sum().backward()
+
+
+def test_chunkwise_keep():
+    """keep=True (the forward keeps its chunk record, alloy::mlstm_chunkwise_keep):
+    h, the final states and every gradient equal the recomputing chunked
+    backward's bit for bit — bfloat16 and float32, dense with initial states
+    and packed — and it compiles with fullgraph=True to the eager result."""
+    cu = torch.tensor([0, 7, 7, 30], dtype=torch.int32)
+    for dtype, packed in ((torch.bfloat16, False), (torch.float32, False), (torch.bfloat16, True)):
+        args = mlstm_inputs(15, B=1 if packed else 2, S=30, DK=8, DV=6, dtype=torch.float32, states=True)
+        if packed:
+            args = [*args[:5], *(t.repeat(3, *([1] * (t.dim() - 1))) for t in args[5:])]
+        extra = dict(chunk_size=16, cu_seqlens=cu if packed else None, return_last_states=True)
+        out = {}
+        for keep in (False, True):
+            xs = [a.to(dtype).clone().requires_grad_() if e < 5 else a.clone().requires_grad_()
+                  for e, a in enumerate(args)]
+            h, (c, n, m) = mt.chunkwise(*xs, backward="chunked", keep=keep, **extra)
+            (h.float().square().sum() + c.sum() + n.sum() + m.sum()).backward()
+            out[keep] = [h, c, n, m] + [x.grad for x in xs]
+        assert all(torch.equal(a, b) for a, b in zip(out[False], out[True])), (dtype, packed)
+    xs = [a.clone() for a in mlstm_inputs(16, S=20, DK=4, DV=6, dtype=torch.float32, states=True)]
+    layer = lambda *t: mt.chunkwise(*t, chunk_size=16, keep=True)  # noqa: E731
+    assert torch.equal(torch.compile(layer, fullgraph=True)(*xs), layer(*xs))
+    with pytest.raises(alloy.InvalidArgumentError, match="kept"):
+        mt.chunkwise(*[a.half() for a in xs[:5]], keep=True)
 
 
 def test_backward_methods():

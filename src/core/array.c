@@ -283,7 +283,9 @@ alloy_status alloy_array_copy_from_host(alloy_array *a, const void *src, size_t 
     return ALLOY_OK;
 }
 
-alloy_status alloy_array_fill(alloy_array *a, double value) {
+alloy_status alloy_array_fill(alloy_array *a, double value) { return alloy_array_fill_on(a, value, NULL); }
+
+alloy_status alloy_array_fill_on(alloy_array *a, double value, alloy_stream *stream) {
     if (!a) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "array is NULL");
     int64_t n = alloy_array_size(a);
     if (!n) return ALLOY_OK;
@@ -293,7 +295,7 @@ alloy_status alloy_array_fill(alloy_array *a, double value) {
     alloy_device *dev = a->device;
     if (alloy_array_is_row_contiguous(a))
         return dev->backend->mem_fill(dev, alloy_array_data(a), (size_t)n, one, item,
-                                      dev->default_stream);
+                                      stream ? stream : dev->default_stream);
     if (dev->backend->host_accessible) {
         int64_t zero[ALLOY_MAX_NDIM] = {0};
         alloy_host_strided_copy(alloy_array_data(a), a->strides, one, zero, a->ndim, a->shape, item);

@@ -19,6 +19,10 @@ struct alloy_array {
     void *user;
 };
 
+/* alloy_array_fill on `stream` (NULL: the device's default stream), ordered
+ * with the catalog op's launches there. */
+alloy_status alloy_array_fill_on(alloy_array *a, double value, alloy_stream *stream);
+
 /* Converts `value` to one element of `dtype` in `out` (up to 8 bytes). */
 void alloy_scalar_to_bytes(alloy_dtype dtype, double value, void *out);
 

@@ -22,7 +22,7 @@ operators (torch.library custom ops, torch.compile-able).
 """
 from .._alloy import _mlstm_chunkwise, _mlstm_chunkwise_backward, _mlstm_parallel, _mlstm_step
 
-__all__ = ["step", "parallel", "chunkwise", "chunkwise_backward"]
+__all__ = ["step", "parallel", "chunkwise", "chunkwise_backward", "ChunkRecord"]
 
 
 def step(q, k, v, i, f, c, n, m, eps=1e-6, *, out=None, stream=None):
@@ -63,8 +63,21 @@ def parallel(q, k, v, i, f, eps=1e-6, *, out=None, stream=None):
     return _mlstm_parallel(q, k, v, i, f, float(eps), out, stream)
 
 
+class ChunkRecord:
+    """What ``chunkwise(..., keep=True)`` keeps for ``chunkwise_backward(...,
+    kept=record)``: the forward's h and final states and its chunk record
+    (every chunk's starting state and gate record, in the library's layout:
+    four alloy arrays, ``arrays``), so that the chunk-parallel backward does
+    not compute them again (alloy_mlstm_chunkwise_keep)."""
+
+    __slots__ = ("h", "c", "n", "arrays")
+
+    def __init__(self, h, c, n, arrays):
+        self.h, self.c, self.n, self.arrays = h, c, n, tuple(arrays)
+
+
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None, cu_seqlens=None, *, out=None, stream=None, precision="high"):
+              chunk_size=None, cu_seqlens=None, *, out=None, stream=None, precision="high", keep=False):
     """The chunkwise form (prefill, training forward): whole sequences from
     given or zero initial states; mlstm_kernels' ``mlstm_chunkwise__xl_chunk``
     signature.
@@ -92,16 +105,25 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     do — an error of about 5e-4 of max|h| — and faster); ``"highest"`` (exact
     products) has no kernel here and is an error. 16-bit inputs and the CPU
     give the same results for each (docs/mlstm.md, "Precision").
+
+    keep=True (training): returns ``(h, (c, n, m), record)``, record a
+    ChunkRecord for ``chunkwise_backward(..., kept=record)``, which then skips
+    recomputing the chunk states (the same gradients; memory: per chunk of
+    min(chunk_size, 64) tokens and head a DHQK x DHHV state in q's dtype).
+    bfloat16, and float32 with DHQK up to 256 (the chunk-parallel backward's
+    inputs).
     """
     r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
                          0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream,
-                         precision)
+                         precision, bool(keep))
+    if keep:
+        return r[0], (r[1], r[2], r[3]), ChunkRecord(r[0], r[1], r[2], r[4:])
     return (r[0], tuple(r[1:])) if return_last_states else r
 
 
 def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_initial=None, dc_final=None,
                        dn_final=None, dm_final=None, eps=1e-6, chunk_size=None, cu_seqlens=None, *, method="auto",
-                       stream=None):
+                       stream=None, kept=None):
     """The gradient of ``chunkwise`` (the function's exact derivative, through
     the normaliser's floor and the stabiliser): given the forward's inputs
     (the same ``cu_seqlens`` for a packed batch) and dh (v's shape, q's
@@ -120,10 +142,17 @@ def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_init
     the tensor cores (bfloat16 and float32 inputs), milliseconds, but with
     the input dtype's rounding left in nearly cancelling gradients (hostile
     gates: up to a fifth of the largest gradient in bfloat16, 1e-2 in
-    float32); ``"auto"`` — chunked for bfloat16, exact otherwise."""
+    float32); ``"auto"`` — chunked for bfloat16, exact otherwise.
+
+    kept: the ChunkRecord of ``chunkwise(..., keep=True)`` on the same inputs
+    and chunk_size — the chunk-parallel backward from it, without computing
+    the chunk states again (method "auto" or "chunked")."""
+    if kept is not None and not isinstance(kept, ChunkRecord):
+        raise TypeError("mlstm.chunkwise_backward: kept must be the ChunkRecord of chunkwise(..., keep=True)")
+    rec = {} if kept is None else dict(h=kept.h, c_last=kept.c, n_last=kept.n, kept=kept.arrays)
     r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final,
                                   dm_final, 0 if chunk_size is None else int(chunk_size), float(eps), stream,
-                                  str(method))
+                                  str(method), **rec)
     states = None if r[5] is None else tuple(r[5:])
     return r[0], r[1], r[2], r[3], r[4], states
 

@@ -124,15 +124,19 @@ def _chunkwise_setup(ctx, inputs, output):
     ctx.eps, ctx.chunk_size, ctx.method = eps, chunk_size, backward
 
 
-def _chunkwise_grad(ctx, dh, dc, dn, dm):
-    q, k, v, i, f, c0, n0, m0, cu = ctx.saved_tensors
+def _final_cotangents(q, v, cu, dc, dn, dm):
+    """The final states' cotangents as alloy takes them: all three or None."""
     finals = (dc, dn, dm)  # PyTorch materialises unused ones as zeros; None is handled all the same
     if all(g is None for g in finals):
-        finals = (None, None, None)
-    else:  # alloy takes the three final cotangents together
-        N, NH = _sequences(q, cu), q.shape[1]
-        shapes = ((N, NH, q.shape[3], v.shape[3]), (N, NH, q.shape[3]), (N, NH, 1))
-        finals = tuple(q.new_zeros(s, dtype=_state_dtype(q)) if g is None else g for g, s in zip(finals, shapes))
+        return None, None, None
+    N, NH = _sequences(q, cu), q.shape[1]  # alloy takes the three together
+    shapes = ((N, NH, q.shape[3], v.shape[3]), (N, NH, q.shape[3]), (N, NH, 1))
+    return tuple(q.new_zeros(s, dtype=_state_dtype(q)) if g is None else g for g, s in zip(finals, shapes))
+
+
+def _chunkwise_grad(ctx, dh, dc, dn, dm):
+    q, k, v, i, f, c0, n0, m0, cu = ctx.saved_tensors
+    finals = _final_cotangents(q, v, cu, dc, dn, dm)
     if dh is None:
         dh = torch.zeros_like(v)
     g = _chunkwise_backward_op(q, k, v, i, f, c0, n0, m0, dh, *finals, ctx.eps, ctx.chunk_size, cu, ctx.method)
@@ -141,6 +145,95 @@ def _chunkwise_grad(ctx, dh, dc, dn, dm):
 
 
 _chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
+
+
+# ---- training without the backward's recomputation: the forward keeps its chunk record ----
+
+
+def _record_sizes(q, v, chunk_size, cu_seqlens):
+    """The chunk record's four 1-D sizes (alloy_mlstm_chunkwise_keep's layout:
+    one slot per chunk of min(chunk, 64) tokens, dense ceil(S / L) N, packed
+    S / L + N, at least one)."""
+    NH, S, DK, DV = q.shape[1], q.shape[2], q.shape[3], v.shape[3]
+    N, L = _sequences(q, cu_seqlens), min(chunk_size or 64, 64)
+    slots = S // L + N if cu_seqlens is not None else -(-S // L) * N
+    W = max(slots, 1)
+    return W * NH * DK * DV, W * NH * DK, W * NH, W * NH * (L + 4)
+
+
+@torch.library.custom_op("alloy::mlstm_chunkwise_keep", mutates_args=())
+def _chunkwise_keep_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
+                       n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float, chunk_size: int,
+                       cu_seqlens: Optional[Tensor], precision: str) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor,
+                                                                             Tensor, Tensor, Tensor]:
+    """h, c, n, m and the chunk record's four arrays."""
+    ins = _bridge.operands("mlstm.chunkwise", float64=False, q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
+                           n_initial=n_initial, m_initial=m_initial)
+    cu = _bridge.offsets("mlstm.chunkwise", q, cu_seqlens)
+    h, states, record = _mlstm.chunkwise(*ins, eps=eps, chunk_size=chunk_size or None, cu_seqlens=cu,
+                                         stream=_bridge.stream(q), precision=precision, keep=True)
+    return tuple(_bridge.tensor(x) for x in (h, *states, *record.arrays))
+
+
+@_chunkwise_keep_op.register_fake
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens, precision):
+    B, NH, S, DK = q.shape
+    DV, N = v.shape[-1], _sequences(q, cu_seqlens)
+    sizes = _record_sizes(q, v, chunk_size, cu_seqlens)
+    f32 = torch.float32
+    return (q.new_empty(B, NH, S, DV), q.new_empty(N, NH, DK, DV, dtype=f32), q.new_empty(N, NH, DK, dtype=f32),
+            q.new_empty(N, NH, 1, dtype=f32), q.new_empty(sizes[0]), *(q.new_empty(z, dtype=f32) for z in sizes[1:]))
+
+
+@torch.library.custom_op("alloy::mlstm_chunkwise_backward_kept", mutates_args=())
+def _chunkwise_backward_kept_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
+                                n_initial: Optional[Tensor], m_initial: Optional[Tensor], h: Tensor, c_last: Tensor,
+                                n_last: Tensor, r0: Tensor, r1: Tensor, r2: Tensor, r3: Tensor, dh: Tensor,
+                                dc_final: Optional[Tensor], dn_final: Optional[Tensor], dm_final: Optional[Tensor],
+                                eps: float, chunk_size: int, cu_seqlens: Optional[Tensor]) -> List[Tensor]:
+    """As mlstm_chunkwise_backward (method chunked), from the forward's chunk record."""
+    ins = _bridge.operands("mlstm.chunkwise_backward", float64=False, q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
+                           n_initial=n_initial, m_initial=m_initial, dh=dh, dc_final=dc_final, dn_final=dn_final,
+                           dm_final=dm_final, h=h, c_last=c_last, n_last=n_last, r0=r0, r1=r1, r2=r2, r3=r3)
+    names = ("q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial", "dh", "dc_final", "dn_final",
+             "dm_final")
+    cu = _bridge.offsets("mlstm.chunkwise_backward", q, cu_seqlens)
+    record = _mlstm.ChunkRecord(ins[12], ins[13], ins[14], ins[15:19])
+    dq, dk, dv, di, df, states = _mlstm.chunkwise_backward(**dict(zip(names, ins[:12])), eps=eps,
+                                                           chunk_size=chunk_size or None, cu_seqlens=cu,
+                                                           stream=_bridge.stream(q), kept=record)
+    return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
+
+
+@_chunkwise_backward_kept_op.register_fake
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, h, c_last, n_last, r0, r1, r2, r3, dh, dc_final, dn_final,
+      dm_final, eps, chunk_size, cu_seqlens):
+    grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
+    if c_initial is not None:
+        grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
+                  for x in (c_initial, n_initial, m_initial)]
+    return grads
+
+
+def _chunkwise_keep_setup(ctx, inputs, output):
+    q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu, _precision = inputs
+    h, c, n, _m, r0, r1, r2, r3 = output
+    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu, h, c, n, r0, r1, r2, r3)
+    ctx.eps, ctx.chunk_size = eps, chunk_size
+
+
+def _chunkwise_keep_grad(ctx, dh, dc, dn, dm, *_record_grads):
+    q, k, v, i, f, c0, n0, m0, cu, h, c, n, r0, r1, r2, r3 = ctx.saved_tensors
+    finals = _final_cotangents(q, v, cu, dc, dn, dm)
+    if dh is None:
+        dh = torch.zeros_like(v)
+    g = _chunkwise_backward_kept_op(q, k, v, i, f, c0, n0, m0, h, c, n, r0, r1, r2, r3, dh, *finals, ctx.eps,
+                                    ctx.chunk_size, cu)
+    states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
+    return g[0], g[1], g[2], g[3], g[4], *states, None, None, None, None
+
+
+_chunkwise_keep_op.register_autograd(_chunkwise_keep_grad, setup_context=_chunkwise_keep_setup)
 
 
 @torch.library.custom_op("alloy::mlstm_step", mutates_args=())
@@ -159,7 +252,7 @@ def _(q, k, v, i, f, c, n, m, eps):
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
-              chunk_size=None, cu_seqlens=None, backward="auto", precision="high"):
+              chunk_size=None, cu_seqlens=None, backward="auto", precision="high", keep=False):
     """alloy.mlstm.chunkwise on torch tensors, differentiable in q, k, v, i, f
     and the initial states: h, or ``(h, (c, n, m))`` with
     ``return_last_states=True`` (the final states are differentiable too).
@@ -171,7 +264,13 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     alloy.mlstm.chunkwise_backward's ``method`` — ``"auto"`` (chunked for
     bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``. precision:
     the forward's float32 products, as alloy.mlstm.chunkwise (``"high"``, or
-    ``"default"``: one TF32 pass); the backward always runs at ``"high"``."""
+    ``"default"``: one TF32 pass); the backward always runs at ``"high"``.
+    keep=True: the forward keeps its chunk record (every chunk's starting
+    state: memory per chunk of min(chunk_size, 64) tokens and head, DHQK x
+    DHHV of q's dtype) and the backward — chunk-parallel, whatever
+    ``backward`` says — reads it instead of computing the states again (the
+    operator ``alloy::mlstm_chunkwise_keep``); bfloat16, and float32 with
+    DHQK up to 256."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
         raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
@@ -179,6 +278,10 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
         raise ValueError(f"mlstm.torch.chunkwise: backward is {backward!r}; it must be 'auto', 'exact' or 'chunked'")
     if precision not in ("high", "default"):
         raise ValueError(f"mlstm.torch.chunkwise: precision is {precision!r}; it must be 'high' or 'default'")
+    if keep:
+        h, c, n, m, *_record = _chunkwise_keep_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
+                                                  0 if chunk_size is None else int(chunk_size), cu_seqlens, precision)
+        return (h, (c, n, m)) if return_last_states else h
     h, c, n, m = _chunkwise_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
                                0 if chunk_size is None else int(chunk_size), cu_seqlens, backward, precision)
     return (h, (c, n, m)) if return_last_states else h

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array_internal.h"
 #include "core/error.h"
 #include "ops/catalog.h"
 #include "ops/vector_access.h"
@@ -212,6 +213,12 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_nw, &nw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_mw, &mw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_gw, &gw);
+    /* a kept record is an output: defined everywhere, also where no chunk writes (the gate records' tails;
+     * packed, the slots no sequence reaches) */
+    if (st == ALLOY_OK && keep) st = alloy_array_fill_on(gw, 0, r->stream);
+    if (st == ALLOY_OK && keep && r->varlen) st = alloy_array_fill_on(cw, 0, r->stream);
+    if (st == ALLOY_OK && keep && r->varlen) st = alloy_array_fill_on(nw, 0, r->stream);
+    if (st == ALLOY_OK && keep && r->varlen) st = alloy_array_fill_on(mw, 0, r->stream);
     if (!oc) {
         const int64_t s_c[4] = {r->nseq, r->NH, r->DHQK, r->DHHV}, s_n[3] = {r->nseq, r->NH, r->DHQK},
                       s_m[3] = {r->nseq, r->NH, 1};
