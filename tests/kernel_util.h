@@ -60,6 +60,14 @@ static inline alloy_array *ku_array_nd(alloy_dtype dtype, int ndim, const int64_
     return a;
 }
 
+/* An n-d array of zeros (argument checks that need arrays of some shape). */
+static inline alloy_array *ku_zeros(alloy_dtype dtype, int ndim, const int64_t *shape) {
+    alloy_array *a = NULL;
+    CHECK_OK(alloy_array_new(ku_device(), dtype, ndim, shape, &a));
+    if (a) CHECK_OK(alloy_array_fill(a, 0));
+    return a;
+}
+
 /* A template argument of a launch. */
 typedef struct ku_tmpl {
     const char *name;

@@ -191,24 +191,17 @@ static void test_mlstm_empty(void) {
     alloy_array_free(h), alloy_array_free(q), alloy_array_free(i);
 }
 
-static alloy_array *zeros(alloy_dtype dt, int nd, const int64_t *shape) {
-    alloy_array *a = NULL;
-    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
-    if (a) CHECK_OK(alloy_array_fill(a, 0));
-    return a;
-}
-
 static void test_mlstm_errors(void) {
     const alloy_dtype F = ALLOY_FLOAT32;
     const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
     /* step: B=2, NH=3, DHQK=4, DHHV=5 */
     const int64_t sq[3] = {2, 3, 4}, sv[3] = {2, 3, 5}, sg[3] = {2, 3, 1}, sc[4] = {2, 3, 4, 5};
     const int64_t bad3[3] = {2, 3, 6}, bad4[4] = {2, 3, 5, 4};
-    alloy_array *q = zeros(F, 3, sq), *k = zeros(F, 3, sq), *v = zeros(F, 3, sv), *i = zeros(F, 3, sg);
-    alloy_array *f = zeros(F, 3, sg), *c = zeros(F, 4, sc), *n = zeros(F, 3, sq), *m = zeros(F, 3, sg);
-    alloy_array *kbad = zeros(F, 3, bad3), *k16 = zeros(ALLOY_BFLOAT16, 3, sq), *cbad = zeros(F, 4, bad4);
-    alloy_array *c16 = zeros(ALLOY_FLOAT16, 4, sc), *qi = zeros(ALLOY_INT32, 3, sq), *ibad = zeros(F, 3, sq);
-    alloy_array *hbad = zeros(F, 3, sq), *h = NULL, *co = NULL, *no = NULL, *mo = NULL;
+    alloy_array *q = ku_zeros(F, 3, sq), *k = ku_zeros(F, 3, sq), *v = ku_zeros(F, 3, sv), *i = ku_zeros(F, 3, sg);
+    alloy_array *f = ku_zeros(F, 3, sg), *c = ku_zeros(F, 4, sc), *n = ku_zeros(F, 3, sq), *m = ku_zeros(F, 3, sg);
+    alloy_array *kbad = ku_zeros(F, 3, bad3), *k16 = ku_zeros(ALLOY_BFLOAT16, 3, sq), *cbad = ku_zeros(F, 4, bad4);
+    alloy_array *c16 = ku_zeros(ALLOY_FLOAT16, 4, sc), *qi = ku_zeros(ALLOY_INT32, 3, sq), *ibad = ku_zeros(F, 3, sq);
+    alloy_array *hbad = ku_zeros(F, 3, sq), *h = NULL, *co = NULL, *no = NULL, *mo = NULL;
     CHECK_FAILS(alloy_mlstm_step(NULL, k, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "q is NULL");
     CHECK_FAILS(alloy_mlstm_step(q, kbad, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "k has shape (2, 3, 6)");
     CHECK_FAILS(alloy_mlstm_step(q, k16, v, i, f, c, n, m, EPS, NULL, &h, &co, &no, &mo), INV, "k is bfloat16");
@@ -225,15 +218,15 @@ static void test_mlstm_errors(void) {
     CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &h, &co, NULL, &mo), INV, "n_out is NULL");
     CHECK(h == NULL && co == NULL && no == NULL && mo == NULL); /* nothing returned on failure */
     /* a non-contiguous given output */
-    alloy_array *big = zeros(F, 3, bad3), *view = NULL;
+    alloy_array *big = ku_zeros(F, 3, bad3), *view = NULL;
     const int64_t strides[3] = {18, 6, 1};
     CHECK_OK(alloy_array_wrap(ku_device(), alloy_array_data(big), F, 3, sq, strides, 0, NULL, NULL, &view));
     CHECK_FAILS(alloy_mlstm_step(q, k, v, i, f, c, n, m, EPS, NULL, &h, &co, &view, &mo), INV,
                 "n_out must be row-contiguous");
     /* parallel: B=1, NH=2, S=3, DHQK=4, DHHV=5 */
     const int64_t pq[4] = {1, 2, 3, 4}, pv[4] = {1, 2, 3, 5}, pg[3] = {1, 2, 3}, pgb[3] = {1, 2, 4};
-    alloy_array *Q = zeros(F, 4, pq), *V = zeros(F, 4, pv), *G = zeros(F, 3, pg), *Gb = zeros(F, 3, pgb);
-    alloy_array *Q16 = zeros(ALLOY_FLOAT16, 4, pq), *H = NULL;
+    alloy_array *Q = ku_zeros(F, 4, pq), *V = ku_zeros(F, 4, pv), *G = ku_zeros(F, 3, pg), *Gb = ku_zeros(F, 3, pgb);
+    alloy_array *Q16 = ku_zeros(ALLOY_FLOAT16, 4, pq), *H = NULL;
     CHECK_FAILS(alloy_mlstm_parallel(q, q, v, i, f, EPS, NULL, &H), INV, "q has shape (2, 3, 4) but must be 4-D");
     CHECK_FAILS(alloy_mlstm_parallel(Q, V, V, G, G, EPS, NULL, &H), INV, "k has shape (1, 2, 3, 5)");
     CHECK_FAILS(alloy_mlstm_parallel(Q, Q, Q16, G, G, EPS, NULL, &H), INV, "v is float16 but must be float32");

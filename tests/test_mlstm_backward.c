@@ -849,13 +849,6 @@ static void test_backward_varlen(void) {
  * (bfloat16 with hostile gates on the exact kernel to its bound; float32 on
  * the chunk-parallel path with ordinary gates to the issue's 5e-4), whatever
  * ALLOY_MLSTM_BWD_PATH says; then the errors. */
-static alloy_array *zeros_of(alloy_dtype dt, int nd, const int64_t *shape) {
-    alloy_array *a = NULL;
-    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
-    if (a) CHECK_OK(alloy_array_fill(a, 0));
-    return a;
-}
-
 /* The backward from the forward's kept chunk record (alloy_mlstm_chunkwise_keep,
  * alloy_mlstm_chunkwise_backward_kept) equals the recomputing CHUNKED call bit
  * for bit: bfloat16 and float32, dense with initial states and final
@@ -881,8 +874,8 @@ static void test_backward_kept(void) {
     g_method = ALLOY_MLSTM_BACKWARD_AUTO;
     /* errors: float16 (no chunk-parallel backward), a kept slot given, no final states, a record of other sizes */
     const int64_t s_qk[4] = {1, 1, 20, 4}, s_g[3] = {1, 1, 20};
-    alloy_array *q16 = zeros_of(ALLOY_FLOAT16, 4, s_qk), *g16 = zeros_of(ALLOY_FLOAT16, 3, s_g);
-    alloy_array *q = zeros_of(ALLOY_BFLOAT16, 4, s_qk), *g = zeros_of(ALLOY_BFLOAT16, 3, s_g);
+    alloy_array *q16 = ku_zeros(ALLOY_FLOAT16, 4, s_qk), *g16 = ku_zeros(ALLOY_FLOAT16, 3, s_g);
+    alloy_array *q = ku_zeros(ALLOY_BFLOAT16, 4, s_qk), *g = ku_zeros(ALLOY_BFLOAT16, 3, s_g);
     alloy_array *h = NULL, *cf = NULL, *nf = NULL, *mf = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
     CHECK_FAILS(alloy_mlstm_chunkwise_keep(q16, q16, q16, g16, g16, NULL, NULL, NULL, NULL, 16, EPS,
                                            ALLOY_PRECISION_HIGH, NULL, &h, &cf, &nf, &mf, kept),

@@ -413,22 +413,15 @@ static void test_chunkwise_tf32(void) {
     }
 }
 
-static alloy_array *zeros(alloy_dtype dt, int nd, const int64_t *shape) {
-    alloy_array *a = NULL;
-    CHECK_OK(alloy_array_new(ku_device(), dt, nd, shape, &a));
-    if (a) CHECK_OK(alloy_array_fill(a, 0));
-    return a;
-}
-
 static void test_chunkwise_errors(void) {
     const alloy_dtype F = ALLOY_FLOAT32;
     const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
     /* B=2, NH=3, S=5, DHQK=4, DHHV=6 */
     const int64_t sq[4] = {2, 3, 5, 4}, sv[4] = {2, 3, 5, 6}, sg[3] = {2, 3, 5}, sc[4] = {2, 3, 4, 6};
     const int64_t sn[3] = {2, 3, 4}, sm[3] = {2, 3, 1}, sm2[2] = {2, 3}, sgb[3] = {2, 3, 4};
-    alloy_array *q = zeros(F, 4, sq), *v = zeros(F, 4, sv), *g = zeros(F, 3, sg), *c = zeros(F, 4, sc);
-    alloy_array *n = zeros(F, 3, sn), *m = zeros(F, 3, sm), *mbad = zeros(F, 2, sm2), *gbad = zeros(F, 3, sgb);
-    alloy_array *q16 = zeros(ALLOY_BFLOAT16, 4, sq), *c16 = zeros(ALLOY_BFLOAT16, 4, sc);
+    alloy_array *q = ku_zeros(F, 4, sq), *v = ku_zeros(F, 4, sv), *g = ku_zeros(F, 3, sg), *c = ku_zeros(F, 4, sc);
+    alloy_array *n = ku_zeros(F, 3, sn), *m = ku_zeros(F, 3, sm), *mbad = ku_zeros(F, 2, sm2), *gbad = ku_zeros(F, 3, sgb);
+    alloy_array *q16 = ku_zeros(ALLOY_BFLOAT16, 4, sq), *c16 = ku_zeros(ALLOY_BFLOAT16, 4, sc);
     alloy_array *h = NULL, *co = NULL, *no = NULL, *mo = NULL;
 #define CW(qq, kk, vv, ii, ff, c0, n0, m0, cu, cs, eps, ...) \
     alloy_mlstm_chunkwise(qq, kk, vv, ii, ff, c0, n0, m0, cu, cs, eps, NULL, __VA_ARGS__)
@@ -456,10 +449,10 @@ static void test_chunkwise_errors(void) {
     CHECK(h == NULL && co == NULL && no == NULL && mo == NULL); /* nothing returned on failure */
     /* packed batches */
     const int64_t pq[4] = {1, 3, 5, 4}, pv[4] = {1, 3, 5, 6}, pg[3] = {1, 3, 5}, scu[1] = {3}, scu2[2] = {1, 3};
-    alloy_array *Q = zeros(F, 4, pq), *V = zeros(F, 4, pv), *G = zeros(F, 3, pg);
+    alloy_array *Q = ku_zeros(F, 4, pq), *V = ku_zeros(F, 4, pv), *G = ku_zeros(F, 3, pg);
     const int32_t good[3] = {0, 2, 5}, down[3] = {0, 3, 2}, shortcu[3] = {0, 2, 4}, late[3] = {1, 2, 5};
-    alloy_array *cu = NULL, *cudown = NULL, *cushort = NULL, *culate = NULL, *cuf = zeros(F, 1, scu);
-    alloy_array *cu2d = zeros(ALLOY_INT32, 2, scu2);
+    alloy_array *cu = NULL, *cudown = NULL, *cushort = NULL, *culate = NULL, *cuf = ku_zeros(F, 1, scu);
+    alloy_array *cu2d = ku_zeros(ALLOY_INT32, 2, scu2);
     CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_INT32, 1, scu, good, &cu));
     CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_INT32, 1, scu, down, &cudown));
     CHECK_OK(alloy_array_from_host(ku_device(), ALLOY_INT32, 1, scu, shortcu, &cushort));
@@ -479,7 +472,7 @@ static void test_chunkwise_errors(void) {
     }
     /* states of a packed batch are per sequence: (2, NH, ...) here, not (1, NH, ...) */
     const int64_t c1[4] = {1, 3, 4, 6};
-    alloy_array *cone = zeros(F, 4, c1);
+    alloy_array *cone = ku_zeros(F, 4, c1);
     CHECK_FAILS(CW(Q, Q, V, G, G, cone, n, m, cu, 0, EPS, &h, NULL, NULL, NULL), INV,
                 "c_initial has shape (1, 3, 4, 6) but must have shape (2, 3, 4, 6)");
     CHECK_OK(CW(Q, Q, V, G, G, c, n, m, cu, 0, EPS, &h, &co, &no, &mo));

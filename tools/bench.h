@@ -19,6 +19,8 @@ double bench_now_s(void); /* monotonic seconds */
  * `s`. fn returns non-zero on failure (then -1 is returned). */
 typedef int (*bench_fn)(void *ctx);
 double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int reps);
+/* The median of v[0..n-1] (n >= 1; v is sorted in place). */
+double bench_median(double *v, int n);
 /* Set by --once: bench_time_calls makes its first call only (for sanitizers). */
 extern int bench_once;
 

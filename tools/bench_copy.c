@@ -156,11 +156,6 @@ double bench_copy_rate(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_
     return best;
 }
 
-static int cmp_share(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 double bench_copy_share_interleaved(bench_copy *cp, alloy_device *dev, alloy_stream *s, size_t total_bytes,
                                     bench_fn op, void *op_ctx, int op_per, int rounds, double *op_time) {
     double rk = -1, ro = -1;
@@ -182,10 +177,8 @@ double bench_copy_share_interleaved(bench_copy *cp, alloy_device *dev, alloy_str
     }
     copy_teardown(&c);
     if (n < rounds) return -1;
-    qsort(share, (size_t)n, sizeof share[0], cmp_share);
-    qsort(times, (size_t)n, sizeof times[0], cmp_share);
-    *op_time = times[n / 2];
-    return share[n / 2];
+    *op_time = bench_median(times, n);
+    return bench_median(share, n);
 }
 
 const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t size) {

@@ -70,6 +70,11 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    return v[n / 2];
+}
+
 /* ---- peers ---------------------------------------------------------------- */
 
 typedef struct cublas_api {
@@ -245,8 +250,7 @@ double bench_time_calls(bench_fn fn, void *ctx, alloy_stream *s, int per, int re
         if (alloy_stream_synchronize(s) != ALLOY_OK) return -1;
         ts[r] = (bench_now_s() - t0) / per;
     }
-    qsort(ts, (size_t)reps, sizeof ts[0], cmp_double);
-    return ts[reps / 2];
+    return bench_median(ts, reps);
 }
 
 typedef struct mm_ctx {

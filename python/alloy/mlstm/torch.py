@@ -108,14 +108,19 @@ def _chunkwise_backward_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor
     return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
 
 
-@_chunkwise_backward_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size,
-      cu_seqlens, method):
+def _fake_grads(q, k, v, i, f, c_initial, n_initial, m_initial):
+    """The backward operators' fake results: the inputs' gradients (and the initial states' when given)."""
     grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
     if c_initial is not None:
         grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
                   for x in (c_initial, n_initial, m_initial)]
     return grads
+
+
+@_chunkwise_backward_op.register_fake
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, dh, dc_final, dn_final, dm_final, eps, chunk_size,
+      cu_seqlens, method):
+    return _fake_grads(q, k, v, i, f, c_initial, n_initial, m_initial)
 
 
 def _chunkwise_setup(ctx, inputs, output):
@@ -208,11 +213,7 @@ def _chunkwise_backward_kept_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: T
 @_chunkwise_backward_kept_op.register_fake
 def _(q, k, v, i, f, c_initial, n_initial, m_initial, h, c_last, n_last, r0, r1, r2, r3, dh, dc_final, dn_final,
       dm_final, eps, chunk_size, cu_seqlens):
-    grads = [torch.empty_like(x, memory_format=torch.contiguous_format) for x in (q, k, v, i, f)]
-    if c_initial is not None:
-        grads += [torch.empty_like(x, memory_format=torch.contiguous_format)
-                  for x in (c_initial, n_initial, m_initial)]
-    return grads
+    return _fake_grads(q, k, v, i, f, c_initial, n_initial, m_initial)
 
 
 def _chunkwise_keep_setup(ctx, inputs, output):

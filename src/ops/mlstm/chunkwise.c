@@ -187,14 +187,8 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
                               alloy_array *oc, alloy_array *on, alloy_array *om, alloy_array **keep) {
     const size_t tsize = alloy_dtype_size(r->dt);
     const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4 + (r->L + 4) * 4);
-    int64_t nslots, unit; /* slots in all; a window holds whole units */
-    if (r->varlen) { /* base(s) = cu[s] / L + s, strictly increasing */
-        nslots = r->S / r->L + r->nseq;
-        unit = 1;
-    } else {
-        nslots = (r->S + r->L - 1) / r->L * r->nseq;
-        unit = r->nseq;
-    }
+    /* slots in all; a window holds whole units (packed: base(s) = cu[s] / L + s, strictly increasing) */
+    const int64_t nslots = alloy_mlstm_split_slots(r->S, r->L, r->nseq, r->varlen), unit = r->varlen ? 1 : r->nseq;
     const char *env = getenv("ALLOY_MLSTM_WINDOW_BYTES"); /* smaller windows: tests */
     const int64_t budget = env && atoll(env) > 0 ? atoll(env) : SPLIT_WINDOW_BYTES;
     /* windows of at most `per` units, as even as whole units allow; at least
@@ -271,49 +265,6 @@ static alloy_status check_states(const char *what, alloy_array *c, alloy_array *
     if ((st = alloy_mlstm_check(FN, name, n, dev, ALLOY_FLOAT32, 3, s_n)) != ALLOY_OK) return st;
     snprintf(name, sizeof name, "m_%s", what);
     return alloy_mlstm_check(FN, name, m, dev, ALLOY_FLOAT32, 3, s_m);
-}
-
-static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
-                              alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                              alloy_array *cu_seqlens, int chunk_size, double eps, alloy_precision precision,
-                              alloy_stream *stream, alloy_array **h, alloy_array **c_out, alloy_array **n_out,
-                              alloy_array **m_out, alloy_array **kept);
-
-alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
-                                   alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                                   alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
-                                   alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
-    return alloy_mlstm_chunkwise_with_precision(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size,
-                                                eps, ALLOY_PRECISION_HIGH, stream, h, c_out, n_out, m_out);
-}
-
-alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
-                                                  alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
-                                                  alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,
-                                                  double eps, alloy_precision precision, alloy_stream *stream,
-                                                  alloy_array **h, alloy_array **c_out, alloy_array **n_out,
-                                                  alloy_array **m_out) {
-    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
-                     c_out, n_out, m_out, NULL);
-}
-
-alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
-                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                                        alloy_array *cu_seqlens, int chunk_size, double eps,
-                                        alloy_precision precision, alloy_stream *stream, alloy_array **h,
-                                        alloy_array **c_out, alloy_array **n_out, alloy_array **m_out,
-                                        alloy_array **kept) {
-    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_mlstm_chunkwise_keep: kept is NULL");
-    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++)
-        if (kept[e])
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "alloy_mlstm_chunkwise_keep: kept[%d] is not NULL (the record is always new arrays)", e);
-    if (!c_out || !n_out || !m_out)
-        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "alloy_mlstm_chunkwise_keep: c_out, n_out and m_out must be slots (the backward reads the "
-                           "final states with kept)");
-    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
-                     c_out, n_out, m_out, kept);
 }
 
 /* Both public forms; kept non-NULL: the split path in one window, its chunk
@@ -411,7 +362,8 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
                      .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
-                     .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT, .S = S, .NH = NH, .DHQK = DHQK,
+                     .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT,
+                     .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
@@ -444,6 +396,43 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
     return ALLOY_OK;
 }
 
+alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                   alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                   alloy_array *cu_seqlens, int chunk_size, double eps, alloy_stream *stream,
+                                   alloy_array **h, alloy_array **c_out, alloy_array **n_out, alloy_array **m_out) {
+    return alloy_mlstm_chunkwise_with_precision(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size,
+                                                eps, ALLOY_PRECISION_HIGH, stream, h, c_out, n_out, m_out);
+}
+
+alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                                  alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                                  alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,
+                                                  double eps, alloy_precision precision, alloy_stream *stream,
+                                                  alloy_array **h, alloy_array **c_out, alloy_array **n_out,
+                                                  alloy_array **m_out) {
+    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
+                     c_out, n_out, m_out, NULL);
+}
+
+alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
+                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
+                                        alloy_array *cu_seqlens, int chunk_size, double eps,
+                                        alloy_precision precision, alloy_stream *stream, alloy_array **h,
+                                        alloy_array **c_out, alloy_array **n_out, alloy_array **m_out,
+                                        alloy_array **kept) {
+    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "alloy_mlstm_chunkwise_keep: kept is NULL");
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++)
+        if (kept[e])
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "alloy_mlstm_chunkwise_keep: kept[%d] is not NULL (the record is always new arrays)", e);
+    if (!c_out || !n_out || !m_out)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "alloy_mlstm_chunkwise_keep: c_out, n_out and m_out must be slots (the backward reads the "
+                           "final states with kept)");
+    return chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, chunk_size, eps, precision, stream, h,
+                     c_out, n_out, m_out, kept);
+}
+
 alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                        alloy_array *cu_seqlens, int64_t L, double eps, alloy_stream *stream,
@@ -470,7 +459,8 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
     const int has_init = c_initial != NULL;
     chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = sp.Ls, .has_init = has_init,
                      .varlen = cu_seqlens != NULL,
-                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) && (!sv->h || alloy_ops_aligned16(1, &sv->h)),
+                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) &&
+                            (!sv->h || alloy_ops_aligned16(1, &sv->h)),
                      .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
     alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
@@ -478,7 +468,7 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
     if (st == ALLOY_OK) st = run_split(&run, &sp, ins, sv->h, sv->c_out, sv->n_out, sv->m_out, keep);
     sv->c_chunk = keep[0], sv->n_chunk = keep[1], sv->m_chunk = keep[2], sv->g_chunk = keep[3];
     sv->L = sp.Ls;
-    sv->nslots = cu_seqlens ? S / sp.Ls + nseq : (S + sp.Ls - 1) / sp.Ls * nseq;
+    sv->nslots = alloy_mlstm_split_slots(S, sp.Ls, nseq, cu_seqlens != NULL);
     sv->vec = run.vec;
     if (st != ALLOY_OK) alloy_mlstm_saved_free(sv);
     return st;

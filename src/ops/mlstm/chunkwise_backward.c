@@ -59,53 +59,6 @@ static alloy_mlstm_backward_method auto_method(alloy_dtype dt) {
     return dt == ALLOY_BFLOAT16 ? ALLOY_MLSTM_BACKWARD_CHUNKED : ALLOY_MLSTM_BACKWARD_EXACT;
 }
 
-alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
-                                            alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
-                                            alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
-                                            alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
-                                            int chunk_size, double eps, alloy_stream *stream, alloy_array **dq,
-                                            alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
-                                            alloy_array **dc_initial, alloy_array **dn_initial,
-                                            alloy_array **dm_initial) {
-    return alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh,
-                                                      dc_final, dn_final, dm_final, chunk_size, eps,
-                                                      ALLOY_MLSTM_BACKWARD_AUTO, stream, dq, dk, dv, di, df,
-                                                      dc_initial, dn_initial, dm_initial);
-}
-
-static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
-                             alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                             alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
-                             alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
-                             alloy_mlstm_kept_in *kin, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
-                             alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial,
-                             alloy_array **dn_initial, alloy_array **dm_initial);
-
-alloy_status alloy_mlstm_chunkwise_backward_with_method(
-    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
-    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final,
-    alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
-    alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
-    alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial) {
-    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
-                    chunk_size, eps, method, NULL, stream, dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial);
-}
-
-alloy_status alloy_mlstm_chunkwise_backward_kept(
-    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
-    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *h, alloy_array *c_final,
-    alloy_array *n_final, alloy_array *const *kept, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
-    alloy_array *dm_final, int chunk_size, double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
-    alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial, alloy_array **dn_initial,
-    alloy_array **dm_initial) {
-    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: kept is NULL", FN);
-    alloy_mlstm_kept_in kin = {.h = h, .c_final = c_final, .n_final = n_final};
-    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) kin.kept[e] = kept[e];
-    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
-                    chunk_size, eps, ALLOY_MLSTM_BACKWARD_CHUNKED, &kin, stream, dq, dk, dv, di, df, dc_initial,
-                    dn_initial, dm_initial);
-}
-
 /* The chunk record kin against what the forward of these inputs keeps:
  * h (float32 inputs) and the final states as the forward returns them, the
  * four record arrays 1-D of their sizes (chunkwise.c's run_split: one window
@@ -118,7 +71,7 @@ static alloy_status check_kept(const alloy_mlstm_kept_in *kin, alloy_device *dev
     if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "c_final", kin->c_final, dev, ALLOY_FLOAT32, 4, s_c);
     if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "n_final", kin->n_final, dev, ALLOY_FLOAT32, 3, s_n);
     if (st != ALLOY_OK) return st;
-    const int64_t Ls = L < 64 ? L : 64, slots = packed ? S / Ls + nseq : (S + Ls - 1) / Ls * nseq;
+    const int64_t Ls = L < 64 ? L : 64, slots = alloy_mlstm_split_slots(S, Ls, nseq, packed);
     const int64_t WN = slots > 0 ? slots : 1;
     const int64_t size[4] = {WN * NH * DHQK * DHHV, WN * NH * DHQK, WN * NH, WN * NH * (Ls + 4)};
     const alloy_dtype type[4] = {dt, ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32};
@@ -134,6 +87,9 @@ static alloy_status check_kept(const alloy_mlstm_kept_in *kin, alloy_device *dev
     return ALLOY_OK;
 }
 
+/* Every public form of the backward: the arguments checked, the gradients
+ * prepared, then the chunk-parallel path (from kin's record when given) or
+ * the exact kernel. */
 static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                              alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                              alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
@@ -301,4 +257,43 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
     for (int e = 0; e < 8; e++)
         if (made[e]) *slots[e] = o[e];
     return ALLOY_OK;
+}
+
+alloy_status alloy_mlstm_chunkwise_backward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
+                                            alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
+                                            alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
+                                            alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
+                                            int chunk_size, double eps, alloy_stream *stream, alloy_array **dq,
+                                            alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
+                                            alloy_array **dc_initial, alloy_array **dn_initial,
+                                            alloy_array **dm_initial) {
+    return alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh,
+                                                      dc_final, dn_final, dm_final, chunk_size, eps,
+                                                      ALLOY_MLSTM_BACKWARD_AUTO, stream, dq, dk, dv, di, df,
+                                                      dc_initial, dn_initial, dm_initial);
+}
+
+alloy_status alloy_mlstm_chunkwise_backward_with_method(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh, alloy_array *dc_final,
+    alloy_array *dn_final, alloy_array *dm_final, int chunk_size, double eps, alloy_mlstm_backward_method method,
+    alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
+    alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial) {
+    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
+                    chunk_size, eps, method, NULL, stream, dq, dk, dv, di, df, dc_initial, dn_initial, dm_initial);
+}
+
+alloy_status alloy_mlstm_chunkwise_backward_kept(
+    alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
+    alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *h, alloy_array *c_final,
+    alloy_array *n_final, alloy_array *const *kept, alloy_array *dh, alloy_array *dc_final, alloy_array *dn_final,
+    alloy_array *dm_final, int chunk_size, double eps, alloy_stream *stream, alloy_array **dq, alloy_array **dk,
+    alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial, alloy_array **dn_initial,
+    alloy_array **dm_initial) {
+    if (!kept) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: kept is NULL", FN);
+    alloy_mlstm_kept_in kin = {.h = h, .c_final = c_final, .n_final = n_final};
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) kin.kept[e] = kept[e];
+    return backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final, dm_final,
+                    chunk_size, eps, ALLOY_MLSTM_BACKWARD_CHUNKED, &kin, stream, dq, dk, dv, di, df, dc_initial,
+                    dn_initial, dm_initial);
 }

@@ -106,7 +106,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
         sv.m_chunk = alloy_array_retain(kin->kept[2]);
         sv.g_chunk = alloy_array_retain(kin->kept[3]);
         sv.L = Ls;
-        sv.nslots = cu_seqlens ? r.S / Ls + r.nseq : (r.S + Ls - 1) / Ls * r.nseq;
+        sv.nslots = alloy_mlstm_split_slots(r.S, Ls, r.nseq, cu_seqlens != NULL);
         sv.vec = alloy_mlstm_vec_rows(q, k, v, r.DHQK, r.DHHV, ts) && (!sv.h || alloy_ops_aligned16(1, &sv.h));
     } else {
         st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps, stream,

@@ -107,6 +107,10 @@ alloy_status alloy_mlstm_chunk_length(const char *fn, int chunk_size, int64_t *l
     return ALLOY_OK;
 }
 
+int64_t alloy_mlstm_split_slots(int64_t S, int64_t L, int64_t nseq, int packed) {
+    return packed ? S / L + nseq : (S + L - 1) / L * nseq;
+}
+
 alloy_status alloy_mlstm_check_sequences(const char *fn, alloy_array *q, alloy_array *k, alloy_array *v,
                                          alloy_array *i, alloy_array *f, alloy_mlstm_dims *d) {
     alloy_device *dev = alloy_array_device(q);

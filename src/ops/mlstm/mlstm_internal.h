@@ -23,6 +23,11 @@ alloy_status alloy_mlstm_check_eps(const char *fn, double eps);
  * 1024; *len receives the chunk length. */
 alloy_status alloy_mlstm_chunk_length(const char *fn, int chunk_size, int64_t *len);
 
+/* The split path's chunk slots per head for chunks of L tokens: dense, chunk
+ * c of sequence s is slot c * nseq + s (ceil(S / L) nseq in all); packed,
+ * sequence s's chunks start at cu[s] / L + s (S / L + nseq, S the total). */
+int64_t alloy_mlstm_split_slots(int64_t S, int64_t L, int64_t nseq, int packed);
+
 /* The sizes of whole sequences, (B, NH, S, DHQK / DHHV), and the shapes of
  * q and k, of v (and h), and of the gates. */
 typedef struct alloy_mlstm_dims {

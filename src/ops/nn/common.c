@@ -2,7 +2,6 @@
  * operations (nn_internal.h). */
 #include <stdint.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "core/error.h"
 #include "ops/catalog.h"

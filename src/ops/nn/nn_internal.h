@@ -44,5 +44,4 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
  * (at most 512 partial sums, each of at least 16 rows). */
 int64_t alloy_nn_rows_per_part(int64_t rows);
 
-
 #endif

@@ -7,8 +7,8 @@
 // walks blocks of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...;
 // vector accesses with VEC), with two windows in registers: the KT inputs up
 // to time t (for dw) and dy from t to t+KT-1 (for dx); NB timesteps of x and
-// dy (causal_conv.c: 4, 6 of 16-bit data — 8 spilled under the 128-register
-// bound) are loaded before use. Each thread sums dw and db of its channels over
+// dy (causal_conv.c: 8 of float32 data at one threadgroup an SM, 6 of 16-bit
+// data under the 128-register bound) are loaded before use. Each thread sums dw and db of its channels over
 // its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
@@ -29,7 +29,8 @@
 //! template: NB=4
 //! template: MINB=2
 //! header:
-// MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data — at most 128 registers a thread —, 1 for float32)
+// MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
+// at most 128 registers a thread —, 1 for float32)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/conv_chunk.h"
