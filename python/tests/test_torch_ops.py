@@ -334,6 +334,30 @@ def test_chunkwise_keep():
         mt.chunkwise(*[a.half() for a in xs[:5]], keep=True)
 
 
+def test_chunkwise_keeps_by_default(monkeypatch):
+    """keep=None keeps the chunk record exactly where a gradient will be taken
+    and the backward is chunk-parallel anyway (bfloat16 under "auto", float32
+    under "chunked"); not without grad, not for float32's exact default."""
+    calls = []
+    kept_op = mt._chunkwise_keep_op
+    monkeypatch.setattr(mt, "_chunkwise_keep_op", lambda *a: calls.append(a[0].dtype) or kept_op(*a))
+    args = mlstm_inputs(17, S=20, DK=4, DV=6, dtype=torch.float32)
+    for dtype, backward, grad, kept in ((torch.bfloat16, "auto", True, True), (torch.bfloat16, "exact", True, False),
+                                        (torch.bfloat16, "auto", False, False), (torch.float32, "auto", True, False),
+                                        (torch.float32, "chunked", True, True), (torch.float32, "chunked", False, False)):
+        calls.clear()
+        xs = [a.to(dtype).clone().requires_grad_(grad) for a in args]
+        h = mt.chunkwise(*xs, chunk_size=16, backward=backward)
+        assert calls == ([dtype] if kept else []), (dtype, backward, grad)
+        if grad:
+            h.float().sum().backward()
+            assert all(x.grad is not None for x in xs)
+    with torch.no_grad():
+        calls.clear()
+        mt.chunkwise(*[a.bfloat16().requires_grad_() for a in args], chunk_size=16)
+        assert calls == []
+
+
 def test_backward_methods():
     """backward="exact" and "chunked" reach alloy's two backward paths: on
     bfloat16, "auto" is "chunked" bit for bit and "exact" agrees to bfloat16's

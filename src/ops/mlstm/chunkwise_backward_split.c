@@ -74,7 +74,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
      * two (dh, v) slice pairs; float32: dh, v and h slices */
     const int64_t k_elems = ts == 2 && 3 * r.DS * 72 > Ls * (r.DKP + 8) ? 3 * r.DS * 72 : Ls * (r.DKP + 8);
     const size_t smem1 = (size_t)up((Ls * (r.DKP + 8) + k_elems + (ts == 2 ? 4 : 3) * Ls * 72) * (int64_t)ts, 16) +
-                         4 * (8 * 64 + r.DKP);
+                         4 * (12 * 64 + r.DKP);
     const int64_t wrn = 2 * Ls + 4;
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
@@ -143,7 +143,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     alloy_array *outs[15] = {g[0], g[1], g[2], g[3], g[4], r.has_init ? g[5] : g[0], r.has_init ? g[6] : g[0],
                              r.has_init ? g[7] : g[0], rec, wrec, pm, am, dc, dn, part};
     const int64_t nsh = r.nseq * r.NH;
-    if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 128, smem1, ins, outs);
+    if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 256, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
     const int64_t jobs3 = (r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct);
     if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * jobs3, (uint32_t)(128 * r.ct), smem3, ins, outs);

@@ -16,7 +16,7 @@
 //   di_j  = k_j . dk_j, then the chain terms dL/dm_r = -eps (dh_r . h_r) / den_r (PHASE 4).
 // G is never stored: dh / den is a row scaling applied after a product, ds
 // a rank-one term.
-// PHASE 1, per (slot, head), 128 threads: the gates again (from the slot's
+// PHASE 1, per (slot, head), 256 threads: the gates again (from the slot's
 //   m), S = Q K^T, den and the sign of s, A' = dh V^T and dh . h; writes P
 //   diag(1/den) as pm and AW as am (L x L, T, row-major [r][j]), the row
 //   record rec per token (float x 8: 1/den, ds, e_r, dL/dm_r, whether m_r
@@ -60,6 +60,9 @@
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 2
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128, 4)
+#elif defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 1
+#undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups of 256 an SM: what its threadgroup memory allows */
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
 #include "src/ops/mlstm/kernels/mlstm_chunks.h"
@@ -69,12 +72,19 @@ const int tid = int(thread_index_in_threadgroup);
 const int warp = tid / 32;
 const uint lane = uint(tid % 32);
 const int g = int(lane >> 2), qd = int(lane & 3u);
-constexpr int NT = 128;        // threads of phases 1 to 3
+constexpr int NT = 128;        // threads of phases 2 and 3 (phase 3: per column tile)
 constexpr int RR = 8;          // floats per row record
 constexpr int WRN = 2 * L + 4; // floats per walk record
 constexpr int GWN = L + 4;     // floats per forward gate record
 if constexpr (PHASE == 1) {
+    // 256 threads: SIMD group w takes rows 16 (w % 4) .. + 15 and half w / 4 of
+    // every product's columns (keys, or 32 of a slice's 64 columns), so a
+    // group holds half the accumulators and two threadgroups an SM run eight
+    // SIMD groups each; row sums of the halves meet in threadgroup memory (XR).
+    constexpr int NT1 = 256;
     constexpr int KTL = L / 8;                    // key tiles
+    constexpr int KH = KTL / 2;                   // key tiles of a half
+    static_assert(KTL % 2 == 0, "chunks of at least 16 tokens");
     constexpr int LDK = DKP + 8, LDS = 64 + 8;    // odd multiples of 8
     // dh . h: 16-bit T from the numerator in float32 (e q^ C with the C the
     // other products use, plus sum_j P_rj (dh . v_j)), not from h rounded to
@@ -85,8 +95,8 @@ if constexpr (PHASE == 1) {
     // threadgroup memory: T: QS (L x LDK), KS (L x LDK; HX: once S is done, a
     // ring of three tiles of C, DS x LDS, in its place), then HX: two (dh, v)
     // slice pairs (L x LDS each), else DHS, VS, HS (L x LDS); float: U, IA,
-    // MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP). Sharing k's room keeps
-    // two threadgroups per SM.
+    // MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP), XR (4 x 64: the
+    // halves' row sums). Sharing k's room keeps two threadgroups per SM.
     constexpr int K_ELEMS = HX && 3 * DS * LDS > L * LDK ? 3 * DS * LDS : L * LDK;
     constexpr int T_BYTES = ((L * LDK + K_ELEMS + (HX ? 4 : 3) * L * LDS) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
@@ -103,6 +113,8 @@ if constexpr (PHASE == 1) {
     threadgroup float *BSUF = BPRE + 64;
     threadgroup float *BB = BSUF + 64;
     threadgroup float *NS = BB + 64;
+    threadgroup float *XR = NS + DKP;   // [half][row] partial row sums, then again after the slices
+    const int rw = warp & 3, half = warp >> 2;
     const long grp = long(threadgroup_position_in_grid.x);
     const int head = int(grp % NH);
     const long slot = grp / NH;
@@ -113,12 +125,12 @@ if constexpr (PHASE == 1) {
     const int Lc = min(L, len - c * L);
     const long tb = tokbase + long(c) * L;
     const long wsx = slot * NH + head;
-    const int r0 = 16 * warp;
+    const int r0 = 16 * rw;
     const bool rows_live = r0 < Lc;
 
-    mc_load_async<T, L, DKP, NT, VEC, false>(QS, LDK, q + tb * DHQK, DHQK, Lc, DHQK, tid);
-    mc_load_async<T, L, DKP, NT, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
-    for (int d = tid; d < DKP; d += NT) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
+    mc_load_async<T, L, DKP, NT1, VEC, false>(QS, LDK, q + tb * DHQK, DHQK, Lc, DHQK, tid);
+    mc_load_async<T, L, DKP, NT1, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
+    for (int d = tid; d < DKP; d += NT1) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
     if (warp == 0) {
         float fp0, fp1, ip0, ip1, total;
         mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
@@ -165,21 +177,22 @@ if constexpr (PHASE == 1) {
         }
         return exp(lw);
     };
-    // S = Q K^T, then P = S scale W with its row sums (float32)
-    float sacc[KTL][4];
+    // S = Q K^T (this half's keys), then P = S scale W with its row sums (float32)
+    float sacc[KH][4];
     #pragma unroll
-    for (int u = 0; u < KTL; u++)
+    for (int u = 0; u < KH; u++)
         #pragma unroll
         for (int e = 0; e < 4; e++) sacc[u][e] = 0.0f;
-    const int slive = rows_live ? min(KTL, 2 * warp + 2) : 0;
+    const int kt0 = half * KH;   // this half's first key tile
+    const int slive = rows_live ? max(0, min(KH, min(KTL, 2 * rw + 2) - kt0)) : 0;
     // (every product skips SIMD groups past the chunk: their rows are not in threadgroup memory)
-    if (slive > 0) mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
+    if (slive > 0) mc_row_tiles<T, KH>(sacc, QS + r0 * LDK, LDK, 1, KS + kt0 * 8 * LDK, 1, LDK, DKP, slive, lane);
     float rs[2] = {0.0f, 0.0f};
     #pragma unroll
-    for (int u = 0; u < KTL; u++) {
+    for (int u = 0; u < KH; u++) {
         #pragma unroll
         for (int e = 0; e < 4; e++) {
-            const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
+            const int r = r0 + g + 8 * (e >> 1), j = (kt0 + u) * 8 + 2 * qd + (e & 1);
             sacc[u][e] *= u < slive ? scale * weight(r, j) : 0.0f;
             rs[e >> 1] += sacc[u][e];
         }
@@ -188,6 +201,12 @@ if constexpr (PHASE == 1) {
         rs[e] += mc_lane(rs[e], lane ^ 1u);
         rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
+    // the two halves' row sums, added in order
+    if (qd == 0 && r0 < L)
+        for (int e = 0; e < 2; e++) XR[half * 64 + r0 + g + 8 * e] = rs[e];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (r0 < L)
+        for (int e = 0; e < 2; e++) rs[e] = XR[r0 + g + 8 * e] + XR[64 + r0 + g + 8 * e];
     float er[2], den[2], sgn[2];
     for (int e = 0; e < 2; e++) {
         const int r = r0 + g + 8 * e;
@@ -197,9 +216,9 @@ if constexpr (PHASE == 1) {
         sgn[e] = fabs(sv) >= fl ? (sv > 0.0f ? 1.0f : (sv < 0.0f ? -1.0f : 0.0f)) : 0.0f;
     }
     // A' = dh V^T over DHHV in slices of 64 columns, and dh . h (HX: dh . (q^ C))
-    float aacc[KTL][4];
+    float aacc[KH][4];
     #pragma unroll
-    for (int u = 0; u < KTL; u++)
+    for (int u = 0; u < KH; u++)
         #pragma unroll
         for (int e = 0; e < 4; e++) aacc[u][e] = 0.0f;
     float dhh[2] = {0.0f, 0.0f};
@@ -214,11 +233,11 @@ if constexpr (PHASE == 1) {
                 const int vt = st / NSL, sl = st % NSL, v0 = vt * 64;
                 if (sl == 0) {
                     threadgroup T *pr = DHS + (vt & 1) * 2 * L * LDS;
-                    mc_load_async<T, L, 64, NT, VEC, false>(pr, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-                    mc_load_async<T, L, 64, NT, VEC, false>(pr + L * LDS, LDS, v + tb * DHHV + v0, DHHV, Lc,
-                                                            DHHV - v0, tid);
+                    mc_load_async<T, L, 64, NT1, VEC, false>(pr, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+                    mc_load_async<T, L, 64, NT1, VEC, false>(pr + L * LDS, LDS, v + tb * DHHV + v0, DHHV, Lc,
+                                                             DHHV - v0, tid);
                 }
-                mc_load_async<T, DS, 64, NT, VEC, false>(KS + (st % 3) * DS * LDS, LDS,
+                mc_load_async<T, DS, 64, NT1, VEC, false>(KS + (st % 3) * DS * LDS, LDS,
                                                          c_chunk + (wsx * DHQK + sl * DS) * DHHV + v0, DHHV,
                                                          DHQK - sl * DS, DHHV - v0, tid);
             }
@@ -227,8 +246,8 @@ if constexpr (PHASE == 1) {
         threadgroup_barrier(mem_flags::mem_threadgroup);   // S is done: k's room takes C
         issue(0);
         issue(1);
-        float hq[8][4];
-        const int hlive = rows_live ? 8 : 0;
+        float hq[4][4];   // q^ C over this half's 32 columns of the slice
+        const int hlive = rows_live ? 4 : 0;
         for (int st = 0; st < nst; st++) {
             const int vt = st / NSL, sl = st % NSL;
             mc_wait_copies_but<1>();   // this stage's copies have landed, the next may fly
@@ -236,21 +255,23 @@ if constexpr (PHASE == 1) {
             issue(st + 2);   // into the ring slot stage st - 1 read
             const threadgroup T *pdh = DHS + (vt & 1) * 2 * L * LDS;
             if (sl == 0) {
-                if (slive > 0) mc_row_tiles<T, KTL>(aacc, pdh + r0 * LDS, LDS, 1, pdh + L * LDS, 1, LDS, 64, slive, lane);
+                if (slive > 0)
+                    mc_row_tiles<T, KH>(aacc, pdh + r0 * LDS, LDS, 1, pdh + (L + kt0 * 8) * LDS, 1, LDS, 64, slive,
+                                        lane);
                 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < 4; u++)
                     #pragma unroll
                     for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
             }
             if (hlive > 0)
-                mc_row_tiles<T, 8>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS, LDS, 1, DS, hlive,
-                                   lane);
+                mc_row_tiles<T, 4>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS, 1,
+                                   DS, hlive, lane);
             if (sl == NSL - 1 && r0 < L) {
                 #pragma unroll
-                for (int u = 0; u < 8; u++)
+                for (int u = 0; u < 4; u++)
                     #pragma unroll
                     for (int e = 0; e < 4; e++) {
-                        const int r = r0 + g + 8 * (e >> 1), x = u * 8 + 2 * qd + (e & 1);
+                        const int r = r0 + g + 8 * (e >> 1), x = half * 32 + u * 8 + 2 * qd + (e & 1);
                         dhh[e >> 1] = fma(float(pdh[r * LDS + x]), hq[u][e], dhh[e >> 1]);
                     }
             }
@@ -259,13 +280,13 @@ if constexpr (PHASE == 1) {
     } else {
         for (int v0 = 0; v0 < DHHV; v0 += 64) {
             threadgroup_barrier(mem_flags::mem_threadgroup);   // the last slice is read
-            mc_load_async<T, L, 64, NT, VEC, false>(DHS, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-            mc_load_async<T, L, 64, NT, VEC, false>(HS, LDS, h + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
-            mc_load_async<T, L, 64, NT, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_load_async<T, L, 64, NT1, VEC, false>(DHS, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_load_async<T, L, 64, NT1, VEC, false>(HS, LDS, h + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
+            mc_load_async<T, L, 64, NT1, VEC>(VS, LDS, v + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
             mc_wait_copies();
             threadgroup_barrier(mem_flags::mem_threadgroup);
-            if (slive > 0) mc_row_tiles<T, KTL>(aacc, DHS + r0 * LDS, LDS, 1, VS, 1, LDS, 64, slive, lane);
-            for (int x = qd; r0 < L && x < 64; x += 4) {
+            if (slive > 0) mc_row_tiles<T, KH>(aacc, DHS + r0 * LDS, LDS, 1, VS + kt0 * 8 * LDS, 1, LDS, 64, slive, lane);
+            for (int x = half * 32 + qd; r0 < L && x < half * 32 + 32; x += 4) {
                 dhh[0] = fma(float(DHS[(r0 + g) * LDS + x]), float(HS[(r0 + g) * LDS + x]), dhh[0]);
                 dhh[1] = fma(float(DHS[(r0 + g + 8) * LDS + x]), float(HS[(r0 + g + 8) * LDS + x]), dhh[1]);
             }
@@ -274,7 +295,7 @@ if constexpr (PHASE == 1) {
     if (HX) {   // dh . h = (scale e_r dh . (q C) + sum_j P_rj (dh . v_j)) / den
         float pa[2] = {0.0f, 0.0f};
         #pragma unroll
-        for (int u = 0; u < KTL; u++)
+        for (int u = 0; u < KH; u++)
             #pragma unroll
             for (int e = 0; e < 4; e++) pa[e >> 1] = fma(sacc[u][e], aacc[u][e], pa[e >> 1]);
         for (int e = 0; e < 2; e++) dhh[e] = fma(scale * er[e], dhh[e], pa[e]);
@@ -282,8 +303,16 @@ if constexpr (PHASE == 1) {
     for (int e = 0; e < 2; e++) {
         dhh[e] += mc_lane(dhh[e], lane ^ 1u);
         dhh[e] += mc_lane(dhh[e], lane ^ 2u);
-        if (HX) dhh[e] /= den[e];
     }
+    // the two halves' parts, added in order
+    if (qd == 0 && r0 < L)
+        for (int e = 0; e < 2; e++) XR[128 + half * 64 + r0 + g + 8 * e] = dhh[e];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (r0 < L)
+        for (int e = 0; e < 2; e++) {
+            dhh[e] = XR[128 + r0 + g + 8 * e] + XR[192 + r0 + g + 8 * e];
+            if (HX) dhh[e] /= den[e];
+        }
     float rden[2], ds[2];
     for (int e = 0; e < 2; e++) {
         rden[e] = 1.0f / den[e];
@@ -292,10 +321,10 @@ if constexpr (PHASE == 1) {
     // P diag(1/den) and AW = (A' / den + ds) o W, row-major [r][j], T
     if (r0 < L) {
         #pragma unroll
-        for (int u = 0; u < KTL; u++)
+        for (int u = 0; u < KH; u++)
             #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
-                const int r = r0 + g + 8 * hf, j = u * 8 + 2 * qd;
+                const int r = r0 + g + 8 * hf, j = (kt0 + u) * 8 + 2 * qd;
                 float pv[2], av[2];
                 for (int x = 0; x < 2; x++) {
                     const int e = 2 * hf + x;
@@ -310,8 +339,8 @@ if constexpr (PHASE == 1) {
                 am[at + 1] = T(av[1]);
             }
     }
-    // the row records and the walk record (rows past the chunk: zeros)
-    if (qd == 0 && r0 < L)
+    // the row records and the walk record (rows past the chunk: zeros), from the first half
+    if (half == 0 && qd == 0 && r0 < L)
         for (int e = 0; e < 2; e++) {
             const int r = r0 + g + 8 * e;
             const bool live = r < Lc;
