@@ -428,28 +428,11 @@ if constexpr (PHASE == 1) {
     };
     issue(0);
     issue(1);
-    float acc[XT][4];
-    #pragma unroll
-    for (int u = 0; u < XT; u++)
-        #pragma unroll
-        for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
     // (SIMD groups past the chunk's rows or the matrix's columns: nothing to compute)
     const int live = r0 < Lc && t0 < ncols ? XT : 0;
-    for (int s = 0; s < nsl; s++) {
-        const int buf = s % 3;
-        mc_wait_copies_but<1>();   // slice s (and the first group) landed; s + 1 may fly
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        issue(s + 2);   // into the slot slice s - 1 used
-        const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
-        const threadgroup T *Bt = BS + buf * W3 * LDA;
-        if (live > 0) {
-            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
-            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
-        }
-    }
-    mc_wait_copies();
-    // row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c;
-    // dk: wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q)
+    // What the epilogue reads from device memory, loaded now so that its latency hides behind the
+    // stream. The row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c; dk:
+    // wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q).
     float rsc[2], ron[2];
     for (int hf = 0; hf < 2; hf++) {
         const int r = r0 + g + 8 * hf;
@@ -468,15 +451,52 @@ if constexpr (PHASE == 1) {
         rsc[hf] = a;
         ron[hf] = b;
     }
+    // q (dq) or k (dk) at the group's outputs (for q . dq and k . dk) and n_c (dq) or dn_{c+1} (dk) at its
+    // columns go into the ring's free slot during the last slice (XS: L x LDY of T; NV: W3 floats)
+    const device T *dotx = kind == 1 ? q : k;
+    const threadgroup T *XS = nullptr;
+    const threadgroup float *NV = nullptr;
+    float acc[XT][4];
     #pragma unroll
     for (int u = 0; u < XT; u++)
         #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int hf = e >> 1, col = t0 + u * 8 + 2 * qd + (e & 1);
-            float nv = 0.0f;
-            if (kind != 0 && col < DHQK) nv = kind == 1 ? n_chunk[wsx * DHQK + col] : dn_chunk[wsx * DHQK + col];
-            acc[u][e] = fma(acc[u][e], rsc[hf], ron[hf] * nv);
+        for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
+    for (int s = 0; s < nsl; s++) {
+        const int buf = s % 3;
+        mc_wait_copies_but<1>();   // slice s (and the first group) landed; s + 1 may fly
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        issue(s + 2);   // into the slot slice s - 1 used
+        if (kind != 0 && s == nsl - 1) {   // the free slot: what the epilogue reads
+            const int fb = (s + 2) % 3;
+            threadgroup T *xs = BS + fb * W3 * LDA;
+            threadgroup float *nv = (threadgroup float *)(AS + fb * L * LDA);
+            mc_load_async<T, L, W3, NT3, VEC>(xs, LDY, dotx + tb * DHQK + tj, DHQK, Lc, DHQK - tj, tid);
+            const device float *nsrc = (kind == 1 ? n_chunk : dn_chunk) + wsx * DHQK + tj;
+            for (int x = tid; x < W3; x += NT3) nv[x] = tj + x < DHQK ? nsrc[x] : 0.0f;
+            XS = xs;
+            NV = nv;
         }
+        const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
+        const threadgroup T *Bt = BS + buf * W3 * LDA;
+        if (live > 0) {
+            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
+        }
+    }
+    mc_wait_copies();
+    if (kind != 0) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // XS and NV are in
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++)
+                acc[u][e] = fma(acc[u][e], rsc[e >> 1], ron[e >> 1] * NV[64 * ch + u * 8 + 2 * qd + (e & 1)]);
+    } else {
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[u][e] *= rsc[e >> 1];
+    }
     // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q
     if (live > 0) {
         if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
@@ -484,17 +504,26 @@ if constexpr (PHASE == 1) {
     }
     const float fin = kind == 0 ? 1.0f : scale;
     device T *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
-    const device T *dotx = kind == 1 ? q : k;   // q . dq, k . dk
-    float dot[2] = {0.0f, 0.0f};
+    float dot[2] = {0.0f, 0.0f};   // q . dq, k . dk
     #pragma unroll
     for (int u = 0; u < XT; u++)
         #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int hf = e >> 1, r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd + (e & 1);
+        for (int hf = 0; hf < 2; hf++) {
+            const int r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd;
+            const float x0 = acc[u][2 * hf] * fin, x1 = acc[u][2 * hf + 1] * fin;
             if (r < Lc && col < ncols) {
-                const float x = acc[u][e] * fin;
-                out[(tb + r) * ncols + col] = T(x);
-                if (kind != 0) dot[hf] = fma(float(dotx[(tb + r) * DHQK + col]), x, dot[hf]);
+                device T *dst = out + (tb + r) * ncols + col;
+                if constexpr (sizeof(T) == 2 && VEC) {   // rows 16-byte aligned: col + 1 < ncols too
+                    *(device uint *)dst = mc_pack2<T>(x0, x1);
+                } else {
+                    dst[0] = T(x0);
+                    if (col + 1 < ncols) dst[1] = T(x1);
+                }
+                if (kind != 0) {
+                    const threadgroup T *y = XS + r * LDY + 64 * ch + u * 8 + 2 * qd;
+                    dot[hf] = fma(float(y[0]), x0, dot[hf]);
+                    if (col + 1 < ncols) dot[hf] = fma(float(y[1]), x1, dot[hf]);
+                }
             }
         }
     if (kind != 0 && t0 < ncols) {

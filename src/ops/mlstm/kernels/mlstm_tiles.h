@@ -219,6 +219,21 @@ METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, in
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
         const uint sa = mc_smem(a), sb = mc_smem(b);
+        if (live == N) {
+            // every tile: all N B fragments read before the N mma, so one wait on
+            // threadgroup memory serves them (per-tile tests kept each mma waiting on its own read)
+#pragma unroll 1
+            for (int k0 = 0; k0 < kk; k0 += 16) {
+                uint a0, a1, a2, a3, bf[N][2];
+                mc_frag_a<TT>(sa, am, ak, k0, lane, a0, a1, a2, a3);
+#pragma unroll
+                for (int u = 0; u < N; u++)
+                    mc_frag_b<TT>(sb + uint(8 * u * bn) * uint(sizeof(TT)), bk, bn, k0, lane, bf[u][0], bf[u][1]);
+#pragma unroll
+                for (int u = 0; u < N; u++) mc_mma<TT>(acc[u], a0, a1, a2, a3, bf[u][0], bf[u][1]);
+            }
+            return;
+        }
 #pragma unroll 1
         for (int k0 = 0; k0 < kk; k0 += 16) {
             uint a0, a1, a2, a3;
