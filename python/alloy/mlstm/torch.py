@@ -285,7 +285,7 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     chunk-parallel anyway (bfloat16 with ``backward`` "auto" or "chunked",
     float32 up to DHQK 256 with "chunked") — the gradients are the same bit
     for bit, the backward skips the states' recomputation (about 1.6 ms of
-    12.3 at xLSTM 7B's heads, B 8, S 8192 on an H100) for the record's
+    11.7 at xLSTM 7B's heads, B 8, S 8192 on an H100) for the record's
     memory (2.1 GB there); keep=False recomputes."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
