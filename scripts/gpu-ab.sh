@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# scripts/gpu-ab.sh — a change against a base revision, timed in one call on
+# the GPU machine: both trees built side by side, the same `alloy bench`
+# command alternating between the two builds, so that the ratio does not
+# depend on which machine the call got or how its clocks drift.
+#   scripts/gpu-ab.sh prepare REV     here: REV's tree (git archive) into
+#                                     .gpu/base (keep /.gpu/ in .git/info/exclude
+#                                     and name .gpu in the device call's carry)
+#   scripts/gpu-ab.sh run [-n ROUNDS] [-t TEST] -- BENCH-ARGS...
+#                                     there: builds the working tree in build-gpu
+#                                     and .gpu/base in .gpu/base/b (alloy_cli),
+#                                     runs TEST (a test binary name, on CUDA) on
+#                                     the working tree's build, then ROUNDS
+#                                     (default 2) rounds of `alloy bench
+#                                     BENCH-ARGS` — base, then working tree.
+# Output: each command's table, marked `-- base round r` / `-- new round r`;
+# logs under $OUT (build.log, build_base.log, ab.txt). ALLOY_CACHE_DIR is
+# kept between the two builds (kernels whose source did not change compile
+# once). Example, the mLSTM backward:
+#   scripts/gpu-ab.sh prepare HEAD
+#   (device) scripts/gpu-ab.sh run -t test_mlstm_backward -- mlstm --device cuda --only "bwd bf16 7B"
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+BASE=.gpu/base
+
+case ${1:-} in
+prepare)
+    rev=${2:?usage: scripts/gpu-ab.sh prepare REV}
+    git rev-parse --verify -q "$rev^{commit}" > /dev/null || { echo "gpu-ab.sh: no revision '$rev'" >&2; exit 2; }
+    rm -rf "$BASE" && mkdir -p "$BASE" && git archive "$rev" | tar -x -C "$BASE" || exit 1
+    echo "$BASE: $(git rev-parse --short "$rev") ($(du -sh "$BASE" | cut -f1)); carry .gpu in the device call"
+    exit 0
+    ;;
+run) shift ;;
+*)
+    echo "usage: scripts/gpu-ab.sh prepare REV | run [-n ROUNDS] [-t TEST] -- BENCH-ARGS..." >&2
+    exit 2
+    ;;
+esac
+
+rounds=2 test=
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    case $1 in
+    -n) rounds=${2:?-n takes a count}; shift 2 ;;
+    -t) test=${2:?-t takes a test binary}; shift 2 ;;
+    *) echo "gpu-ab.sh run: unknown option '$1'" >&2; exit 2 ;;
+    esac
+done
+[ "${1:-}" = -- ] && shift
+[ $# -gt 0 ] || { echo "gpu-ab.sh run: no bench arguments after --" >&2; exit 2; }
+[ -d "$BASE" ] || { echo "gpu-ab.sh run: $BASE is missing (scripts/gpu-ab.sh prepare REV, here)" >&2; exit 2; }
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
+jobs=$(nproc)
+half=$(( jobs > 1 ? jobs / 2 : 1 ))
+
+# the two builds at once, half the cores each
+( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
+  cmake --build build-gpu -j "$half" >> "$OUT/build.log" 2>&1 ) &
+( cmake -S "$BASE" -B "$BASE/b" -DCMAKE_BUILD_TYPE=Release > "$OUT/build_base.log" 2>&1 &&
+  cmake --build "$BASE/b" -j "$half" --target alloy_cli >> "$OUT/build_base.log" 2>&1 ) &
+wait
+for b in build-gpu/alloy "$BASE/b/alloy"; do
+    [ -x "$b" ] || { echo "gpu-ab.sh: the build of $b failed:" >&2; tail -20 "$OUT/build.log" "$OUT/build_base.log" >&2; exit 1; }
+done
+{
+    if [ -n "$test" ]; then
+        echo "== $test (ALLOY_DEVICE=cuda, working tree)"
+        ALLOY_DEVICE=cuda "build-gpu/tests/$test" 2>&1 | tail -3
+    fi
+    for r in $(seq 1 "$rounds"); do
+        echo "-- base round $r"
+        "$BASE/b/alloy" bench "$@"
+        echo "-- new round $r"
+        build-gpu/alloy bench "$@"
+    done
+} 2>&1 | tee "$OUT/ab.txt"
