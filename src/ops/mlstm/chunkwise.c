@@ -117,7 +117,9 @@ typedef struct chunk_launch {
 } chunk_launch;
 
 static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, alloy_array **ins, alloy_array **outs) {
-    const alloy_mlstm_named tints[] = {{"L", r->L}, {"DKP", c->DKP}, {"DS", c->DS}, {"TV", c->TV}, {"PHASE", c->phase}};
+    const alloy_mlstm_named tints[] = {{"L", r->L},         {"DKP", c->DKP},  {"DS", c->DS},
+                                       {"TV", c->TV},       {"PHASE", c->phase},
+                                       {"RB", alloy_mlstm_row_tiles_mode("FWD", c->phase)}};
     const alloy_mlstm_named tbools[] = {{"HAS_INIT", r->has_init},
                                         {"VARLEN", r->varlen},
                                         {"STATES_OUT", c->states_out},
@@ -128,7 +130,7 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
                                         {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kc, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 5, .tbools = tbools, .n_tbools = 6, .consts = consts, .n_consts = 10,
+        .tints = tints, .n_tints = 6, .tbools = tbools, .n_tbools = 6, .consts = consts, .n_consts = 10,
         .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 9, .outs = outs, .n_outs = 8,
         .groups = c->groups, .threads = c->threads, .smem = c->smem};
     return alloy_mlstm_launch(&spec);

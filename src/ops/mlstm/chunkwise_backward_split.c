@@ -36,7 +36,8 @@ static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_
                            alloy_array **ins, alloy_array **outs) {
     /* CT only shapes PHASE 3 (the other phases one specialisation whatever it is) */
     const alloy_mlstm_named tints[] = {{"L", r->L},   {"DKP", r->DKP},   {"DS", r->DS},
-                                       {"TV", r->TV}, {"PHASE", phase}, {"CT", phase == 3 ? r->ct : 1}};
+                                       {"TV", r->TV}, {"PHASE", phase}, {"CT", phase == 3 ? r->ct : 1},
+                                       {"RB", alloy_mlstm_row_tiles_mode("GRAD", phase)}};
     const alloy_mlstm_named tbools[] = {
         {"HAS_INIT", r->has_init}, {"HAS_DFINAL", r->has_dfinal}, {"VARLEN", r->varlen}, {"VEC", r->vec}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV},
@@ -44,7 +45,7 @@ static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_
                                         {"VT2", r->VT2}, {"KT2", r->KT2}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 6, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
+        .tints = tints, .n_tints = 7, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
         .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 19, .outs = outs, .n_outs = 15,
         .groups = groups, .threads = threads, .smem = smem};
     return alloy_mlstm_launch(&spec);

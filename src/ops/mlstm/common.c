@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ops/env_override.h"
 #include "ops/mlstm/mlstm_internal.h"
 
 static void shape_text(char *buf, size_t cap, int nd, const int64_t *shape) {
@@ -105,6 +106,12 @@ alloy_status alloy_mlstm_chunk_length(const char *fn, int chunk_size, int64_t *l
                            chunk_size, ALLOY_MLSTM_DEFAULT_CHUNK);
     *len = L;
     return ALLOY_OK;
+}
+
+int alloy_mlstm_row_tiles_mode(const char *kernel, int phase) {
+    char name[40];
+    snprintf(name, sizeof name, "ALLOY_MLSTM_RB_%s%d", kernel, phase);
+    return (int)alloy_ops_env_int(name, 0, 2, 1);
 }
 
 int64_t alloy_mlstm_split_slots(int64_t S, int64_t L, int64_t nseq, int packed) {

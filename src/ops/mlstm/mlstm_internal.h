@@ -101,6 +101,11 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
                                        alloy_mlstm_saved *sv);
 void alloy_mlstm_saved_free(alloy_mlstm_saved *sv);
 
+/* The split kernels' template RB (mlstm_tiles.h's mc_row_tiles MODE): 1, or
+ * for timing ALLOY_MLSTM_RB_<KERNEL><PHASE>=0|1|2 (KERNEL FWD or GRAD, e.g.
+ * ALLOY_MLSTM_RB_GRAD2 for the backward's chunk walk). */
+int alloy_mlstm_row_tiles_mode(const char *kernel, int phase);
+
 /* Whether the split kernels may copy q, k and v in 16-byte pieces (cp.async
  * on CUDA): rows a whole number of pieces, row-contiguous operands 16-byte
  * aligned (chunkwise.c). */

@@ -56,8 +56,8 @@
 // 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
 // m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES, TF32
-// (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT),
-// PHASE (0 fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C,
+// (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT), RB
+// (mc_row_tiles' MODE, mlstm_tiles.h: 1; 0 or 2 for timing), PHASE (0 fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C,
 // or phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
 // n_chunk, m_chunk (float32), the window's slots x NH chunk-start states, and
 // g_chunk (float32, slots x NH x (L + 4)) their gate records; the fused
@@ -88,7 +88,9 @@
 //! template: RES=false
 //! template: TF32=false
 //! template: PHASE=0
+//! template: RB=1
 //! header:
+#define MC_ROW_TILES_MODE ALLOY_TEMPLATE_RB /* mlstm_tiles.h's B-fragment batching (chunkwise.c: 1, or for timing) */
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 1
 /* phase 1 at most 128 registers: four threadgroups per SM (ptxas takes 137
  * without the bound, and spills nothing with it) */

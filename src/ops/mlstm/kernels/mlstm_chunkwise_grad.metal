@@ -39,7 +39,7 @@
 // Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
-// per threadgroup: 1, 2 or 4).
+// per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
@@ -56,7 +56,9 @@
 //! template: VEC=false
 //! template: PHASE=1
 //! template: CT=1
+//! template: RB=1
 //! header:
+#define MC_ROW_TILES_MODE ALLOY_TEMPLATE_RB /* mlstm_tiles.h's B-fragment batching (chunkwise_backward_split.c) */
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 2
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128, 4)

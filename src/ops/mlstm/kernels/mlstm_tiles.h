@@ -212,25 +212,36 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
 /* acc[u] += A B_u for the first `live` of N tiles that share one SIMD
  * group's 16 rows of A: A(m, k) = a[m*am + k*ak], B_u(k, n) = b[k*bk + (8u +
  * n)*bn] (tile u is columns 8u..8u+7). As mc_tile, but on CUDA (16-bit) A's
- * fragment is read once per k step for all N products. */
-template <class TT, int N>
+ * fragment is read once per k step for all N products, and with MODE 1 (the
+ * default) every B fragment of a k step is read before its mma when all N
+ * tiles are live, MODE 2 also when all but the last are (the chunk walk's
+ * column tiles past the first: 8 of 9), MODE 0 never. A kernel sets its
+ * default by defining MC_ROW_TILES_MODE before including this header (the
+ * mLSTM kernels: their template RB, for timing the modes against each other). */
+#ifndef MC_ROW_TILES_MODE
+#define MC_ROW_TILES_MODE 1
+#endif
+template <class TT, int N, int MODE = MC_ROW_TILES_MODE>
 METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, int am, int ak, const threadgroup TT *b,
                              int bk, int bn, int kk, int live, uint lane) {
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
         const uint sa = mc_smem(a), sb = mc_smem(b);
-        if (live == N) {
-            // every tile: all N B fragments read before the N mma, so one wait on
-            // threadgroup memory serves them (per-tile tests kept each mma waiting on its own read)
+        if ((MODE >= 1 && live == N) || (MODE >= 2 && N > 1 && live == N - 1)) {
+            // all B fragments read before the mma, so one wait on threadgroup
+            // memory serves them (per-tile tests kept each mma waiting on its own read)
+            const bool last = live == N;
 #pragma unroll 1
             for (int k0 = 0; k0 < kk; k0 += 16) {
                 uint a0, a1, a2, a3, bf[N][2];
                 mc_frag_a<TT>(sa, am, ak, k0, lane, a0, a1, a2, a3);
 #pragma unroll
                 for (int u = 0; u < N; u++)
-                    mc_frag_b<TT>(sb + uint(8 * u * bn) * uint(sizeof(TT)), bk, bn, k0, lane, bf[u][0], bf[u][1]);
+                    if (u < N - 1 || last)
+                        mc_frag_b<TT>(sb + uint(8 * u * bn) * uint(sizeof(TT)), bk, bn, k0, lane, bf[u][0], bf[u][1]);
 #pragma unroll
-                for (int u = 0; u < N; u++) mc_mma<TT>(acc[u], a0, a1, a2, a3, bf[u][0], bf[u][1]);
+                for (int u = 0; u < N; u++)
+                    if (u < N - 1 || last) mc_mma<TT>(acc[u], a0, a1, a2, a3, bf[u][0], bf[u][1]);
             }
             return;
         }
