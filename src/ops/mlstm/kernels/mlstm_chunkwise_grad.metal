@@ -473,8 +473,9 @@ if constexpr (PHASE == 1) {
             threadgroup T *xs = BS + fb * W3 * LDA;
             threadgroup float *nv = (threadgroup float *)(AS + fb * L * LDA);
             mc_load_async<T, L, W3, NT3, VEC>(xs, LDY, dotx + tb * DHQK + tj, DHQK, Lc, DHQK - tj, tid);
-            const device float *nsrc = (kind == 1 ? n_chunk : dn_chunk) + wsx * DHQK + tj;
-            for (int x = tid; x < W3; x += NT3) nv[x] = tj + x < DHQK ? nsrc[x] : 0.0f;
+            const long nb = wsx * DHQK + tj;
+            for (int x = tid; x < W3; x += NT3)
+                nv[x] = tj + x < DHQK ? (kind == 1 ? n_chunk[nb + x] : dn_chunk[nb + x]) : 0.0f;
             XS = xs;
             NV = nv;
         }
