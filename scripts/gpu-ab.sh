@@ -13,12 +13,18 @@
 #                                     the working tree's build, then ROUNDS
 #                                     (default 2) rounds of `alloy bench
 #                                     BENCH-ARGS` — base, then working tree.
+#   scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] 'VAR=VALUE ...' -- BENCH-ARGS...
+#                                     there: one build (the working tree), the
+#                                     bench alternating between the environment
+#                                     as it is and with VAR=VALUE ... set (the
+#                                     timing switches, e.g. ALLOY_MLSTM_RB_GRAD2=2)
 # Output: each command's table, marked `-- base round r` / `-- new round r`;
 # logs under $OUT (build.log, build_base.log, ab.txt). ALLOY_CACHE_DIR is
 # kept between the two builds (kernels whose source did not change compile
-# once). Example, the mLSTM backward:
+# once). Examples, the mLSTM backward:
 #   scripts/gpu-ab.sh prepare HEAD
 #   (device) scripts/gpu-ab.sh run -t test_mlstm_backward -- mlstm --device cuda --only "bwd bf16 7B"
+#   (device) scripts/gpu-ab.sh env 'ALLOY_MLSTM_RB_FWD1=2 ALLOY_MLSTM_RB_GRAD2=2' -- mlstm --device cuda --only "kept bf16 7B"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BASE=.gpu/base
@@ -31,38 +37,54 @@ prepare)
     echo "$BASE: $(git rev-parse --short "$rev") ($(du -sh "$BASE" | cut -f1)); carry .gpu in the device call"
     exit 0
     ;;
-run) shift ;;
+run | env) mode=$1; shift ;;
 *)
     echo "usage: scripts/gpu-ab.sh prepare REV | run [-n ROUNDS] [-t TEST] -- BENCH-ARGS..." >&2
+    echo "       scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] 'VAR=VALUE ...' -- BENCH-ARGS..." >&2
     exit 2
     ;;
 esac
 
 rounds=2 test=
+vars=
 while [ $# -gt 0 ] && [ "$1" != -- ]; do
     case $1 in
     -n) rounds=${2:?-n takes a count}; shift 2 ;;
     -t) test=${2:?-t takes a test binary}; shift 2 ;;
-    *) echo "gpu-ab.sh run: unknown option '$1'" >&2; exit 2 ;;
+    -*) echo "gpu-ab.sh $mode: unknown option '$1'" >&2; exit 2 ;;
+    *) [ "$mode" = env ] && [ -z "$vars" ] || { echo "gpu-ab.sh $mode: unexpected '$1'" >&2; exit 2; }
+       vars=$1; shift ;;
     esac
 done
 [ "${1:-}" = -- ] && shift
-[ $# -gt 0 ] || { echo "gpu-ab.sh run: no bench arguments after --" >&2; exit 2; }
-[ -d "$BASE" ] || { echo "gpu-ab.sh run: $BASE is missing (scripts/gpu-ab.sh prepare REV, here)" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "gpu-ab.sh $mode: no bench arguments after --" >&2; exit 2; }
+if [ "$mode" = env ]; then
+    [ -n "$vars" ] || { echo "gpu-ab.sh env: no 'VAR=VALUE ...' to compare with" >&2; exit 2; }
+    for v in $vars; do
+        [[ $v =~ ^[A-Z_][A-Z0-9_]*=.*$ ]] || { echo "gpu-ab.sh env: '$v' is not VAR=VALUE" >&2; exit 2; }
+    done
+else
+    [ -d "$BASE" ] || { echo "gpu-ab.sh run: $BASE is missing (scripts/gpu-ab.sh prepare REV, here)" >&2; exit 2; }
+fi
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
 jobs=$(nproc)
 half=$(( jobs > 1 ? jobs / 2 : 1 ))
 
-# the two builds at once, half the cores each
+# the two builds at once, half the cores each (env: the working tree's alone)
+[ "$mode" = env ] && half=$jobs
 ( cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
   cmake --build build-gpu -j "$half" >> "$OUT/build.log" 2>&1 ) &
-( cmake -S "$BASE" -B "$BASE/b" -DCMAKE_BUILD_TYPE=Release > "$OUT/build_base.log" 2>&1 &&
-  cmake --build "$BASE/b" -j "$half" --target alloy_cli >> "$OUT/build_base.log" 2>&1 ) &
+if [ "$mode" = run ]; then
+    ( cmake -S "$BASE" -B "$BASE/b" -DCMAKE_BUILD_TYPE=Release > "$OUT/build_base.log" 2>&1 &&
+      cmake --build "$BASE/b" -j "$half" --target alloy_cli >> "$OUT/build_base.log" 2>&1 ) &
+fi
 wait
-for b in build-gpu/alloy "$BASE/b/alloy"; do
-    [ -x "$b" ] || { echo "gpu-ab.sh: the build of $b failed:" >&2; tail -20 "$OUT/build.log" "$OUT/build_base.log" >&2; exit 1; }
+builds=(build-gpu/alloy)
+[ "$mode" = run ] && builds+=("$BASE/b/alloy")
+for b in "${builds[@]}"; do
+    [ -x "$b" ] || { echo "gpu-ab.sh: the build of $b failed:" >&2; tail -20 "$OUT"/build*.log >&2; exit 1; }
 done
 {
     if [ -n "$test" ]; then
@@ -70,8 +92,17 @@ done
         ALLOY_DEVICE=cuda "build-gpu/tests/$test" 2>&1 | tail -3
     fi
     for r in $(seq 1 "$rounds"); do
-        echo "-- base round $r"
-        "$BASE/b/alloy" bench "$@"
+        if [ "$mode" = run ]; then
+            echo "-- base round $r"
+            "$BASE/b/alloy" bench "$@"
+        else
+            echo "-- environment as it is, round $r"
+            build-gpu/alloy bench "$@"
+            echo "-- with $vars, round $r"
+            # shellcheck disable=SC2086 # the VAR=VALUE words, split on purpose
+            env $vars build-gpu/alloy bench "$@"
+            continue
+        fi
         echo "-- new round $r"
         build-gpu/alloy bench "$@"
     done
