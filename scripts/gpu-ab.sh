@@ -24,7 +24,8 @@
 # once). Examples, the mLSTM backward:
 #   scripts/gpu-ab.sh prepare HEAD
 #   (device) scripts/gpu-ab.sh run -t test_mlstm_backward -- mlstm --device cuda --only "bwd bf16 7B"
-#   (device) scripts/gpu-ab.sh env 'ALLOY_MLSTM_RB_FWD1=2 ALLOY_MLSTM_RB_GRAD2=2' -- mlstm --device cuda --only "kept bf16 7B"
+#   (device) scripts/gpu-ab.sh env 'ALLOY_MLSTM_RB_FWD1=2 ALLOY_MLSTM_RB_GRAD2=2' -- \
+#                mlstm --device cuda --only "kept bf16 7B"
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 BASE=.gpu/base

@@ -342,9 +342,10 @@ def test_chunkwise_keeps_by_default(monkeypatch):
     kept_op = mt._chunkwise_keep_op
     monkeypatch.setattr(mt, "_chunkwise_keep_op", lambda *a: calls.append(a[0].dtype) or kept_op(*a))
     args = mlstm_inputs(17, S=20, DK=4, DV=6, dtype=torch.float32)
-    for dtype, backward, grad, kept in ((torch.bfloat16, "auto", True, True), (torch.bfloat16, "exact", True, False),
-                                        (torch.bfloat16, "auto", False, False), (torch.float32, "auto", True, False),
-                                        (torch.float32, "chunked", True, True), (torch.float32, "chunked", False, False)):
+    cases = ((torch.bfloat16, "auto", True, True), (torch.bfloat16, "exact", True, False),
+             (torch.bfloat16, "auto", False, False), (torch.float32, "auto", True, False),
+             (torch.float32, "chunked", True, True), (torch.float32, "chunked", False, False))
+    for dtype, backward, grad, kept in cases:
         calls.clear()
         xs = [a.to(dtype).clone().requires_grad_(grad) for a in args]
         h = mt.chunkwise(*xs, chunk_size=16, backward=backward)

@@ -57,8 +57,9 @@
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
 // m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES, TF32
 // (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT), RB
-// (mc_row_tiles' MODE, mlstm_tiles.h: 1; 0 or 2 for timing), PHASE (0 fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C,
-// or phase 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
+// (mc_row_tiles' MODE, mlstm_tiles.h: 1; 0 or 2 for timing), PHASE (0
+// fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C, or phase
+// 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
 // n_chunk, m_chunk (float32), the window's slots x NH chunk-start states, and
 // g_chunk (float32, slots x NH x (L + 4)) their gate records; the fused
 // launch binds them to h and never touches them.
