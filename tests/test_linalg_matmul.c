@@ -233,9 +233,9 @@ static void test_transposes_alpha_beta(void) {
     run_case(&v); /* out pre-filled with NaN, beta 0: NaN must not leak */
 }
 
-/* float32 at each precision, at sizes and layouts that take the tensor-core
- * TF32 kernel on a Hopper GPU (rows 16-byte aligned, M and N over 64) and
- * ones that do not (a transposed a, an odd N). */
+/* float32 at each precision, at sizes that take the tensor-core TF32 kernels
+ * on a Hopper GPU (M and N over 64, any layout: transposed a, odd N, a
+ * broadcast and transposed b) and ones that do not (N of 64). */
 static void test_precisions(void) {
     const alloy_precision ps[3] = {ALLOY_PRECISION_HIGHEST, ALLOY_PRECISION_HIGH, ALLOY_PRECISION_DEFAULT};
     for (int i = 0; i < 3; i++) {
@@ -247,6 +247,10 @@ static void test_precisions(void) {
         run_case(&v); /* transposed a, odd N */
         mm_case w = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(520, 36), SHAPE(36, 516), 0, 0, 1.0, 0.0, 0, ps[i]};
         run_case(&w); /* several tiles each way, K shorter than one step */
+        mm_case x = {ALLOY_FLOAT32, ALLOY_BFLOAT16, 3, 2, SHAPE(2, 130, 1000), SHAPE(300, 1000), 0, 1, 1.0, 0.0, 0, ps[i]};
+        run_case(&x); /* one transposed b for a batch, a long K, bfloat16 out */
+        mm_case y = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(97, 31), SHAPE(31, 64), 0, 0, 1.0, 0.0, 0, ps[i]};
+        run_case(&y);
     }
 }
 
@@ -357,7 +361,7 @@ static void test_errors(void) {
  * portable path on the CPU (and its CUDA source is compiled by the NVRTC
  * check), its wgmma path on a Hopper GPU. */
 static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t smem, alloy_dtype dt,
-                             int64_t M, int64_t N, int64_t K, int with_acc, int passes) {
+                             int64_t M, int64_t N, int64_t K, int with_acc) {
     alloy_kernel *k = NULL;
     CHECK_OK(alloy_catalog_kernel(file, &k));
     if (!k) return;
@@ -371,7 +375,6 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", dt));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", ALLOY_FLOAT32));
     if (with_acc) CHECK_OK(alloy_launch_add_template_dtype(l, "ACC", ALLOY_FLOAT32));
-    if (passes) CHECK_OK(alloy_launch_add_template_int(l, "PASSES", passes));
     if (smem) CHECK_OK(alloy_launch_set_threadgroup_memory(l, smem));
     const struct { const char *n; int64_t v; } ints[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", 1}, {"sa_b", 0}, {"sa_m", K}, {"sa_k", 1}, {"sb_b", 0},
@@ -399,13 +402,12 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
             ref[i * N + j] = acc;
             mag[i * N + j] = sabs;
         }
-    /* TF32 products (one pass) carry about 2^-10 of each factor */
-    const double eps = passes == 1 ? 2e-3 : 2e-7 * (double)(K + 2);
+    const double eps = 2e-7 * (double)(K + 2);
     int bad = 0;
     for (int64_t e = 0; e < M * N; e++)
         if (!(fabs(got[e] - ref[e]) <= eps * mag[e] + 1e-30)) {
             if (bad++ < 4)
-                fprintf(stderr, "  %s (passes %d): C[%lld] = %.9g, want %.9g\n", file, passes, (long long)e,
+                fprintf(stderr, "  %s: C[%lld] = %.9g, want %.9g\n", file, (long long)e,
                         got[e], ref[e]);
         }
     CHECK_MSG(bad == 0, "%s: %d of %lld elements wrong", file, bad, (long long)(M * N));
@@ -422,18 +424,13 @@ static void kernel_file_case(const char *file, uint32_t tm, uint32_t tn, size_t 
 static void test_kernel_files(void) {
     alloy_device *dev = ku_device();
     const int cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
-    kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1, 0);
-    kernel_file_case("src/ops/linalg/kernels/matmul_small.metal", 32, 32, 0, ALLOY_FLOAT32, 45, 70, 77, 1, 0);
+    kernel_file_case("src/ops/linalg/kernels/matmul_simt.metal", 128, 128, 0, ALLOY_FLOAT32, 133, 70, 45, 1);
+    kernel_file_case("src/ops/linalg/kernels/matmul_small.metal", 32, 32, 0, ALLOY_FLOAT32, 45, 70, 77, 1);
     if (!cuda || alloy_device_compute_capability(dev) == 90) {
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_BFLOAT16, 130, 264, 72, 0, 0); /* rows 16-byte aligned: K, N % 8 == 0 */
+                         ALLOY_BFLOAT16, 130, 264, 72, 0); /* rows 16-byte aligned: K, N % 8 == 0 */
         kernel_file_case("src/ops/linalg/kernels/matmul_wgmma.metal", 128, 256, 4 * 48 * 1024 + 1024,
-                         ALLOY_FLOAT16, 33, 40, 24, 0, 0);
-        /* rows 16-byte aligned: K, N % 4 == 0 */
-        kernel_file_case("src/ops/linalg/kernels/matmul_tf32.metal", 256, 128, 216064 + 1024, ALLOY_FLOAT32,
-                         300, 132, 68, 0, 3);
-        kernel_file_case("src/ops/linalg/kernels/matmul_tf32.metal", 256, 128, 216064 + 1024, ALLOY_FLOAT32,
-                         33, 260, 100, 0, 1);
+                         ALLOY_FLOAT16, 33, 40, 24, 0);
     }
 }
 
@@ -511,6 +508,163 @@ static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M
     drop(&B);
 }
 
+/* x rounded to TF32 as matmul_tf32_split.metal does (ties away, truncated
+ * where rounding would overflow) */
+static double tf32_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    uint32_t r = (u + 0x1000u) & ~0x1fffu;
+    if ((r & 0x7f800000u) == 0x7f800000u) r = u & ~0x1fffu;
+    float y;
+    memcpy(&y, &r, 4);
+    return y;
+}
+
+/* matmul_tf32_split then matmul_tf32, launched directly as matmul_tf32.c
+ * does, on this device (the GEMM's portable path on the CPU, wgmma on a
+ * Hopper GPU): a batch of M x K times K x N (B stored N x K when
+ * b_transposed, one B for all when b_shared), `groups` persistent
+ * threadgroups, C at an element offset (its pairs unaligned when odd; the
+ * elements before it must stay untouched), alpha and beta, any output
+ * dtype. The workspace is checked too: big parts are TF32 (low 13 bits zero),
+ * big + small is x to 2^-21, padding is zeros. */
+static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                      int b_shared, int b_transposed, uint32_t groups, int64_t c_off, double alpha, double beta) {
+    alloy_kernel *ks = NULL, *kg = NULL;
+    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_tf32_split.metal", &ks));
+    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_tf32.metal", &kg));
+    if (!ks || !kg) return;
+    const int64_t nbb = b_shared ? 1 : batch, KB = (K + 31) / 32, PW = 32 * (passes == 3 ? 2 : 1), K2 = KB * PW;
+    const int64_t Mp = (M + 127) / 128 * 128, Np = (N + 255) / 256 * 256;
+    int64_t sa[3] = {batch, M, K}, sb[3] = {nbb, b_transposed ? N : K, b_transposed ? K : N};
+    host_arr A = make(ALLOY_FLOAT32, 3, sa), B = make(ALLOY_FLOAT32, 3, sb);
+    alloy_array *p2[2] = {NULL, NULL};
+    const int64_t n2[2] = {batch * Mp * K2, nbb * Np * K2};
+    for (int e = 0; e < 2; e++) {
+        /* A as it is, B transposed: rows (M or N), columns k */
+        const int64_t R = e ? N : M, Rp = e ? Np : Mp, nb = e ? nbb : batch;
+        const int64_t s_r = e ? (b_transposed ? K : 1) : K, s_k = e ? (b_transposed ? 1 : N) : 1;
+        CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 1, &n2[e], &p2[e]));
+        alloy_launch *l = NULL;
+        alloy_array *res = NULL;
+        CHECK_OK(alloy_launch_new(&l));
+        CHECK_OK(alloy_launch_add_output_array(l, p2[e]));
+        CHECK_OK(alloy_launch_add_template_int(l, "PASSES", passes));
+        const struct { const char *n; int64_t v; } c[] = {
+            {"R", R}, {"K", K}, {"s_r", s_r}, {"s_k", s_k}, {"s_b", R * K}, {"x_off", 0}, {"Rp", Rp}, {"KB", KB}};
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) CHECK_OK(alloy_launch_set_constant_int(l, c[i].n, ALLOY_INT64, c[i].v));
+        CHECK_OK(alloy_launch_set_grid(l, (uint32_t)(KB * 256), (uint32_t)(Rp / 32), (uint32_t)nb));
+        CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+        alloy_array *x = e ? B.a : A.a;
+        CHECK_OK(alloy_kernel_apply(ks, 1, &x, l, NULL, &res));
+        alloy_array_free(res);
+        alloy_launch_free(l);
+        /* the workspace against the operand */
+        float *w = malloc((size_t)n2[e] * sizeof *w);
+        CHECK_OK(alloy_array_copy_to_host(p2[e], w, (size_t)n2[e] * sizeof *w));
+        int bad = 0;
+        for (int64_t z = 0; z < nb; z++)
+            for (int64_t r = 0; r < Rp; r++)
+                for (int64_t k = 0; k < KB * 32; k++) {
+                    const float *q = w + (z * Rp + r) * K2 + k / 32 * PW + k % 32;
+                    const double x0 = r < R && k < K ? (e ? B.v[z * R * K + r * s_r + k * s_k] : A.v[(z * M + r) * K + k]) : 0.0;
+                    const double big = q[0], small = passes == 3 ? q[32] : 0.0;
+                    uint32_t ub, us;
+                    memcpy(&ub, &q[0], 4);
+                    memcpy(&us, passes == 3 ? &q[32] : &q[0], 4);
+                    const int ok = big == tf32_round((float)x0) && (ub & 0x1fffu) == 0 && (us & 0x1fffu) == 0 &&
+                                   (passes == 1 || fabs(x0 - big - small) <= ldexp(fabs(x0), -21));
+                    if (!ok && bad++ < 4)
+                        fprintf(stderr, "  tf32 split %c[%lld, %lld, %lld]: %.9g = %.9g + %.9g\n", e ? 'B' : 'A',
+                                (long long)z, (long long)r, (long long)k, x0, big, small);
+                }
+        CHECK_MSG(bad == 0, "matmul_tf32_split (%c): %d elements wrong", e ? 'B' : 'A', bad);
+        free(w);
+    }
+    /* the GEMM */
+    const int64_t nc = c_off + batch * M * N;
+    double *c0 = malloc((size_t)nc * sizeof *c0);
+    void *raw = malloc((size_t)nc * 8);
+    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 || i < c_off ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
+    alloy_array *c = NULL, *res = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output_array(l, c));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
+    CHECK_OK(alloy_launch_add_template_int(l, "PASSES", passes));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, 192 * 1024 + 1024));
+    const struct { const char *n; int64_t v; } ints[] = {
+        {"M", M}, {"N", N}, {"KB", KB}, {"batch", batch}, {"sa_b", Mp * K2}, {"sb_b", b_shared ? 0 : Np * K2},
+        {"sc_b", M * N}, {"sc_m", N}, {"c_off", c_off}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
+    CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
+    CHECK_OK(alloy_launch_set_grid(l, groups * 256, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    CHECK_OK(alloy_kernel_apply(kg, 2, p2, l, NULL, &res));
+    CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
+    /* each product: TF32 factors (2^-11 each) at one pass, split TF32 (about
+     * 2^-21) at three; float accumulation; the output's rounding */
+    const double eps_prod = passes == 1 ? 2e-3 : 1e-6;
+    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 0.0;
+    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
+                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    int bad = 0;
+    for (int64_t i = 0; i < c_off; i++)
+        if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  tf32: C[%lld] before c_off changed\n", (long long)i);
+    for (int64_t z = 0; z < batch; z++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0, sabs = 0;
+                const double *bz = B.v + (b_shared ? 0 : z) * K * N;
+                for (int64_t q = 0; q < K; q++) {
+                    const double x = A.v[(z * M + i) * K + q], y = b_transposed ? bz[j * K + q] : bz[q * N + j];
+                    acc += x * y;
+                    sabs += fabs(x * y);
+                }
+                const int64_t e = c_off + (z * M + i) * N + j;
+                const double ref = alpha * acc + (beta != 0 ? beta * c0[e] : 0.0);
+                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0;
+                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * 2e-7 + fabs(alpha) * sabs * eps_prod +
+                                   fabs(ref) * eps_out + tiny_out + 1e-30;
+                const double got = decode(out, raw, e);
+                if (!(fabs(got - ref) <= tol) && bad++ < 4)
+                    fprintf(stderr, "  tf32 passes %d ->%s batch %lld M=%lld N=%lld K=%lld groups %u: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
+                            passes, alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K,
+                            groups, (long long)z, (long long)i, (long long)j, got, ref);
+            }
+    CHECK_MSG(bad == 0, "matmul_tf32: %d of %lld elements wrong", bad, (long long)nc);
+    free(raw);
+    free(c0);
+    alloy_array_free(res);
+    alloy_array_free(c);
+    alloy_array_free(p2[0]);
+    alloy_array_free(p2[1]);
+    alloy_launch_free(l);
+    drop(&A);
+    drop(&B);
+}
+
+static void test_tf32_kernels(void) {
+    alloy_device *dev = ku_device();
+    if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
+    /* edges in M, N and K; 2 x 2 tiles over 3 threadgroups */
+    tf32_case(3, ALLOY_FLOAT32, 1, 200, 300, 100, 0, 0, 3, 0, 1.0, 0.0);
+    tf32_case(1, ALLOY_FLOAT32, 1, 33, 260, 68, 0, 1, 2, 0, 1.0, 0.0);
+    /* a batch sharing one transposed B, alpha and beta, C at an odd offset
+     * (unpaired stores), more threadgroups than tiles */
+    tf32_case(3, ALLOY_FLOAT32, 3, 130, 257, 45, 1, 1, 8, 3, -0.5, 2.0);
+    /* 16-bit outputs, one threadgroup for every tile, a long K (many steps
+     * through the stages, across tile boundaries) */
+    tf32_case(3, ALLOY_BFLOAT16, 2, 256, 512, 300, 0, 0, 1, 0, 1.0, 0.0);
+    tf32_case(1, ALLOY_FLOAT16, 2, 128, 256, 290, 1, 0, 2, 0, 0.25, 0.0);
+    /* K = 1: one block, almost all padding */
+    tf32_case(3, ALLOY_FLOAT32, 1, 65, 70, 1, 0, 0, 1, 0, 1.0, 0.0);
+}
+
 static void test_wgmma_persistent(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
@@ -545,5 +699,6 @@ int main(void) {
     RUN(test_errors);
     RUN(test_kernel_files);
     RUN(test_wgmma_persistent);
+    RUN(test_tf32_kernels);
     return harness_finish();
 }

@@ -22,10 +22,10 @@
 #include "core/error.h"
 #include "ops/catalog.h"
 #include "batch_layout.h"
+#include "matmul_tf32.h"
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
-static const char TF32_FILE[] = "src/ops/linalg/kernels/matmul_tf32.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
 
@@ -129,9 +129,13 @@ static int rows16(const void *p, size_t size, int64_t unit, int64_t row, int64_t
     return unit == 1 && row % per == 0 && batch % per == 0 && outer % per == 0 && ((uintptr_t)p % 16) == 0;
 }
 
-static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt,
-                                  alloy_precision precision, const layout *lay, plan *p, alloy_launch *l) {
-    const int hopper = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) == 90;
+static int is_hopper(alloy_device *dev) {
+    return alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) == 90;
+}
+
+static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt, const layout *lay,
+                                  plan *p, alloy_launch *l) {
+    const int hopper = is_hopper(dev);
     alloy_status st;
     if (hopper && (in == ALLOY_BFLOAT16 || in == ALLOY_FLOAT16) &&
         rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
@@ -147,23 +151,6 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         st = alloy_catalog_kernel(p->file, &p->kernel);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
-        if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
-        return st;
-    }
-    /* float32 "high" / "default": split or plain TF32 tensor-core products
-     * (large enough matrices only: the 256 x 128 tile would idle otherwise) */
-    if (hopper && in == ALLOY_FLOAT32 && precision != ALLOY_PRECISION_HIGHEST && lay->m > 64 && lay->n > 64 &&
-        rows16(lay->a, 4, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
-        rows16(lay->b, 4, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
-        p->file = TF32_FILE;
-        p->tile_m = 256;
-        p->tile_n = 128;
-        p->threads = 256;
-        p->threadgroup_memory = 216064 + 1024;
-        st = alloy_catalog_kernel(p->file, &p->kernel);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
-        if (st == ALLOY_OK)
-            st = alloy_launch_add_template_int(l, "PASSES", precision == ALLOY_PRECISION_HIGH ? 3 : 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }
@@ -311,6 +298,24 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                            (long long)inner);
     }
 
+    /* float32 "high" / "default" on Hopper: split or plain TF32 tensor-core
+     * products (matmul_tf32.c), for matrices that fill its 128 x 256 tiles
+     * (smaller ones idle it: the exact kernels are as fast there); where its
+     * workspace cannot be allocated, the exact kernels too */
+    if (is_hopper(dev) && dt == ALLOY_FLOAT32 && o.precision != ALLOY_PRECISION_HIGHEST && M > 64 && N > 64) {
+        const alloy_matmul_tf32_job job = {a, b, c, M, N, K, inner, sab, A.rs, A.cs, sbb, B.rs, B.cs, scb, N, &bl,
+                                           o.alpha, o.beta, o.precision == ALLOY_PRECISION_HIGH ? 3 : 1};
+        st = alloy_matmul_tf32(&job, stream);
+        if (st != ALLOY_ERROR_OUT_OF_MEMORY) {
+            if (st != ALLOY_OK) {
+                if (!*out) alloy_array_free(c);
+                return st;
+            }
+            if (!*out) *out = c;
+            return ALLOY_OK;
+        }
+    }
+
     alloy_launch *l = NULL;
     plan p = {0};
     st = alloy_launch_new(&l);
@@ -322,7 +327,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     }
     const layout lay = {alloy_array_data(a), alloy_array_data(b), sab, A.rs, A.cs, sbb, B.rs, B.cs,
                         outer_a, outer_b, M, N};
-    if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, o.precision, &lay, &p, l);
+    if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, &lay, &p, l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
     const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;

@@ -1,31 +1,36 @@
 // matmul_tf32: C = alpha * A B + beta * C for float32 operands on Hopper's
-// tensor cores (sm_90a wgmma, TF32 inputs, float accumulation). PASSES = 3
-// (precision "high"): each factor x is split into big = tf32(x) and
-// small = tf32(x - big), rounded to nearest, and the product is
-// a_big b_big + a_big b_small + a_small b_big — every factor keeps about 22
-// of its 24 significand bits. PASSES = 1 (precision "default"): a_big b_big.
-// A is M x K and B is K x N, both with unit column stride and rows 16-byte
-// aligned (K and N multiples of 4 for contiguous matrices); other layouts go
-// to matmul_simt. C any float dtype, as matmul_simt.
-// Design: TF32 wgmma reads shared-memory operands only K-major, and B is
-// stored N-major, so the kernel computes C^T = B^T A^T: A^T is the
-// shared-memory operand (A's rows are K-major as they are) and B^T the
-// register operand, gathered from B's tile by each thread (registers have no
-// major-ness). A 256 (M) x 128 (N) tile per threadgroup of two warpgroups
-// (256 threads); each warpgroup computes 64 columns of N times all 256 rows
-// as four quarters of m64n64k8 (128 float accumulators per thread, and 2 x 32
-// for the tensor cores' partial sums). K steps of 32 through
-// 3 stages of cp.async (A: 128-byte-swizzled K-major; B: rows padded by 8
-// floats so the fragment gathers hit 32 banks); each thread rounds the A
-// chunks it loaded itself (in place: big; into one of two buffers: small) while
-// the tensor cores work on the previous step. Bytes outside the matrices are
-// zero-filled by cp.async, so any M, N, K works. On the CPU the body is a plain
-// loop over the same tile (tests run it there; the op never picks this kernel
-// off a Hopper GPU).
-// Launch: grid = (ceil(N/128)*256, ceil(M/256), batch), threadgroup = (256, 1, 1),
-// threadgroup memory 216064 + 1024 bytes.
+// tensor cores (sm_90a wgmma, TF32 products, float accumulation), reading
+// the operands as matmul_tf32_split.metal wrote them: A2 (batch x Mp rows)
+// and B2 (B transposed: batch x Np rows), each row KB blocks of 32 TF32
+// values of k — big only (PASSES = 1, precision "default"), or big then
+// small (PASSES = 3, precision "high": x = big + small to about 22 of its 24
+// significand bits, and the product is a_big b_big + a_big b_small +
+// a_small b_big). Rows are padded to the tiles and k to the blocks with
+// zeros, so every load is a plain 16-byte cp.async; only C's stores check
+// the edges. C(b, m, n) = C[c_off + b*sc_b + m*sc_m + n], any float dtype;
+// beta == 0: C is not read.
+// Design: the persistent pipeline of matmul_wgmma.metal (about one
+// threadgroup per SM looping over batch x tiles, the loads of a tile's first
+// steps issued during the previous tile's last ones; tile rows rasterised in
+// groups of 8 per matrix) with 128 x 256 output tiles, two warpgroups of
+// 64 x 256, K steps of one block (32) in the 128-byte-swizzled K-major
+// layout that TF32 wgmma reads for both operands.
+// PASSES = 1: m64n256k8 products accumulate in the tensor cores over all of
+// K (cuBLAS's TF32 error), 4 stages of 48 KB.
+// PASSES = 3: the tensor cores' float accumulation is not rounded to
+// nearest, and over a long K its error grows past an fp32 GEMM's (24x
+// SGEMM's at 8192^3, measured), so each K step's three products go into a
+// fresh 64 x 128 accumulator per half of the warpgroup's columns, which is
+// then added to the float accumulators with round-to-nearest adds (while one
+// warpgroup adds, the other's products keep the tensor cores busy); 2
+// stages of 96 KB (both parts of both operands).
+// On the CPU the body loops over the same tiles element by element with the
+// same products (tests run it there; the op never picks this kernel off a
+// Hopper GPU).
+// Launch: any grid of threadgroups of (256, 1, 1) (the op's: P = min(tiles,
+// SMs) threadgroups), threadgroup memory 192 KB + 1 KB.
 //! name: alloy_matmul_tf32
-//! inputs: A B
+//! inputs: A2 B2
 //! outputs: C
 //! ensure_row_contiguous: false
 //! template: TOUT=float32
@@ -39,10 +44,6 @@ METAL_FUNC uint mm_smem_u32(const threadgroup void *p) {
     asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
     return r;
 }
-/* 16 bytes global -> shared; bytes past `valid` are zero-filled */
-METAL_FUNC void mm_cp16(uint dst, const device void *src, uint valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(dst), "l"(src), "r"(valid));
-}
 /* a shared-memory matrix descriptor, 128-byte swizzle */
 METAL_FUNC ulong mm_desc(uint addr, uint lbo, uint sbo) {
     ulong d = 0;
@@ -52,201 +53,236 @@ METAL_FUNC ulong mm_desc(uint addr, uint lbo, uint sbo) {
     d |= 1ul << 62;
     return d;
 }
-/* x rounded to the nearest TF32 (low 13 bits zero) */
-METAL_FUNC uint mm_tf32(float x) {
-    uint r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-/* d (64 x N, this thread's N/2 floats) = [d +] A B: A (64 x 8 TF32) from
- * registers, B (8 x N) through the descriptor; accumulate 0 overwrites d */
-METAL_FUNC void mm_wgmma_tf32_n64(thread float *d, uint a0, uint a1, uint a2, uint a3, ulong db, uint accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n"
+/* d (64 x 256, this thread's 128 floats) [+]= A B, both TF32 through descriptors
+ * (K-major, 128-byte swizzle); accumulate 0 overwrites d */
+METAL_FUNC void mm_wgmma_tf32_n256(thread float *d, ulong da, ulong db, uint accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1;\n"
         "}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(db), "r"(accumulate));
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+/* d (64 x 128, this thread's 64 floats) [+]= A B, both TF32 through descriptors
+ * (K-major, 128-byte swizzle); accumulate 0 overwrites d */
+METAL_FUNC void mm_wgmma_tf32_n128(thread float *d, ulong da, ulong db, uint accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(da), "l"(db), "r"(accumulate));
+}
+/* two adjacent float outputs (the first at an address aligned to twice its
+ * size): one store; bfloat16 and half pairs rounded by one cvt */
+template <class T> METAL_FUNC void mm_store2(device T *p, float lo, float hi) {
+    if constexpr (metal::is_same_v<T, bfloat>) {
+        uint u;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+        *(device uint *)p = u;
+    } else if constexpr (metal::is_same_v<T, half>) {
+        uint u;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+        *(device uint *)p = u;
+    } else if constexpr (metal::is_same_v<T, float>) {
+        *(device float2 *)p = float2(lo, hi);
+    } else {
+        p[0] = T(lo);
+        p[1] = T(hi);
+    }
 }
 #endif
 //! body:
-constexpr int BM = 256, BN = 128, BK = 32, STAGES = 3;
-constexpr int A_BYTES = BM * BK * 4;            // one stage of A (and one small-part buffer)
-constexpr int B_ROW = BN + 8;                   // floats per B row in threadgroup memory
-constexpr int B_BYTES = BK * B_ROW * 4;
-constexpr int SMALL_OFF = STAGES * A_BYTES, B_OFF = SMALL_OFF + 2 * A_BYTES;
+constexpr int BM = 128, BN = 256, NPART = PASSES == 3 ? 2 : 1, PW = 32 * NPART;
+constexpr int A_PART = BM * 128, B_PART = BN * 128; /* bytes of one part of a stage */
+constexpr int STAGE = NPART * (A_PART + B_PART), STAGES = PASSES == 3 ? 2 : 4;
 const uint tid = thread_index_in_threadgroup;
-const long bz = long(threadgroup_position_in_grid.z);
-auto Ab = A + (a_off + bz * sa_b);
-auto Bb = B + (b_off + bz * sb_b);
-auto Cb = C + (c_off + bz * sc_b);
-// L2 rasterisation: groups of 8 tile rows, rows fastest inside a group
-const int gn = int(threadgroups_per_grid.x), gm = int(threadgroups_per_grid.y);
-const int lin = int(threadgroup_position_in_grid.x) + int(threadgroup_position_in_grid.y) * gn;
-const int per = 8 * gn, grp = lin / per, first = grp * 8;
-const int rows = gm - first < 8 ? gm - first : 8;
-const int by = first + (lin % per) % rows, bx = (lin % per) / rows;
-const long bm = long(by) * BM, bn = long(bx) * BN;
+const long K2 = KB * PW; /* floats per row of A2 and B2 */
+// The tiles (the host keeps their count below 2^31) and this threadgroup's
+// share: tiles g0, g0 + P, g0 + 2P, ...
+const int gm = int((M + BM - 1) / BM), gn = int((N + BN - 1) / BN);
+const int per_mat = gm * gn, tiles = int(batch) * per_mat;
+const int P = int(threadgroups_per_grid.x * threadgroups_per_grid.y * threadgroups_per_grid.z);
+const int g0 = int(threadgroup_position_in_grid.x +
+                   threadgroups_per_grid.x * (threadgroup_position_in_grid.y +
+                                              threadgroups_per_grid.y * threadgroup_position_in_grid.z));
+// Tile -> (matrix, first row, first column). L2 rasterisation inside a
+// matrix: groups of 8 tile rows, rows fastest inside a group.
+auto tile_at = [&](int tile, thread long &bz, thread long &bm, thread long &bn) {
+    const int z = tile / per_mat, lin = tile - z * per_mat;
+    const int per = 8 * gn, first = lin / per * 8;
+    const int rows = gm - first < 8 ? gm - first : 8;
+    bz = z;
+    bm = long(first + (lin % per) % rows) * BM;
+    bn = long((lin % per) / rows) * BN;
+};
 const float al = float(alpha), be = float(beta);
 
 #if defined(ALLOY_BACKEND_CUDA)
 threadgroup uchar *smem = (threadgroup uchar *)(((ulong)alloy_threadgroup_memory + 1023) & ~1023ul);
-const int wg = int(tid / 128), warp = int(tid % 128) / 32, lane = int(tid % 32);
-const int KT = int((K + BK - 1) / BK);
+const int wg = int(tid / 128);
+const int KT = int(KB);
 const uint sbase = mm_smem_u32(smem);
-// Each thread's chunks: A rows a_r + 32i (i < 8), 16-byte chunk a_ch; B rows (k)
-// b_r + 8i (i < 4), chunk b_cn. The swizzle depends on the row mod 8 only, the
-// same for all of a thread's A rows.
-const int a_r = int(tid) >> 3, a_ch = int(tid) & 7, b_r = int(tid) >> 5, b_cn = int(tid) & 31;
-const uint a_dst = uint(a_r * 128 + ((a_ch ^ (a_r & 7)) << 4));
-const uint b_dst = uint(b_r * B_ROW * 4 + b_cn * 16);
-const device float *a_src = &Ab[0] + ((bm + a_r) * sa_m + a_ch * 4);
-const device float *b_src = &Bb[0] + (b_r * sb_k + bn + b_cn * 4);
-uint a_rows = 0; /* bit i: row a_r + 32i is inside M */
-for (int i = 0; i < 8; i++) a_rows |= (bm + a_r + 32 * i < M) ? (1u << i) : 0u;
-const long b_left = N - (bn + b_cn * 4);
-const uint b_bytes = b_left <= 0 ? 0u : uint(b_left >= 4 ? 16 : b_left * 4);
-const bool interior = bm + BM <= M && bn + BN <= N;
-auto load = [&](int t) {
-    const long k0 = long(t) * BK;
-    const int buf = t % STAGES;
-    const uint sa = sbase + uint(buf * A_BYTES), sb = sbase + uint(B_OFF + buf * B_BYTES);
-    if (interior && k0 + BK <= K) {
+// Each thread's chunks: rows r + 32i of the A tile (i < 4) and of the B tile
+// (i < 8), 16-byte chunk ch of each part's 128 bytes; the swizzle depends on
+// the row mod 8 only, the same for all of a thread's rows.
+const int r = int(tid) >> 3, ch = int(tid) & 7;
+const uint dst = uint(r * 128 + ((ch ^ (r & 7)) << 4));
+
+// The producer: the next K step to load is step lk of tile lt (lt >= tiles:
+// none left); a_src and b_src point at its tile's rows r of A2 and B2.
+int lt = KT > 0 ? g0 : tiles, lk = 0;
+const device float *a_src = &A2[0], *b_src = &B2[0];
+auto next_load_tile = [&]() {
+    long bz, bm, bn;
+    tile_at(lt, bz, bm, bn);
+    a_src = &A2[0] + (bz * sa_b + (bm + r) * K2 + ch * 4);
+    b_src = &B2[0] + (bz * sb_b + (bn + r) * K2 + ch * 4);
+};
+if (lt < tiles) next_load_tile();
+// Loads the next K step (if any) into stage buf and commits one cp.async
+// group either way: every call is one group, so the consumer's wait_group
+// counts hold across tiles. Stage layout: A's parts, then B's parts.
+auto load_next = [&](int buf) {
+    if (lt < tiles) {
+        const long k0 = long(lk) * PW;
+        const uint sa = sbase + uint(buf * STAGE), sb = sa + uint(NPART * A_PART);
         #pragma unroll
-        for (int i = 0; i < 8; i++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + a_dst + uint(i * 32 * 128)),
-                         "l"(a_src + (32 * i * sa_m + k0)));
-        #pragma unroll
-        for (int i = 0; i < 4; i++)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + b_dst + uint(i * 8 * B_ROW * 4)),
-                         "l"(b_src + (k0 + 8 * i) * sb_k));
-    } else {
-        const long a_left = K - (k0 + a_ch * 4);
-        const uint a_bytes = a_left <= 0 ? 0u : uint(a_left >= 4 ? 16 : a_left * 4);
-        #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const uint v = (a_rows >> i) & 1u ? a_bytes : 0u;
-            mm_cp16(sa + a_dst + uint(i * 32 * 128), v ? (const device void *)(a_src + (32 * i * sa_m + k0)) : (const device void *)a_src, v);
+        for (int p = 0; p < NPART; p++) {
+            #pragma unroll
+            for (int i = 0; i < 4; i++)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + uint(p * A_PART + i * 32 * 128) + dst),
+                             "l"(a_src + (32 * i * K2 + k0 + 32 * p)));
+            #pragma unroll
+            for (int i = 0; i < 8; i++)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + uint(p * B_PART + i * 32 * 128) + dst),
+                             "l"(b_src + (32 * i * K2 + k0 + 32 * p)));
         }
-        #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const uint v = (k0 + b_r + 8 * i < K) ? b_bytes : 0u;
-            mm_cp16(sb + b_dst + uint(i * 8 * B_ROW * 4), v ? (const device void *)(b_src + (k0 + 8 * i) * sb_k) : (const device void *)b_src, v);
+        if (++lk == KT) { /* on to this threadgroup's next tile */
+            lk = 0;
+            lt += P;
+            if (lt < tiles) next_load_tile();
         }
     }
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 };
-// Round the A chunks this thread loaded for step t: big in place, small into
-// buffer t % 2 (the same swizzled offsets).
-auto split = [&](int t) {
-    threadgroup uchar *sa = smem + (t % STAGES) * A_BYTES;
-    threadgroup uchar *ss = smem + SMALL_OFF + (t % 2) * A_BYTES;
-    #pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const uint off = a_dst + uint(i * 32 * 128);
-        float4 x = *(threadgroup float4 *)(sa + off);
-        uint4 big = uint4(mm_tf32(x.x), mm_tf32(x.y), mm_tf32(x.z), mm_tf32(x.w));
-        *(threadgroup uint4 *)(sa + off) = big;
-        if (PASSES == 3)
-            *(threadgroup uint4 *)(ss + off) = uint4(mm_tf32(x.x - as_type<float>(big.x)), mm_tf32(x.y - as_type<float>(big.y)),
-                                                     mm_tf32(x.z - as_type<float>(big.z)), mm_tf32(x.w - as_type<float>(big.w)));
-    }
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-};
 
-// The tensor cores' float accumulation is not rounded to nearest: over a long
-// K its error grows well past an fp32 GEMM's (measured at 8192^3: 24x SGEMM's).
-// So each step of 32 accumulates in the tensor cores, a quarter of the tile's
-// 256 rows at a time (acc0 and acc1 in turn: one quarter is added to the float
-// accumulators d with round-to-nearest adds while the next is in flight).
-constexpr int PARTS = 4, NP = 256 / PARTS; /* rows of A (columns of C^T) per part */
-float d[128], acc0[32], acc1[32];
-#pragma unroll
-for (int i = 0; i < 128; i++) d[i] = 0.0f;
-load(0);
-if (KT > 1) load(1);
-else asm volatile("cp.async.commit_group;\n" ::: "memory");
-asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-split(0);
-threadgroup_barrier(mem_flags::mem_threadgroup);
-// this thread's B^T fragment: rows (n) 64 wg + 16 warp + lane/4 (+8), columns (k) lane%4 (+4)
-const int fn = wg * 64 + warp * 16 + lane / 4, fk = lane % 4;
-for (int t = 0; t < KT; t++) {
-    const threadgroup float *bs = (const threadgroup float *)(smem + B_OFF + (t % STAGES) * B_BYTES);
-    uint fb[16], fs[16]; /* big and small parts, 4 per k step of 8 */
+// C's column pairs are aligned for one store (columns 2(lane % 4) + 8j from a
+// tile's first column, a multiple of 256, are even)
+const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(TOUT))) == 0;
+const int warp = int(tid % 128) / 32, lane = int(tid % 32);
+for (int s = 0; s < STAGES - 1; s++) load_next(s);
+int g = 0; /* the consumer's K step, counted over all of this threadgroup's tiles */
+float d[128];
+for (int tile = g0; tile < tiles; tile += P) {
     #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
-        const int k = kk * 8 + fk;
-        const float x[4] = {bs[k * B_ROW + fn], bs[k * B_ROW + fn + 8], bs[(k + 4) * B_ROW + fn], bs[(k + 4) * B_ROW + fn + 8]};
-        #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            fb[kk * 4 + e] = mm_tf32(x[e]);
-            fs[kk * 4 + e] = mm_tf32(x[e] - as_type<float>(fb[kk * 4 + e]));
-        }
-    }
-    const uint sa = sbase + uint((t % STAGES) * A_BYTES), ss = sbase + uint(SMALL_OFF + (t % 2) * A_BYTES);
-    auto issue = [&](int part, thread float *ac) {
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            const uint off = uint(part * NP * 128 + kk * 32);
-            const ulong da = mm_desc(sa + off, 16, 1024), ds = mm_desc(ss + off, 16, 1024);
-            const uint *b = fb + kk * 4, *s = fs + kk * 4;
-            if (PASSES == 3) {
-                mm_wgmma_tf32_n64(ac, b[0], b[1], b[2], b[3], ds, kk > 0);
-                mm_wgmma_tf32_n64(ac, s[0], s[1], s[2], s[3], da, 1);
-            }
-            mm_wgmma_tf32_n64(ac, b[0], b[1], b[2], b[3], da, PASSES == 3 || kk > 0);
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    };
-    issue(0, acc0);
-    if (t + 2 < KT) load(t + 2);
-    else asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    if (t + 1 < KT) split(t + 1);
-    #pragma unroll
-    for (int part = 1; part <= PARTS; part++) {
-        if (part < PARTS) {
-            issue(part, part % 2 ? acc1 : acc0);
+    for (int i = 0; i < 128; i++) d[i] = 0.0f;
+    for (int t = 0; t < KT; t++, g++) {
+        const int buf = g % STAGES;
+        const uint sa = sbase + uint(buf * STAGE + wg * (64 * 128)), sb = sbase + uint(buf * STAGE + NPART * A_PART);
+        // step g's group is done when at most STAGES - 2 newer ones are pending
+        asm volatile("cp.async.wait_group %0;\n" :: "n"(STAGES - 2) : "memory");
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if constexpr (PASSES == 1) {
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            #pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                mm_wgmma_tf32_n256(d, mm_desc(sa + uint(kk * 32), 16, 1024), mm_desc(sb + uint(kk * 32), 16, 1024), 1);
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            // step g - 1's products are done (in both warpgroups after the
+            // barrier): its stage takes step g + STAGES - 1, maybe of the next tile
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            load_next((g + STAGES - 1) % STAGES);
         } else {
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            // both warpgroups finished step g - 1's products before the
+            // barrier (each waited for its own): its stage takes step g + 1
+            load_next((g + STAGES - 1) % STAGES);
+            #pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float acc[64];
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                #pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    const ulong ab = mm_desc(sa + uint(kk * 32), 16, 1024), as = mm_desc(sa + uint(A_PART + kk * 32), 16, 1024);
+                    const ulong bb = mm_desc(sb + uint(h * 128 * 128 + kk * 32), 16, 1024);
+                    const ulong bs = mm_desc(sb + uint(B_PART + h * 128 * 128 + kk * 32), 16, 1024);
+                    mm_wgmma_tf32_n128(acc, as, bb, kk > 0); /* the small terms first */
+                    mm_wgmma_tf32_n128(acc, ab, bs, 1);
+                    mm_wgmma_tf32_n128(acc, ab, bb, 1);
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+                #pragma unroll
+                for (int i = 0; i < 64; i++) d[64 * h + i] += acc[i];
+            }
         }
-        thread float *done = (part - 1) % 2 ? acc1 : acc0;
-        #pragma unroll
-        for (int i = 0; i < 32; i++) asm volatile("" : "+f"(done[i]) :: "memory");
-        #pragma unroll
-        for (int i = 0; i < 32; i++) d[(part - 1) * 32 + i] += done[i];
     }
-    #pragma unroll
-    for (int i = 0; i < 16; i++) asm volatile("" : "+r"(fb[i]), "+r"(fs[i]) :: "memory");
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if constexpr (PASSES == 1) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    // Epilogue: thread (warp w, lane l) of warpgroup wg holds rows
+    // bm + 64wg + 16w + l/4 (+8) and columns bn + 8j + 2(l%4) (+1), j < 32,
+    // in d[4j], d[4j + 1] (+8 rows: d[4j + 2], d[4j + 3]).
+    long bz, bm, bn;
+    tile_at(tile, bz, bm, bn);
+    device TOUT *Cb = C + (c_off + bz * sc_b);
+    const long row0 = bm + wg * 64 + warp * 16 + lane / 4, col0 = bn + 2 * (lane % 4);
+    const bool whole = bm + BM <= M && bn + BN <= N;
+    if (pairs && whole) {
+        device TOUT *c0 = Cb + (row0 * sc_m + col0), *c1 = c0 + 8 * sc_m;
+        if (beta == 0.0) {
+            #pragma unroll
+            for (int j = 0; j < 32; j++) {
+                mm_store2(c0 + 8 * j, al * d[4 * j], al * d[4 * j + 1]);
+                mm_store2(c1 + 8 * j, al * d[4 * j + 2], al * d[4 * j + 3]);
+            }
+        } else {
+            #pragma unroll
+            for (int j = 0; j < 32; j++) {
+                mm_store2(c0 + 8 * j, fma(be, float(c0[8 * j]), al * d[4 * j]), fma(be, float(c0[8 * j + 1]), al * d[4 * j + 1]));
+                mm_store2(c1 + 8 * j, fma(be, float(c1[8 * j]), al * d[4 * j + 2]), fma(be, float(c1[8 * j + 1]), al * d[4 * j + 3]));
+            }
+        }
+    } else { /* an edge tile, or unaligned pairs: element by element */
+        #pragma unroll
+        for (int j = 0; j < 32; j++) {
+            #pragma unroll
+            for (int h = 0; h < 4; h++) {
+                const long m = row0 + (h >> 1) * 8, n = col0 + j * 8 + (h & 1);
+                if (m >= M || n >= N) continue;
+                float v = al * d[4 * j + h];
+                if (beta != 0.0) v = fma(be, float(Cb[m * sc_m + n]), v);
+                Cb[m * sc_m + n] = TOUT(v);
+            }
+        }
+    }
 }
 asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-// Epilogue: d[4j + h] of thread (warpgroup g, warp w, lane l) is C^T row
-// 64g + 16w + l/4 + 8(h/2), column 8j + 2(l%4) + h%2 (whichever part):
-// C's row m, column n.
-#pragma unroll
-for (int j = 0; j < 32; j++) {
-    #pragma unroll
-    for (int h = 0; h < 4; h++) {
-        const long n = bn + fn + (h >> 1) * 8, m = bm + j * 8 + 2 * (lane % 4) + (h & 1);
+#else
+// Other targets: the same tiles in the same order, element by element, the
+// same products of the same parts (float accumulation).
+for (int tile = g0; tile < tiles; tile += P) {
+    long bz, bm, bn;
+    tile_at(tile, bz, bm, bn);
+    auto Cb = C + (c_off + bz * sc_b);
+    for (int e = int(tid); e < BM * BN; e += int(threads_per_threadgroup.x)) {
+        const long m = bm + e / BN, n = bn + e % BN;
         if (m >= M || n >= N) continue;
-        float v = al * d[4 * j + h];
+        auto a = A2 + (bz * sa_b + m * K2);
+        auto b = B2 + (bz * sb_b + n * K2);
+        float acc = 0.0f;
+        for (long kb = 0; kb < KB; kb++) {
+            float part = 0.0f;
+            for (int k = 0; k < 32; k++) {
+                const long o = kb * PW + k;
+                if (PASSES == 3) part = fma(float(a[o + 32]), float(b[o]), fma(float(a[o]), float(b[o + 32]), part));
+                part = fma(float(a[o]), float(b[o]), part);
+            }
+            acc += part;
+        }
+        float v = al * acc;
         if (beta != 0.0) v = fma(be, float(Cb[m * sc_m + n]), v);
         Cb[m * sc_m + n] = TOUT(v);
     }
-}
-#else
-// Other targets: the same tile, element by element (exact float products).
-for (int e = int(tid); e < BM * BN; e += int(threads_per_threadgroup.x)) {
-    const long m = bm + e / BN, n = bn + e % BN;
-    if (m >= M || n >= N) continue;
-    float acc = 0.0f;
-    for (long k = 0; k < K; k++) acc = fma(float(Ab[m * sa_m + k * sa_k]), float(Bb[k * sb_k + n * sb_n]), acc);
-    float v = al * acc;
-    if (beta != 0.0) v = fma(be, float(Cb[m * sc_m + n]), v);
-    Cb[m * sc_m + n] = TOUT(v);
 }
 #endif
