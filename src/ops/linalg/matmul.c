@@ -298,13 +298,14 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                            (long long)inner);
     }
 
-    /* float32 "high" / "default" on Hopper: split or plain TF32 tensor-core
-     * products (matmul_tf32.c), for matrices that fill its 128 x 256 tiles
-     * (smaller ones idle it: the exact kernels are as fast there); where its
-     * workspace cannot be allocated, the exact kernels too */
-    if (is_hopper(dev) && dt == ALLOY_FLOAT32 && o.precision != ALLOY_PRECISION_HIGHEST && M > 64 && N > 64) {
+    /* float32 on Hopper: TF32 parts on the tensor cores (matmul_tf32.c), for
+     * matrices that fill its tiles (smaller ones idle it: the SIMT kernels are
+     * as fast there); where its workspace cannot be allocated, the SIMT
+     * kernels too */
+    if (is_hopper(dev) && dt == ALLOY_FLOAT32 && M > 64 && N > 64) {
+        const int passes = o.precision == ALLOY_PRECISION_HIGHEST ? 6 : o.precision == ALLOY_PRECISION_HIGH ? 3 : 1;
         const alloy_matmul_tf32_job job = {a, b, c, M, N, K, inner, sab, A.rs, A.cs, sbb, B.rs, B.cs, scb, N, &bl,
-                                           o.alpha, o.beta, o.precision == ALLOY_PRECISION_HIGH ? 3 : 1};
+                                           o.alpha, o.beta, passes};
         st = alloy_matmul_tf32(&job, stream);
         if (st != ALLOY_ERROR_OUT_OF_MEMORY) {
             if (st != ALLOY_OK) {

@@ -1,6 +1,8 @@
-/* matmul_tf32.c — alloy_matmul's float32 path at precision "high" (three
- * TF32 tensor-core products per product of elements, about float32's
- * accuracy) and "default" (one, TF32's) on Hopper GPUs.
+/* matmul_tf32.c — alloy_matmul's float32 path on Hopper GPUs: each element
+ * split into TF32 parts, the products on the tensor cores — six per product
+ * of elements at precision "highest" (exact products to 2^-32, float32
+ * sums), three at "high" (each factor to about 22 bits), one at "default"
+ * (TF32's 11 bits).
  *
  * Two steps per launch of the batch: matmul_tf32_split.metal rewrites A and
  * B (B transposed) as K-major blocks of TF32 parts in a workspace, padded to
@@ -10,7 +12,7 @@
  * and rounding every element once here keeps conversions out of the inner
  * loop. Any strides work (the pre-pass reads them), so transposed and
  * strided operands take this path as they are. The workspace, (M + N) x K
- * floats times the passes' parts (2 for "high") plus padding, is scratch of
+ * floats times the parts (3, 2, 1) plus padding, is scratch of
  * the device's caching allocator, released once the launches are queued (the
  * runtime keeps a launch's arrays until it has run). */
 #include <stdint.h>
@@ -22,7 +24,7 @@
 
 static const char SPLIT_FILE[] = "src/ops/linalg/kernels/matmul_tf32_split.metal";
 static const char GEMM_FILE[] = "src/ops/linalg/kernels/matmul_tf32.metal";
-enum { TILE_M = 128, TILE_N = 256, BLOCK_K = 32, THREADS = 256 };
+enum { TILE_M = 128, BLOCK_K = 32, THREADS = 256 };
 static const size_t GEMM_SMEM = 192 * 1024 + 1024;
 
 typedef struct int_const {
@@ -55,9 +57,10 @@ static alloy_status split(alloy_kernel *kern, alloy_launch *l, alloy_array *x, i
 alloy_status alloy_matmul_tf32(const alloy_matmul_tf32_job *j, alloy_stream *stream) {
     static const char FN[] = "alloy_matmul";
     alloy_device *dev = alloy_array_device(j->c);
-    const int64_t parts = j->passes == 3 ? 2 : 1, KB = (j->K + BLOCK_K - 1) / BLOCK_K;
-    const int64_t gm = (j->M + TILE_M - 1) / TILE_M, gn = (j->N + TILE_N - 1) / TILE_N;
-    const int64_t Mp = gm * TILE_M, Np = gn * TILE_N, K2 = KB * BLOCK_K * parts;
+    const int64_t parts = j->passes == 6 ? 3 : j->passes == 3 ? 2 : 1, KB = (j->K + BLOCK_K - 1) / BLOCK_K;
+    const int64_t tile_n = j->passes == 6 ? 128 : 256; /* three parts fill a stage at 128 columns */
+    const int64_t gm = (j->M + TILE_M - 1) / TILE_M, gn = (j->N + tile_n - 1) / tile_n;
+    const int64_t Mp = gm * TILE_M, Np = gn * tile_n, K2 = KB * BLOCK_K * parts;
     const int64_t na = j->sa_b ? j->batch : 1, nbb = j->sb_b ? j->batch : 1;
     const int64_t tiles = gm * gn * j->batch;
     if (tiles > INT32_MAX || Mp / 32 > 65535 || Np / 32 > 65535 || KB * THREADS > UINT32_MAX)

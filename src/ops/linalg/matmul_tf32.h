@@ -12,7 +12,8 @@
 /* One alloy_matmul call as matmul.c reduced it: `batch` products per launch of
  * M x K (a, strides sa_*) times K x N (b, strides sb_*) into c (strides sc_b,
  * sc_m, unit column stride), one launch per outer index of `bl` (operands 0,
- * 1, 2 = a, b, c). passes: 3 (precision "high") or 1 ("default"). */
+ * 1, 2 = a, b, c). passes: 6 (precision "highest"), 3 ("high") or 1
+ * ("default"). */
 typedef struct alloy_matmul_tf32_job {
     alloy_array *a, *b, *c;
     int64_t M, N, K, batch;

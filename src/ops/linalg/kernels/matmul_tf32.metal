@@ -2,28 +2,34 @@
 // tensor cores (sm_90a wgmma, TF32 products, float accumulation), reading
 // the operands as matmul_tf32_split.metal wrote them: A2 (batch x Mp rows)
 // and B2 (B transposed: batch x Np rows), each row KB blocks of 32 TF32
-// values of k — big only (PASSES = 1, precision "default"), or big then
-// small (PASSES = 3, precision "high": x = big + small to about 22 of its 24
-// significand bits, and the product is a_big b_big + a_big b_small +
-// a_small b_big). Rows are padded to the tiles and k to the blocks with
-// zeros, so every load is a plain 16-byte cp.async; only C's stores check
-// the edges. C(b, m, n) = C[c_off + b*sc_b + m*sc_m + n], any float dtype;
-// beta == 0: C is not read.
+// values of k in one to three parts, x = big (+ mid) (+ small):
+//   PASSES = 1 (precision "default"): big; the product a_big b_big;
+//   PASSES = 3 ("high"): big, small — x to about 22 of its 24 significand
+//     bits; a_big b_big + a_big b_small + a_small b_big;
+//   PASSES = 6 ("highest"): big, mid, small — x exactly; the six products
+//     whose parts' orders add up to at most 2 (every term of the exact
+//     product down to 2^-22 of it: what is left out is below 2^-32).
+// Rows are padded to the tiles and k to the blocks with zeros, so every load
+// is a plain 16-byte cp.async; only C's stores check the edges.
+// C(b, m, n) = C[c_off + b*sc_b + m*sc_m + n], any float dtype; beta == 0:
+// C is not read.
 // Design: the persistent pipeline of matmul_wgmma.metal (about one
 // threadgroup per SM looping over batch x tiles, the loads of a tile's first
 // steps issued during the previous tile's last ones; tile rows rasterised in
-// groups of 8 per matrix) with 128 x 256 output tiles, two warpgroups of
-// 64 x 256, K steps of one block (32) in the 128-byte-swizzled K-major
-// layout that TF32 wgmma reads for both operands.
+// groups of 8 per matrix) with 128 x 256 output tiles (128 x 128 for
+// PASSES = 6: three parts of both operands fill a stage), two warpgroups of
+// 64 rows, K steps of one block (32) in the 128-byte-swizzled K-major layout
+// that TF32 wgmma reads for both operands.
 // PASSES = 1: m64n256k8 products accumulate in the tensor cores over all of
 // K (cuBLAS's TF32 error), 4 stages of 48 KB.
-// PASSES = 3: the tensor cores' float accumulation is not rounded to
+// PASSES = 3, 6: the tensor cores' float accumulation is not rounded to
 // nearest, and over a long K its error grows past an fp32 GEMM's (24x
-// SGEMM's at 8192^3, measured), so each K step's three products go into a
-// fresh 64 x 128 accumulator per half of the warpgroup's columns, which is
-// then added to the float accumulators with round-to-nearest adds (while one
+// SGEMM's at 8192^3, measured), so each K step's products go into a fresh
+// 64 x 128 accumulator per 128 columns of the warpgroup's tile, which is then
+// added to the float accumulators with round-to-nearest adds (while one
 // warpgroup adds, the other's products keep the tensor cores busy); 2
-// stages of 96 KB (both parts of both operands).
+// stages of 96 KB; the next step's loads are queued right after the first
+// products of a step.
 // On the CPU the body loops over the same tiles element by element with the
 // same products (tests run it there; the op never picks this kernel off a
 // Hopper GPU).
@@ -93,9 +99,10 @@ template <class T> METAL_FUNC void mm_store2(device T *p, float lo, float hi) {
 }
 #endif
 //! body:
-constexpr int BM = 128, BN = 256, NPART = PASSES == 3 ? 2 : 1, PW = 32 * NPART;
+constexpr int NPART = PASSES == 6 ? 3 : PASSES == 3 ? 2 : 1, PW = 32 * NPART;
+constexpr int BM = 128, BN = PASSES == 6 ? 128 : 256, NH = BN / 128; /* NH: halves of 128 columns */
 constexpr int A_PART = BM * 128, B_PART = BN * 128; /* bytes of one part of a stage */
-constexpr int STAGE = NPART * (A_PART + B_PART), STAGES = PASSES == 3 ? 2 : 4;
+constexpr int STAGE = NPART * (A_PART + B_PART), STAGES = PASSES == 1 ? 4 : 2;
 const uint tid = thread_index_in_threadgroup;
 const long K2 = KB * PW; /* floats per row of A2 and B2 */
 // The tiles (the host keeps their count below 2^31) and this threadgroup's
@@ -154,7 +161,7 @@ auto load_next = [&](int buf) {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sa + uint(p * A_PART + i * 32 * 128) + dst),
                              "l"(a_src + (32 * i * K2 + k0 + 32 * p)));
             #pragma unroll
-            for (int i = 0; i < 8; i++)
+            for (int i = 0; i < BN / 32; i++)
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(sb + uint(p * B_PART + i * 32 * 128) + dst),
                              "l"(b_src + (32 * i * K2 + k0 + 32 * p)));
         }
@@ -173,10 +180,10 @@ const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(T
 const int warp = int(tid % 128) / 32, lane = int(tid % 32);
 for (int s = 0; s < STAGES - 1; s++) load_next(s);
 int g = 0; /* the consumer's K step, counted over all of this threadgroup's tiles */
-float d[128];
+float d[BN / 2];
 for (int tile = g0; tile < tiles; tile += P) {
     #pragma unroll
-    for (int i = 0; i < 128; i++) d[i] = 0.0f;
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.0f;
     for (int t = 0; t < KT; t++, g++) {
         const int buf = g % STAGES;
         const uint sa = sbase + uint(buf * STAGE + wg * (64 * 128)), sb = sbase + uint(buf * STAGE + NPART * A_PART);
@@ -196,23 +203,36 @@ for (int tile = g0; tile < tiles; tile += P) {
             threadgroup_barrier(mem_flags::mem_threadgroup);
             load_next((g + STAGES - 1) % STAGES);
         } else {
-            // both warpgroups finished step g - 1's products before the
-            // barrier (each waited for its own): its stage takes step g + 1
-            load_next((g + STAGES - 1) % STAGES);
             #pragma unroll
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < NH; h++) {
                 float acc[64];
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
                 #pragma unroll
                 for (int kk = 0; kk < 4; kk++) {
-                    const ulong ab = mm_desc(sa + uint(kk * 32), 16, 1024), as = mm_desc(sa + uint(A_PART + kk * 32), 16, 1024);
-                    const ulong bb = mm_desc(sb + uint(h * 128 * 128 + kk * 32), 16, 1024);
-                    const ulong bs = mm_desc(sb + uint(B_PART + h * 128 * 128 + kk * 32), 16, 1024);
-                    mm_wgmma_tf32_n128(acc, as, bb, kk > 0); /* the small terms first */
-                    mm_wgmma_tf32_n128(acc, ab, bs, 1);
-                    mm_wgmma_tf32_n128(acc, ab, bb, 1);
+                    ulong da[NPART], db[NPART]; /* parts: big, small (PASSES 3); big, mid, small (6) */
+                    #pragma unroll
+                    for (int q = 0; q < NPART; q++) {
+                        da[q] = mm_desc(sa + uint(q * A_PART + kk * 32), 16, 1024);
+                        db[q] = mm_desc(sb + uint(q * B_PART + h * 128 * 128 + kk * 32), 16, 1024);
+                    }
+                    /* the smallest terms first */
+                    if constexpr (PASSES == 6) {
+                        mm_wgmma_tf32_n128(acc, da[2], db[0], kk > 0);
+                        mm_wgmma_tf32_n128(acc, da[1], db[1], 1);
+                        mm_wgmma_tf32_n128(acc, da[0], db[2], 1);
+                        mm_wgmma_tf32_n128(acc, da[1], db[0], 1);
+                        mm_wgmma_tf32_n128(acc, da[0], db[1], 1);
+                    } else {
+                        mm_wgmma_tf32_n128(acc, da[1], db[0], kk > 0);
+                        mm_wgmma_tf32_n128(acc, da[0], db[1], 1);
+                    }
+                    mm_wgmma_tf32_n128(acc, da[0], db[0], 1);
                 }
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                // both warpgroups finished step g - 1's products before the
+                // barrier (each waited for its own): its stage takes step
+                // g + 1, queued once the tensor cores have work
+                if (h == 0) load_next((g + STAGES - 1) % STAGES);
                 asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                 #pragma unroll
                 for (int i = 0; i < 64; i++) d[64 * h + i] += acc[i];
@@ -221,7 +241,7 @@ for (int tile = g0; tile < tiles; tile += P) {
     }
     if constexpr (PASSES == 1) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     // Epilogue: thread (warp w, lane l) of warpgroup wg holds rows
-    // bm + 64wg + 16w + l/4 (+8) and columns bn + 8j + 2(l%4) (+1), j < 32,
+    // bm + 64wg + 16w + l/4 (+8) and columns bn + 8j + 2(l%4) (+1), j < BN/8,
     // in d[4j], d[4j + 1] (+8 rows: d[4j + 2], d[4j + 3]).
     long bz, bm, bn;
     tile_at(tile, bz, bm, bn);
@@ -232,20 +252,20 @@ for (int tile = g0; tile < tiles; tile += P) {
         device TOUT *c0 = Cb + (row0 * sc_m + col0), *c1 = c0 + 8 * sc_m;
         if (beta == 0.0) {
             #pragma unroll
-            for (int j = 0; j < 32; j++) {
+            for (int j = 0; j < BN / 8; j++) {
                 mm_store2(c0 + 8 * j, al * d[4 * j], al * d[4 * j + 1]);
                 mm_store2(c1 + 8 * j, al * d[4 * j + 2], al * d[4 * j + 3]);
             }
         } else {
             #pragma unroll
-            for (int j = 0; j < 32; j++) {
+            for (int j = 0; j < BN / 8; j++) {
                 mm_store2(c0 + 8 * j, fma(be, float(c0[8 * j]), al * d[4 * j]), fma(be, float(c0[8 * j + 1]), al * d[4 * j + 1]));
                 mm_store2(c1 + 8 * j, fma(be, float(c1[8 * j]), al * d[4 * j + 2]), fma(be, float(c1[8 * j + 1]), al * d[4 * j + 3]));
             }
         }
     } else { /* an edge tile, or unaligned pairs: element by element */
         #pragma unroll
-        for (int j = 0; j < 32; j++) {
+        for (int j = 0; j < BN / 8; j++) {
             #pragma unroll
             for (int h = 0; h < 4; h++) {
                 const long m = row0 + (h >> 1) * 8, n = col0 + j * 8 + (h & 1);
@@ -275,7 +295,10 @@ for (int tile = g0; tile < tiles; tile += P) {
             float part = 0.0f;
             for (int k = 0; k < 32; k++) {
                 const long o = kb * PW + k;
-                if (PASSES == 3) part = fma(float(a[o + 32]), float(b[o]), fma(float(a[o]), float(b[o + 32]), part));
+                if (PASSES == 6)
+                    part = fma(float(a[o + 64]), float(b[o]), fma(float(a[o + 32]), float(b[o + 32]),
+                               fma(float(a[o]), float(b[o + 64]), part)));
+                if (PASSES >= 3) part = fma(float(a[o + 32]), float(b[o]), fma(float(a[o]), float(b[o + 32]), part));
                 part = fma(float(a[o]), float(b[o]), part);
             }
             acc += part;
