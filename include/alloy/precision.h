@@ -11,7 +11,8 @@ extern "C" {
 #endif
 
 typedef enum alloy_precision {
-    ALLOY_PRECISION_HIGHEST = 0, /* exact fp32 products and fp32 sums */
+    ALLOY_PRECISION_HIGHEST = 0, /* fp32 products (exact, or to 2^-32 where split into
+                                    tensor-core parts) and fp32 sums */
     ALLOY_PRECISION_HIGH = 1,    /* error no worse than an fp32 GEMM's (split tensor-core
                                     products where the device has them) */
     ALLOY_PRECISION_DEFAULT = 2  /* may round the factors to TF32 (10-bit mantissa) */

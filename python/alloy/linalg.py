@@ -171,9 +171,9 @@ def matmul(a, b, out=None, transpose_a=False, transpose_b=False, alpha=1.0, beta
 
     out: an array of the result's shape and dtype on the operands' device
     (row-contiguous) to write into and return; beta needs it. precision:
-    "highest" (exact float32 products and sums), "high" or "default" (may
-    use faster float32 schemes; docs/linalg.md says what each does on each
-    device). dtype: the result's dtype (default: the operands', or out's).
+    "highest" (float32 products, exact or to 2^-32, and float32 sums), "high"
+    (error no worse than a float32 GEMM's) or "default" (TF32 products where
+    the device has them); docs/linalg.md says what each does on each device. dtype: the result's dtype (default: the operands', or out's).
     stream: the stream to run on (an alloy.Stream, a torch or CuPy stream).
     """
     return _matmul(a, b, out, bool(transpose_a), bool(transpose_b), float(alpha), float(beta),
