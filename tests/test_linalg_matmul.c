@@ -656,6 +656,90 @@ static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int
     drop(&B);
 }
 
+/* matmul_tiny launched directly as alloy_matmul does for M, N <= 32, on this
+ * device: a batch (not a multiple of the matrices of a threadgroup) of
+ * M x K times K x N, A read transposed from K x M storage when a_transposed
+ * (the element-by-element loads), alpha and beta, any dtypes. */
+static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t batch, int64_t M, int64_t N,
+                      int64_t K, int a_transposed, double alpha, double beta) {
+    alloy_kernel *k = NULL;
+    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_tiny.metal", &k));
+    if (!k) return;
+    int64_t sa[3] = {batch, a_transposed ? K : M, a_transposed ? M : K}, sb[3] = {batch, K, N};
+    host_arr A = make(in, 3, sa), B = make(in, 3, sb);
+    const int64_t nc = batch * M * N;
+    double *c0 = malloc((size_t)nc * sizeof *c0);
+    void *raw = malloc((size_t)nc * 8);
+    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
+    alloy_array *c = NULL, *res = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output_array(l, c));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "ACC", acc));
+    const struct { const char *n; int64_t v; } ints[] = {
+        {"M", M}, {"N", N}, {"K", K}, {"batch", batch}, {"sa_b", M * K}, {"sa_m", a_transposed ? 1 : K},
+        {"sa_k", a_transposed ? M : 1}, {"sb_b", K * N}, {"sb_k", N}, {"sb_n", 1}, {"sc_b", M * N}, {"sc_m", N},
+        {"tile_m", 32}, {"tile_n", 32}, {"a_off", 0}, {"b_off", 0}, {"c_off", 0}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
+    CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
+    const int64_t g = acc == ALLOY_FLOAT64 ? 2 : 4; /* matrices per threadgroup */
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((batch + g - 1) / g * 32 * g), 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, (uint32_t)(32 * g), 1, 1));
+    alloy_array *ins[2] = {A.a, B.a};
+    CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
+    CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
+    const double eps_in = acc == ALLOY_FLOAT64 ? 1e-15 : 2e-7;
+    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
+    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
+                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    int bad = 0;
+    for (int64_t z = 0; z < batch; z++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double s = 0, sabs = 0;
+                for (int64_t q = 0; q < K; q++) {
+                    const double x = a_transposed ? A.v[z * M * K + q * M + i] : A.v[(z * M + i) * K + q];
+                    const double y = B.v[(z * K + q) * N + j];
+                    s += x * y;
+                    sabs += fabs(x * y);
+                }
+                const int64_t e = (z * M + i) * N + j;
+                const double ref = alpha * s + (beta != 0 ? beta * c0[e] : 0.0);
+                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0;
+                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * eps_in + fabs(ref) * eps_out + tiny_out + 1e-30;
+                const double got = decode(out, raw, e);
+                if (!(fabs(got - ref) <= tol) && bad++ < 4)
+                    fprintf(stderr, "  tiny %s->%s batch %lld M=%lld N=%lld K=%lld: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
+                            alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N,
+                            (long long)K, (long long)z, (long long)i, (long long)j, got, ref);
+            }
+    CHECK_MSG(bad == 0, "matmul_tiny: %d of %lld elements wrong", bad, (long long)nc);
+    free(raw);
+    free(c0);
+    alloy_array_free(res);
+    alloy_array_free(c);
+    alloy_launch_free(l);
+    drop(&A);
+    drop(&B);
+}
+
+static void test_tiny_kernel(void) {
+    /* 32 x 32 float32: the 16-byte loads; K past one block (a partial one) */
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 7, 32, 32, 32, 0, 1.0, 0.0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 5, 32, 32, 70, 0, -0.5, 2.0);
+    /* odd sizes, a transposed A, 16-bit and double */
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 9, 17, 29, 45, 1, 1.0, 0.0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 1, 1, 1, 1, 0, 1.0, 0.0);
+    tiny_case(ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_FLOAT32, 6, 32, 31, 33, 0, 1.0, 0.0);
+    tiny_case(ALLOY_FLOAT16, ALLOY_FLOAT16, ALLOY_FLOAT32, 4, 8, 32, 16, 0, 1.0, 0.0);
+    tiny_case(ALLOY_FLOAT64, ALLOY_FLOAT64, ALLOY_FLOAT64, 3, 32, 32, 40, 0, 1.0, 1.0);
+}
+
 static void test_tf32_kernels(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
@@ -712,5 +796,6 @@ int main(void) {
     RUN(test_kernel_files);
     RUN(test_wgmma_persistent);
     RUN(test_tf32_kernels);
+    RUN(test_tiny_kernel);
     return harness_finish();
 }

@@ -27,6 +27,7 @@
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
+static const char TINY_FILE[] = "src/ops/linalg/kernels/matmul_tiny.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
@@ -112,6 +113,7 @@ typedef struct plan {
     uint32_t tile_m, tile_n, threads;
     size_t threadgroup_memory;
     int persistent; /* a grid of at most this many threadgroups that loop over the tiles (0: one per tile) */
+    int per_group;  /* matrices per threadgroup, M and N in one tile (0: tiles of each matrix) */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -162,12 +164,16 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         p->threads = 1;
         return alloy_catalog_kernel(p->file, &p->kernel);
     }
-    /* small matrices: 32 x 32 tiles keep every thread busy */
+    /* batches of matrices up to 32 x 32: one SIMD group each, four a
+     * threadgroup (two for float64); other small matrices: 32 x 32 tiles keep
+     * every thread busy */
+    const int tiny = lay->m <= 32 && lay->n <= 32;
     const int small = lay->m <= 64 || lay->n <= 64;
-    p->file = small ? SMALL_FILE : SIMT_FILE;
+    p->per_group = tiny ? (in == ALLOY_FLOAT64 ? 2 : 4) : 0;
+    p->file = tiny ? TINY_FILE : small ? SMALL_FILE : SIMT_FILE;
     p->tile_m = small ? 32 : 128;
     p->tile_n = small ? 32 : 128;
-    p->threads = small ? 128 : 256;
+    p->threads = tiny ? (uint32_t)(32 * p->per_group) : small ? 128 : 256;
     st = alloy_catalog_kernel(p->file, &p->kernel);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
@@ -342,6 +348,8 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
             st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld tiles of %u x %u are too many for one launch",
                              (long long)tiles, p.tile_m, p.tile_n);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
+    } else if (p.per_group && st == ALLOY_OK) {
+        st = alloy_launch_set_grid(l, (uint32_t)((inner + p.per_group - 1) / p.per_group * p.threads), 1, 1);
     } else if (st == ALLOY_OK) {
         st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
     }
