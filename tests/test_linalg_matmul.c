@@ -39,6 +39,18 @@ static double decode(alloy_dtype dt, const void *src, int64_t i) {
     }
 }
 
+/* The output dtype's rounding: relative (eps) and, for results in its
+ * subnormal range, absolute (half the subnormal spacing: float16 below
+ * 6.1e-5 rounds in absolute terms). */
+static double out_eps(alloy_dtype out) {
+    return out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
+}
+
+static double out_tiny(alloy_dtype out) {
+    return out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
+           : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+}
+
 static host_arr make(alloy_dtype dt, int ndim, const int64_t *shape) {
     host_arr h = {0};
     h.ndim = ndim;
@@ -151,12 +163,7 @@ static void run_case(const mm_case *t) {
         const double eps_prod = t->in != ALLOY_FLOAT32 ? 0.0
                                 : t->precision == ALLOY_PRECISION_DEFAULT ? 2e-3
                                 : t->precision == ALLOY_PRECISION_HIGH ? 1e-6 : 0.0;
-        const double eps_out = t->out == ALLOY_FLOAT16 ? 1e-3 : t->out == ALLOY_BFLOAT16 ? 8e-3
-                                : t->out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
-        /* and half the output's subnormal spacing: a result that small has
-         * an absolute, not a relative, rounding (float16 below 6.1e-5) */
-        const double tiny_out = t->out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : t->out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
-                                : t->out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+        const double eps_out = out_eps(t->out), tiny_out = out_tiny(t->out);
         int bad = 0;
         int64_t bidx[ALLOY_MAX_NDIM] = {0};
         for (int64_t bi = 0; bi < batch; bi++) {
@@ -356,6 +363,19 @@ static void test_errors(void) {
     alloy_array_free(scalar);
 }
 
+/* C for a kernel launched directly: nc elements of `out`, random where beta
+ * reads them or before c_off (which must stay untouched), NaN elsewhere (so
+ * a value that leaks shows); their stored values in *c0, the raw buffer in
+ * *raw (both freed by the caller). */
+static alloy_array *prefilled_c(alloy_dtype out, int64_t nc, int64_t c_off, double beta, double **c0, void **raw) {
+    *c0 = malloc((size_t)nc * sizeof **c0);
+    *raw = malloc((size_t)nc * 8);
+    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 || i < c_off ? harness_uniform(-1, 1) : NAN, *raw, i, &(*c0)[i]);
+    alloy_array *c = NULL;
+    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, *raw, &c));
+    return c;
+}
+
 /* Each GEMM kernel file launched directly with the op's interface on this
  * device, whichever the op would pick here: the tensor-core kernel runs its
  * portable path on the CPU (and its CUDA source is compiled by the NVRTC
@@ -448,11 +468,9 @@ static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M
     int64_t sa[3] = {batch, M, K}, sb[3] = {b_shared ? 1 : batch, K, NB};
     host_arr A = make(in, 3, sa), B = make(in, 3, sb);
     const int64_t nc = c_off + batch * M * N;
-    double *c0 = malloc((size_t)nc * sizeof *c0);
-    void *raw = malloc((size_t)nc * 8);
-    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 || i < c_off ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
-    alloy_array *c = NULL, *res = NULL;
-    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    double *c0;
+    void *raw;
+    alloy_array *c = prefilled_c(out, nc, c_off, beta, &c0, &raw), *res = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
     CHECK_OK(alloy_launch_add_output_array(l, c));
@@ -472,9 +490,7 @@ static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
-    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 0.0;
-    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
-                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
     int bad = 0;
     for (int64_t i = 0; i < c_off; i++)
         if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  wgmma: C[%lld] before c_off changed\n", (long long)i);
@@ -591,11 +607,9 @@ static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int
     }
     /* the GEMM */
     const int64_t nc = c_off + batch * M * N;
-    double *c0 = malloc((size_t)nc * sizeof *c0);
-    void *raw = malloc((size_t)nc * 8);
-    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 || i < c_off ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
-    alloy_array *c = NULL, *res = NULL;
-    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    double *c0;
+    void *raw;
+    alloy_array *c = prefilled_c(out, nc, c_off, beta, &c0, &raw), *res = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
     CHECK_OK(alloy_launch_add_output_array(l, c));
@@ -617,9 +631,7 @@ static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int
      * 2^-21) at three, the dropped terms (below 2^-32) at six; float
      * accumulation; the output's rounding */
     const double eps_prod = passes == 1 ? 2e-3 : passes == 3 ? 1e-6 : 1e-9;
-    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 0.0;
-    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
-                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
     int bad = 0;
     for (int64_t i = 0; i < c_off; i++)
         if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  tf32: C[%lld] before c_off changed\n", (long long)i);
@@ -668,11 +680,9 @@ static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t 
     int64_t sa[3] = {batch, a_transposed ? K : M, a_transposed ? M : K}, sb[3] = {batch, K, N};
     host_arr A = make(in, 3, sa), B = make(in, 3, sb);
     const int64_t nc = batch * M * N;
-    double *c0 = malloc((size_t)nc * sizeof *c0);
-    void *raw = malloc((size_t)nc * 8);
-    for (int64_t i = 0; i < nc; i++) encode(out, beta != 0 ? harness_uniform(-1, 1) : NAN, raw, i, &c0[i]);
-    alloy_array *c = NULL, *res = NULL;
-    CHECK_OK(alloy_array_from_host(ku_device(), out, 1, &nc, raw, &c));
+    double *c0;
+    void *raw;
+    alloy_array *c = prefilled_c(out, nc, 0, beta, &c0, &raw), *res = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
     CHECK_OK(alloy_launch_add_output_array(l, c));
@@ -694,9 +704,7 @@ static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t 
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     const double eps_in = acc == ALLOY_FLOAT64 ? 1e-15 : 2e-7;
-    const double eps_out = out == ALLOY_FLOAT16 ? 1e-3 : out == ALLOY_BFLOAT16 ? 8e-3 : out == ALLOY_FLOAT32 ? 1.2e-7 : 1e-16;
-    const double tiny_out = out == ALLOY_FLOAT16 ? ldexp(1.0, -25) : out == ALLOY_BFLOAT16 ? ldexp(1.0, -134)
-                            : out == ALLOY_FLOAT32 ? ldexp(1.0, -150) : 0.0;
+    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
     int bad = 0;
     for (int64_t z = 0; z < batch; z++)
         for (int64_t i = 0; i < M; i++)
