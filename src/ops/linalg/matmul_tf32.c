@@ -108,8 +108,7 @@ alloy_status alloy_matmul_tf32(const alloy_matmul_tf32_job *j, alloy_stream *str
         int64_t offs[3];
         alloy_batch_layout_offsets(j->bl, ob, offs);
         /* A as it is (rows m, columns k); B transposed (rows n, columns k) */
-        if (st == ALLOY_OK)
-            st = split(ks, ls[0], j->a, j->M, j->K, j->sa_m, j->sa_k, j->sa_b, offs[0], na, Mp, KB, stream);
+        st = split(ks, ls[0], j->a, j->M, j->K, j->sa_m, j->sa_k, j->sa_b, offs[0], na, Mp, KB, stream);
         if (st == ALLOY_OK)
             st = split(ks, ls[1], j->b, j->N, j->K, j->sb_n, j->sb_k, j->sb_b, offs[1], nbb, Np, KB, stream);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(lg, "c_off", ALLOY_INT64, offs[2]);
