@@ -671,9 +671,11 @@ static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int
 /* matmul_tiny launched directly as alloy_matmul does for M, N <= 32, on this
  * device: a batch (not a multiple of the matrices of a threadgroup) of
  * M x K times K x N, A read transposed from K x M storage when a_transposed
- * (the element-by-element loads), alpha and beta, any dtypes. */
+ * (the element-by-element loads), alpha and beta, any dtypes; `groups`
+ * threadgroups (0: one per two matrices; fewer: each SIMD group takes
+ * several matrices in turn). */
 static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t batch, int64_t M, int64_t N,
-                      int64_t K, int a_transposed, double alpha, double beta) {
+                      int64_t K, int a_transposed, double alpha, double beta, int64_t groups) {
     alloy_kernel *k = NULL;
     CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_tiny.metal", &k));
     if (!k) return;
@@ -697,8 +699,9 @@ static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t 
         CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
     CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
-    const int64_t g = acc == ALLOY_FLOAT64 ? 2 : 4; /* matrices per threadgroup */
-    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)((batch + g - 1) / g * 32 * g), 1, 1));
+    const int64_t g = 2; /* matrices per threadgroup */
+    if (groups == 0) groups = (batch + g - 1) / g;
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)(groups * 32 * g), 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, (uint32_t)(32 * g), 1, 1));
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
@@ -737,15 +740,22 @@ static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t 
 }
 
 static void test_tiny_kernel(void) {
-    /* 32 x 32 float32: the 16-byte loads; K past one block (a partial one) */
-    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 7, 32, 32, 32, 0, 1.0, 0.0);
-    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 5, 32, 32, 70, 0, -0.5, 2.0);
+    /* 32 x 32 float32: the two-stage 16-byte copies, one and two K blocks a
+     * matrix, one threadgroup a round or fewer (several rounds: each SIMD
+     * group's steps run through matrices and K blocks), beta; K past one
+     * block (a partial one: element by element) */
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 7, 32, 32, 32, 0, 1.0, 0.0, 0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 9, 32, 32, 64, 0, 1.0, 0.0, 2);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 11, 32, 32, 32, 0, 0.75, -1.5, 1);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 5, 32, 32, 70, 0, -0.5, 2.0, 2);
     /* odd sizes, a transposed A, 16-bit and double */
-    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 9, 17, 29, 45, 1, 1.0, 0.0);
-    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 1, 1, 1, 1, 0, 1.0, 0.0);
-    tiny_case(ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_FLOAT32, 6, 32, 31, 33, 0, 1.0, 0.0);
-    tiny_case(ALLOY_FLOAT16, ALLOY_FLOAT16, ALLOY_FLOAT32, 4, 8, 32, 16, 0, 1.0, 0.0);
-    tiny_case(ALLOY_FLOAT64, ALLOY_FLOAT64, ALLOY_FLOAT64, 3, 32, 32, 40, 0, 1.0, 1.0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 9, 17, 29, 45, 1, 1.0, 0.0, 0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32, 1, 1, 1, 1, 0, 1.0, 0.0, 0);
+    tiny_case(ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_FLOAT32, 6, 32, 31, 33, 0, 1.0, 0.0, 0);
+    tiny_case(ALLOY_FLOAT16, ALLOY_FLOAT16, ALLOY_FLOAT32, 4, 8, 32, 16, 0, 1.0, 0.0, 0);
+    tiny_case(ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT32, 5, 32, 32, 32, 0, 1.0, 0.0, 1);
+    tiny_case(ALLOY_FLOAT64, ALLOY_FLOAT64, ALLOY_FLOAT64, 3, 32, 32, 40, 0, 1.0, 1.0, 0);
+    tiny_case(ALLOY_FLOAT64, ALLOY_FLOAT64, ALLOY_FLOAT64, 5, 32, 32, 32, 0, 1.0, 0.0, 1);
 }
 
 static void test_tf32_kernels(void) {

@@ -29,6 +29,9 @@ static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 static const char TINY_FILE[] = "src/ops/linalg/kernels/matmul_tiny.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
+/* matmul_tiny's threadgroups (two SIMD groups, 34 KB of threadgroup memory)
+ * that fit one SM of a Hopper GPU at once */
+enum { TINY_GROUPS_PER_SM = 6 };
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
     if (!o) return;
@@ -114,6 +117,7 @@ typedef struct plan {
     size_t threadgroup_memory;
     int persistent; /* a grid of at most this many threadgroups that loop over the tiles (0: one per tile) */
     int per_group;  /* matrices per threadgroup, M and N in one tile (0: tiles of each matrix) */
+    int64_t resident; /* per_group kernels: threadgroups resident at once (0: one per per_group matrices) */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -164,12 +168,14 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         p->threads = 1;
         return alloy_catalog_kernel(p->file, &p->kernel);
     }
-    /* batches of matrices up to 32 x 32: one SIMD group each, four a
-     * threadgroup (two for float64); other small matrices: 32 x 32 tiles keep
-     * every thread busy */
+    /* batches of matrices up to 32 x 32: one SIMD group each, two a
+     * threadgroup, about as many threadgroups as are resident at once (each
+     * SIMD group streams its share of the batch); other small matrices: 32 x
+     * 32 tiles keep every thread busy */
     const int tiny = lay->m <= 32 && lay->n <= 32;
     const int small = lay->m <= 64 || lay->n <= 64;
-    p->per_group = tiny ? (in == ALLOY_FLOAT64 ? 2 : 4) : 0;
+    p->per_group = tiny ? 2 : 0;
+    if (tiny) p->resident = alloy_device_multiprocessor_count(dev) * TINY_GROUPS_PER_SM;
     p->file = tiny ? TINY_FILE : small ? SMALL_FILE : SIMT_FILE;
     p->tile_m = small ? 32 : 128;
     p->tile_n = small ? 32 : 128;
@@ -349,7 +355,15 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                              (long long)tiles, p.tile_m, p.tile_n);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
     } else if (p.per_group && st == ALLOY_OK) {
-        st = alloy_launch_set_grid(l, (uint32_t)((inner + p.per_group - 1) / p.per_group * p.threads), 1, 1);
+        /* as many rounds of resident threadgroups as the batch needs, the
+         * groups evened out over them */
+        const int64_t units = (inner + p.per_group - 1) / p.per_group;
+        int64_t groups = units;
+        if (p.resident > 0 && units > p.resident) {
+            const int64_t rounds = (units + p.resident - 1) / p.resident;
+            groups = (units + rounds - 1) / rounds;
+        }
+        st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
     } else if (st == ALLOY_OK) {
         st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
     }
