@@ -787,6 +787,11 @@ static void test_wgmma_persistent(void) {
     /* whole tiles staged through shared memory (16-bit out, beta 0, rows of C
      * 16-byte aligned) among edge tiles, C at an offset of 8 elements */
     wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 256, 512, 136, 512, 0, 8, 5, 1.0, 0.0);
+    /* one K step a tile (that step is also the last), staged and edge tiles
+     * in turn; K = 0 with 16-bit outputs */
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 2, 200, 512, 64, 512, 0, 0, 3, 1.0, 0.0);
+    wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 4, 128, 256, 320, 256, 0, 0, 3, 0.5, 0.0);
+    wgmma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 128, 256, 0, 256, 0, 0, 2, 1.0, 0.0);
     wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 300, 264, 64, 264, 1, 0, 3, -2.0, 0.0);
     /* whole tiles (the paired stores) with beta, 8 tiles over 3 threadgroups */
     wgmma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 72, 512, 0, 0, 3, -0.5, 2.0);
