@@ -70,6 +70,13 @@ if has bench; then
         note "torch.linalg peer" "FAILED or unavailable (bench_catalog.txt)"
     fi
     { echo; echo "== torch.linalg (bench/bench_linalg_torch.py)"; cat "$OUT/peer.tmp"; } | tee -a "$OUT/bench_catalog.txt"
+    # torch.bmm, the batched GEMM rows' named peer, with the ratio to the table above
+    if python3 bench/bench_matmul_torch.py --alloy "$OUT/bench_catalog.txt" > "$OUT/peer.tmp" 2>&1; then
+        note "torch.bmm peer" "ok (bench_catalog.txt)"
+    else
+        note "torch.bmm peer" "FAILED or unavailable (bench_catalog.txt)"
+    fi
+    { echo; echo "== torch.bmm (bench/bench_matmul_torch.py)"; cat "$OUT/peer.tmp"; } | tee -a "$OUT/bench_catalog.txt"
     rm -f "$OUT/peer.tmp"
     # The peer of the example GEMM, in the same call: cuBLAS SGEMM via PyTorch.
     if python3 bench/peer_cublas.py > "$OUT/peer.tmp" 2>&1; then

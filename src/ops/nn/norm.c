@@ -58,10 +58,13 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
 /* The backward's variant (norm_rows_backward's templates), each overridable
  * for timing by ALLOY_NN_NORM_BWD_<NAME>=k (FULL only to 0: its checks are
  * what keeps a group that the chunks do not tile in bounds):
- *   PD    rows loaded ahead: one with up to 2 chunks a lane, and for float32
- *         with 4, else none (registers). On an H100 two rows ahead were slower
- *         (per-head bfloat16 LayerNorm 76.7% of copy against 85.0%), and so was
- *         one for float16 with 4 chunks (81.6% against 89.5%).
+ *   PD    rows loaded ahead: one with up to 2 chunks a lane, and with 4 for
+ *         float32 and for 16-bit LayerNorm, else none (registers). On an H100
+ *         two rows ahead were slower (per-head bfloat16 LayerNorm 76.7% of copy
+ *         against 85.0%), and so was one for float16 with 4 chunks (81.6%
+ *         against 89.5%, VSUM 0). On an H200 one row ahead with VSUM took
+ *         16-bit LayerNorm's rows of 1024 from 73 to 82% (bfloat16) and 71 to
+ *         78% (float16), and RMSNorm's from 89 to 79-80%: LayerNorm takes it.
  *   REGS  RMSNorm's column sums in registers where a lane has at most 16
  *         elements and they and the row's x and dy chunks take at most 48
  *         registers, else in threadgroup memory (LayerNorm's too: on an H100
@@ -70,9 +73,17 @@ static int64_t rows_per_sm(int fwd, int64_t smem) {
  *   SPLIT 1: the deviations' squares in a pass of their own, reduced before
  *         the g sums (the order of the kernel before), 0: in the g sums' pass.
  *   VSUM  1: that pass's sums reduced as one vector (their shuffles
- *         interleaved), 0: one simd_sum after another. Not yet timed. */
-static int bwd_pd(alloy_dtype dt, int64_t nc) {
-    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4));
+ *         interleaved), 0: one simd_sum after another. 1 for 16-bit LayerNorm
+ *         (its pass has two sums and the squares): on an H200 its per-head
+ *         rows went from 72 to 77% of copy (bfloat16) and 69 to 73% (float16);
+ *         float32 LayerNorm's rows moved by 1% (not taken). */
+static int bwd_pd(alloy_dtype dt, int rms, int64_t nc) {
+    const int ahead = nc <= 2 || (nc <= 4 && (alloy_dtype_size(dt) == 4 || !rms));
+    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, ahead);
+}
+
+static int bwd_vsum(alloy_dtype dt, int rms) {
+    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, !rms && alloy_dtype_size(dt) == 2);
 }
 
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
@@ -188,12 +199,12 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "FULL", vec && d->nc * 32 * d->wg * V == d->DH &&
                                                           alloy_ops_env_int("ALLOY_NN_NORM_BWD_FULL", 0, 1, 1));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
     if (st == ALLOY_OK && !fwd)
-        st = alloy_launch_add_template_int(l, "VSUM", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, 0));
+        st = alloy_launch_add_template_int(l, "VSUM", bwd_vsum(dt, rms));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
