@@ -222,6 +222,9 @@ static void test_shapes(void) {
         {3, 2, SHAPE(3, 17, 11), SHAPE(11, 5)},
         {4, 3, SHAPE(2, 1, 5, 7), SHAPE(3, 7, 4)}, /* broadcast both ways */
         {3, 3, SHAPE(1, 6, 8), SHAPE(4, 8, 3)},
+        /* batches past 65535 matrices (threadgroups along z): launched in pieces, or looped over */
+        {3, 3, SHAPE(66000, 33, 1), SHAPE(66000, 1, 2)},
+        {3, 2, SHAPE(70001, 2, 3), SHAPE(3, 2)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};

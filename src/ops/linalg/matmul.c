@@ -32,6 +32,8 @@ static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
 /* matmul_tiny's threadgroups (two SIMD groups, 34 KB of threadgroup memory)
  * that fit one SM of a Hopper GPU at once */
 enum { TINY_GROUPS_PER_SM = 6 };
+/* threadgroups a launch may have along y or z */
+enum { MAX_GRID_Z = 65535 };
 
 void alloy_matmul_options_init(alloy_matmul_options *o) {
     if (!o) return;
@@ -303,18 +305,11 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     const int first = bl.first;
     const int64_t inner = bl.inner, outer = bl.outer;
     const int64_t sab = bl.inner_stride[0], sbb = bl.inner_stride[1], scb = bl.inner_stride[2];
-    if (inner > 65535) {
-        if (!*out) alloy_array_free(c);
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
-                           "alloy_matmul: a batch of %lld matrices in one launch is more than 65535",
-                           (long long)inner);
-    }
-
     /* float32 on Hopper: TF32 parts on the tensor cores (matmul_tf32.c), for
      * matrices that fill its tiles (smaller ones idle it: the SIMT kernels are
      * as fast there); where its workspace cannot be allocated, the SIMT
      * kernels too */
-    if (is_hopper(dev) && dt == ALLOY_FLOAT32 && M > 64 && N > 64) {
+    if (is_hopper(dev) && dt == ALLOY_FLOAT32 && M > 64 && N > 64 && inner <= MAX_GRID_Z) { /* its pre-pass: a batch in z */
         const int passes = o.precision == ALLOY_PRECISION_HIGHEST ? 6 : o.precision == ALLOY_PRECISION_HIGH ? 3 : 1;
         const alloy_matmul_tf32_job job = {a, b, c, M, N, K, inner, sab, A.rs, A.cs, sbb, B.rs, B.cs, scb, N, &bl,
                                            o.alpha, o.beta, passes};
@@ -364,9 +359,10 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
             groups = (units + rounds - 1) / rounds;
         }
         st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
-    } else if (st == ALLOY_OK) {
-        st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)inner);
     }
+    /* kernels with a matrix per threadgroup along z take the batch in
+     * launches of at most MAX_GRID_Z matrices (the others loop over it) */
+    const int64_t piece = p.persistent || p.per_group ? inner : MAX_GRID_Z;
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, p.threads, 1, 1);
     const struct {
         const char *name;
@@ -379,18 +375,26 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, o.alpha);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, o.beta);
 
-    /* One launch per outer batch index (usually one in all); the operands
-     * stay the caller's arrays, the outer index moves their origins. */
+    /* One launch per outer batch index (usually one in all) and piece of the
+     * inner batch; the operands stay the caller's arrays, the indices move
+     * their origins. */
     alloy_array *ins[2] = {a, b};
     for (int64_t ob = 0; ob < outer && st == ALLOY_OK; ob++) {
         int64_t offs[3];
         alloy_batch_layout_offsets(&bl, ob, offs);
-        st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0]);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1]);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2]);
-        alloy_array *res = NULL;
-        if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
-        alloy_array_free(res);
+        for (int64_t i0 = 0; i0 < inner && st == ALLOY_OK; i0 += piece) {
+            const int64_t n = inner - i0 < piece ? inner - i0 : piece;
+            if (!p.persistent && !p.per_group) {
+                st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)n);
+                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "batch", ALLOY_INT64, n);
+            }
+            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0] + i0 * sab);
+            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1] + i0 * sbb);
+            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb);
+            alloy_array *res = NULL;
+            if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
+            alloy_array_free(res);
+        }
     }
     alloy_launch_free(l);
     if (st != ALLOY_OK) {
