@@ -225,6 +225,8 @@ static void test_shapes(void) {
         /* batches past 65535 matrices (threadgroups along z): launched in pieces, or looped over */
         {3, 3, SHAPE(66000, 33, 1), SHAPE(66000, 1, 2)},
         {3, 2, SHAPE(70001, 2, 3), SHAPE(3, 2)},
+        /* more tile rows than 65535 threadgroups along y hold: rows launched in pieces */
+        {2, 2, SHAPE(4200000, 1), SHAPE(1, 1)},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, cases[i].nda, cases[i].ndb, {0}, {0}, 0, 0, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};

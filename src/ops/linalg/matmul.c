@@ -314,7 +314,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
         const alloy_matmul_tf32_job job = {a, b, c, M, N, K, inner, sab, A.rs, A.cs, sbb, B.rs, B.cs, scb, N, &bl,
                                            o.alpha, o.beta, passes};
         st = alloy_matmul_tf32(&job, stream);
-        if (st != ALLOY_ERROR_OUT_OF_MEMORY) {
+        if (st != ALLOY_ERROR_OUT_OF_MEMORY && st != ALLOY_ERROR_UNSUPPORTED) { /* (those: nothing queued) */
             if (st != ALLOY_OK) {
                 if (!*out) alloy_array_free(c);
                 return st;
@@ -339,7 +339,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
     const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;
-    if (st == ALLOY_OK && (gy > 65535 || gx * p.threads > UINT32_MAX))
+    if (st == ALLOY_OK && gx * p.threads > UINT32_MAX)
         st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld x %lld is too large for one launch",
                          (long long)M, (long long)N);
     if (p.persistent) {
@@ -360,9 +360,11 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
         }
         st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
     }
-    /* kernels with a matrix per threadgroup along z take the batch in
-     * launches of at most MAX_GRID_Z matrices (the others loop over it) */
-    const int64_t piece = p.persistent || p.per_group ? inner : MAX_GRID_Z;
+    /* kernels with a matrix per threadgroup along z and a tile row per
+     * threadgroup along y take the batch and the rows in launches of at most
+     * MAX_GRID_Z matrices and tile rows (the others loop over both) */
+    const int looped = p.persistent || p.per_group;
+    const int64_t piece = looped ? inner : MAX_GRID_Z, rows = looped ? M : MAX_GRID_Z * tm;
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, p.threads, 1, 1);
     const struct {
         const char *name;
@@ -376,24 +378,31 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, o.beta);
 
     /* One launch per outer batch index (usually one in all) and piece of the
-     * inner batch; the operands stay the caller's arrays, the indices move
-     * their origins. */
+     * inner batch and of the rows; the operands stay the caller's arrays,
+     * the indices move their origins. */
     alloy_array *ins[2] = {a, b};
     for (int64_t ob = 0; ob < outer && st == ALLOY_OK; ob++) {
         int64_t offs[3];
         alloy_batch_layout_offsets(&bl, ob, offs);
         for (int64_t i0 = 0; i0 < inner && st == ALLOY_OK; i0 += piece) {
             const int64_t n = inner - i0 < piece ? inner - i0 : piece;
-            if (!p.persistent && !p.per_group) {
-                st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)gy, (uint32_t)n);
-                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "batch", ALLOY_INT64, n);
+            for (int64_t m0 = 0; m0 < M && st == ALLOY_OK; m0 += rows) {
+                const int64_t mr = M - m0 < rows ? M - m0 : rows;
+                if (!looped) {
+                    st = alloy_launch_set_grid(l, (uint32_t)(gx * p.threads), (uint32_t)((mr + tm - 1) / tm),
+                                               (uint32_t)n);
+                    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "batch", ALLOY_INT64, n);
+                    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, mr);
+                }
+                if (st == ALLOY_OK)
+                    st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0] + i0 * sab + m0 * A.rs);
+                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1] + i0 * sbb);
+                if (st == ALLOY_OK)
+                    st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb + m0 * N);
+                alloy_array *res = NULL;
+                if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
+                alloy_array_free(res);
             }
-            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "a_off", ALLOY_INT64, offs[0] + i0 * sab);
-            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1] + i0 * sbb);
-            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb);
-            alloy_array *res = NULL;
-            if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
-            alloy_array_free(res);
         }
     }
     alloy_launch_free(l);

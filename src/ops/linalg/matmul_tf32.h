@@ -24,8 +24,10 @@ typedef struct alloy_matmul_tf32_job {
 } alloy_matmul_tf32_job;
 
 /* Queues the products on `stream`. ALLOY_ERROR_OUT_OF_MEMORY when its
- * workspace (the operands rewritten as TF32 parts) cannot be allocated:
- * nothing was queued then, and the caller may take another kernel. */
+ * workspace (the operands rewritten as TF32 parts) cannot be allocated, and
+ * ALLOY_ERROR_UNSUPPORTED when the sizes pass its launches' limits (M or N
+ * over about 2 million, 2^31 tiles): nothing was queued then, and the caller
+ * may take another kernel. */
 alloy_status alloy_matmul_tf32(const alloy_matmul_tf32_job *j, alloy_stream *stream);
 
 #endif
