@@ -13,11 +13,14 @@
 #                                     the working tree's build, then ROUNDS
 #                                     (default 2) rounds of `alloy bench
 #                                     BENCH-ARGS` — base, then working tree.
-#   scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] 'VAR=VALUE ...' -- BENCH-ARGS...
-#                                     there: one build (the working tree), the
-#                                     bench alternating between the environment
-#                                     as it is and with VAR=VALUE ... set (the
-#                                     timing switches, e.g. ALLOY_MLSTM_RB_GRAD2=2)
+#   scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] 'VAR=VALUE ...' ['VAR=VALUE ...' ...] -- BENCH-ARGS...
+#                                     there: one build (the working tree), each
+#                                     round the bench with the environment as it
+#                                     is, then with each setting's VAR=VALUE ...
+#                                     (the timing switches, e.g.
+#                                     ALLOY_MLSTM_RB_GRAD2=2)
+#   -T SECONDS (both modes): each bench command stopped after SECONDS (its
+#   output so far kept), so that one slow setting cannot eat the call.
 # Output: each command's table, marked `-- base round r` / `-- new round r`;
 # logs under $OUT (build.log, build_base.log, ab.txt). ALLOY_CACHE_DIR is
 # kept between the two builds (kernels whose source did not change compile
@@ -41,28 +44,31 @@ prepare)
 run | env) mode=$1; shift ;;
 *)
     echo "usage: scripts/gpu-ab.sh prepare REV | run [-n ROUNDS] [-t TEST] -- BENCH-ARGS..." >&2
-    echo "       scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] 'VAR=VALUE ...' -- BENCH-ARGS..." >&2
+    echo "       scripts/gpu-ab.sh env [-n ROUNDS] [-t TEST] [-T SECONDS] 'VAR=VALUE ...' ... -- BENCH-ARGS..." >&2
     exit 2
     ;;
 esac
 
-rounds=2 test=
-vars=
+rounds=2 test= limit=0
+settings=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do
     case $1 in
     -n) rounds=${2:?-n takes a count}; shift 2 ;;
     -t) test=${2:?-t takes a test binary}; shift 2 ;;
+    -T) limit=${2:?-T takes seconds}; shift 2 ;;
     -*) echo "gpu-ab.sh $mode: unknown option '$1'" >&2; exit 2 ;;
-    *) [ "$mode" = env ] && [ -z "$vars" ] || { echo "gpu-ab.sh $mode: unexpected '$1'" >&2; exit 2; }
-       vars=$1; shift ;;
+    *) [ "$mode" = env ] || { echo "gpu-ab.sh $mode: unexpected '$1'" >&2; exit 2; }
+       settings+=("$1"); shift ;;
     esac
 done
 [ "${1:-}" = -- ] && shift
 [ $# -gt 0 ] || { echo "gpu-ab.sh $mode: no bench arguments after --" >&2; exit 2; }
 if [ "$mode" = env ]; then
-    [ -n "$vars" ] || { echo "gpu-ab.sh env: no 'VAR=VALUE ...' to compare with" >&2; exit 2; }
-    for v in $vars; do
-        [[ $v =~ ^[A-Z_][A-Z0-9_]*=.*$ ]] || { echo "gpu-ab.sh env: '$v' is not VAR=VALUE" >&2; exit 2; }
+    [ ${#settings[@]} -gt 0 ] || { echo "gpu-ab.sh env: no 'VAR=VALUE ...' to compare with" >&2; exit 2; }
+    for vars in "${settings[@]}"; do
+        for v in $vars; do
+            [[ $v =~ ^[A-Z_][A-Z0-9_]*=.*$ ]] || { echo "gpu-ab.sh env: '$v' is not VAR=VALUE" >&2; exit 2; }
+        done
     done
 else
     [ -d "$BASE" ] || { echo "gpu-ab.sh run: $BASE is missing (scripts/gpu-ab.sh prepare REV, here)" >&2; exit 2; }
@@ -87,6 +93,11 @@ builds=(build-gpu/alloy)
 for b in "${builds[@]}"; do
     [ -x "$b" ] || { echo "gpu-ab.sh: the build of $b failed:" >&2; tail -20 "$OUT"/build*.log >&2; exit 1; }
 done
+# one bench command, stopped after `limit` seconds when -T gave one
+bench() {
+    if [ "$limit" -gt 0 ]; then timeout "$limit" "$@" || echo "(stopped or failed: exit $?)"
+    else "$@"; fi
+}
 {
     if [ -n "$test" ]; then
         echo "== $test (ALLOY_DEVICE=cuda, working tree)"
@@ -95,16 +106,18 @@ done
     for r in $(seq 1 "$rounds"); do
         if [ "$mode" = run ]; then
             echo "-- base round $r"
-            "$BASE/b/alloy" bench "$@"
+            bench "$BASE/b/alloy" bench "$@"
         else
             echo "-- environment as it is, round $r"
-            build-gpu/alloy bench "$@"
-            echo "-- with $vars, round $r"
-            # shellcheck disable=SC2086 # the VAR=VALUE words, split on purpose
-            env $vars build-gpu/alloy bench "$@"
+            bench build-gpu/alloy bench "$@"
+            for vars in "${settings[@]}"; do
+                echo "-- with $vars, round $r"
+                # shellcheck disable=SC2086 # the VAR=VALUE words, split on purpose
+                bench env $vars build-gpu/alloy bench "$@"
+            done
             continue
         fi
         echo "-- new round $r"
-        build-gpu/alloy bench "$@"
+        bench build-gpu/alloy bench "$@"
     done
 } 2>&1 | tee "$OUT/ab.txt"
