@@ -27,6 +27,8 @@ import time
 import numpy as np
 import torch
 
+import peer_util
+
 OPS = ["cholesky", "lu_factor", "solve", "inv", "det", "qr", "eigh", "svd"]
 SIZES = [(8, 10000, True), (16, 10000, False), (32, 10000, True), (64, 10000, False), (128, 10000, False),
          (256, 1000, False)]
@@ -47,14 +49,7 @@ def timed(fn, target=0.05, reps=9):
     per = max(1, min(200, int(target / max(t1, 1e-6))))
     if t1 > 0.5:
         reps = 3
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t0) / per)
-    return sorted(ts)[reps // 2]
+    return peer_util.median_per_call(fn, torch.cuda.synchronize, per, reps)
 
 
 def det_longdouble(a):
@@ -113,13 +108,8 @@ def read_alloy(path):
     """{(op, dtype, batch, n): seconds} from `alloy bench linalg` output."""
     times = {}
     row = re.compile(r"^(\w+) (f32|f64)\s+(\d+)x (\d+)x\d+\s+([0-9.]+) ms")
-    for line in open(path):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+    for r, line in peer_util.lines(path):
+        if r is not None:
             if r.get("op") in OPS and "batch" in r:
                 times[(r["op"], r["case"], r["batch"], r["n"])] = r["time_s"]
             continue

@@ -13,11 +13,11 @@ alloy is faster). The --json form carries the times unrounded; the table's
 are rounded to a microsecond.
 """
 import argparse
-import json
 import re
-import time
 
 import torch
+
+import peer_util
 
 ROWS = [("f32 batched", torch.float32, 10000, 32), ("bf16 batched", torch.bfloat16, 100, 1024)]
 
@@ -25,28 +25,15 @@ ROWS = [("f32 batched", torch.float32, 10000, 32), ("bf16 batched", torch.bfloat
 def timed(fn, per, reps=9):
     fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn()
-        torch.cuda.synchronize()
-        ts.append((time.perf_counter() - t0) / per)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return peer_util.median_per_call(fn, torch.cuda.synchronize, per, reps)
 
 
 def read_alloy(path):
     """{(label, batch, n): seconds} from `alloy bench matmul` output."""
     times = {}
     row = re.compile(r"^(f32 batched|bf16 batched)\s+(\d+)x (\d+)x\d+x\d+\s+([0-9.]+) ms")
-    for line in open(path):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+    for r, line in peer_util.lines(path):
+        if r is not None:
             m = re.match(r"(\d+)x (\d+)x", r.get("size", ""))
             if r.get("op") == "matmul" and m:
                 times[(r["case"], int(m.group(1)), int(m.group(2)))] = r["time_s"]

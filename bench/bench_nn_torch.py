@@ -36,6 +36,8 @@ import re
 import sys
 import time
 
+import peer_util
+
 CAP, EPS = 15.0, 1e-5
 
 # name, kind, shape, head_dim, bias, K, quick (alloy's NN_SIZES in tools/cmd_bench_nn.c)
@@ -111,31 +113,19 @@ def timed(fn, sync, target=0.05, reps=9):
     sync()
     t1 = time.perf_counter() - t0
     per = max(1, min(1000, int(target / max(t1, 1e-6))))
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(per):
-            fn()
-        sync()
-        ts.append((time.perf_counter() - t0) / per)
-    return sorted(ts)[reps // 2]
+    return peer_util.median_per_call(fn, sync, per, reps)
 
 
 def read_alloy(path):
     """{label: (seconds, share of the copy or None)} from `alloy bench nn`'s output."""
     out = {}
     try:
-        lines = open(path).read().splitlines()
+        lines = list(peer_util.lines(path))
     except OSError as e:
         print(f"bench_nn_torch: no alloy rows ({e}); the peers alone", file=sys.stderr)
         return out
-    for line in lines:
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
+    for r, line in lines:
+        if r is not None:
             if r.get("op") == "nn":
                 out[r["case"]] = (r["time_s"], r.get("copy_share"))
             continue
