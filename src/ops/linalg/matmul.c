@@ -322,6 +322,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
             if (!*out) *out = c;
             return ALLOY_OK;
         }
+        alloy_clear_error(); /* the SIMT kernels take it: no error stays behind */
     }
 
     alloy_launch *l = NULL;
