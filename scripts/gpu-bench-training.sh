@@ -16,7 +16,8 @@
 # Usage: scripts/gpu-bench-training.sh STEP... (default: build mlstm tfla nn nn-torch).
 # Each alloy/python command runs under `timeout` (STEP_TIMEOUT seconds, default
 # 540) and what it printed stays in its file; $OUT keeps the files (default
-# ./gpu-out). mlstm.txt is appended to, not overwritten, so the mlstm step may
+# ./gpu-out; with the kernel cache as cache.tgz, scripts/gpu-cache.sh: copy it
+# to .gpu/cache.tgz and carry .gpu next time). mlstm.txt is appended to, not overwritten, so the mlstm step may
 # be split with MLSTM_ONLY="TEXT;TEXT" (the --only texts, one call each).
 # BENCH_DEVICE=cpu runs the same steps on the CPU at the --quick sizes (a check
 # of this script without a GPU).
@@ -28,6 +29,9 @@ STEPS=("$@")
 [ ${#STEPS[@]} -eq 0 ] && STEPS=(build mlstm tfla nn nn-torch)
 T=${STEP_TIMEOUT:-540}
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
+. scripts/gpu-cache.sh
+gpu_cache_seed
+trap gpu_cache_keep EXIT
 ALLOY=build-gpu/alloy
 DEV=${BENCH_DEVICE:-cuda}
 Q=(); PYDEV=()
