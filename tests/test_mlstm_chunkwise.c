@@ -149,6 +149,30 @@ static void test_chunkwise_half_inputs(void) {
     check(1, 1, 20, 512, 40, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=512/40");
 }
 
+/* float16 inputs whose chunk states pass float16's range: k and v up to 300,
+ * forget gates near 1, so a state (the sum of k v over the tokens it
+ * remembers) passes 65 504 within a few tokens though h, a weighted mean of
+ * v, stays under 300 (the kernels once rounded those states to float16: h
+ * was inf). */
+static void test_chunkwise_half_range(void) {
+    problem p;
+    make(&p, 1, 2, 200, 32, 40, ALLOY_FLOAT16, GATES_PLAIN, 0);
+    for (int64_t e = 0; e < p.B * p.NH * p.S * p.DK; e++) {
+        p.q[e] = round_to(p.dt, p.q[e] + 2.0); /* q, k, v >= 0: h a weighted mean of v, no cancelling normaliser */
+        p.k[e] = round_to(p.dt, 75.0 * (p.k[e] + 2.0));
+    }
+    for (int64_t e = 0; e < p.B * p.NH * p.S * p.DV; e++) p.v[e] = round_to(p.dt, 75.0 * (p.v[e] + 2.0));
+    for (int64_t e = 0; e < p.B * p.NH * p.S; e++) p.f[e] = round_to(p.dt, 8.0 + p.f[e] / 3.0);
+    expected x = expect(&p);
+    for (const int *c = CHUNK_SMALL; *c; c++) {
+        result r = run_chunkwise(&p, *c);
+        compare(&p, &x, &r, "f16 range", *c);
+        result_free(&r);
+    }
+    expected_free(&x);
+    drop(&p);
+}
+
 /* chunkwise against alloy_mlstm_step applied S times in place: the two
  * forms of the library agree (h and the final states). */
 static void test_chunkwise_equals_steps(void) {
@@ -499,6 +523,7 @@ int main(void) {
     RUN(test_chunkwise_head_sizes);
     RUN(test_chunkwise_equals_steps);
     RUN(test_chunkwise_hostile_gates);
+    RUN(test_chunkwise_half_range);
     RUN(test_chunkwise_half_inputs);
     RUN(test_chunkwise_tf32);
     RUN(test_chunkwise_varlen);

@@ -27,6 +27,7 @@
 #include "core/array_internal.h"
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/array/convert.h"
 #include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
@@ -360,27 +361,48 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "n_out", n_out, dev, ALLOY_FLOAT32, 3, s_n, &on, &cn);
         if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "m_out", m_out, dev, ALLOY_FLOAT32, 3, s_m, &om, &cm);
     }
+    /* float16 inputs run as bfloat16: the kernels round each chunk's
+     * starting state and the weights P to the input dtype, and float16's range
+     * (65 504) is too short for them — a state sums the products k v of every
+     * token it remembers, so inputs of about 100 with forget gates near 1
+     * overflowed it within a few tokens and h became inf. bfloat16 has
+     * float32's range (and 8 significant bits to float16's 11). q, k and v
+     * are converted on the stream, h computed in bfloat16 and converted into
+     * the float16 h; the gates stay as given (the kernels read them in
+     * float32 whatever their dtype), so m is the recurrence's own. */
+    alloy_array *cv[4] = {NULL, NULL, NULL, NULL}; /* q k v h in bfloat16 */
+    alloy_array *src[3] = {q, k, v};
+    if (st == ALLOY_OK && dt == ALLOY_FLOAT16) {
+        for (int e = 0; e < 3 && st == ALLOY_OK; e++) st = alloy_ops_converted(src[e], ALLOY_BFLOAT16, stream, &cv[e]);
+        if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_BFLOAT16, 4, s_v, &cv[3]);
+        for (int e = 0; e < 3 && st == ALLOY_OK; e++) src[e] = cv[e];
+    }
+    const alloy_dtype kdt = dt == ALLOY_FLOAT16 ? ALLOY_BFLOAT16 : dt; /* the kernels' dtype */
+    alloy_array *kh = dt == ALLOY_FLOAT16 ? cv[3] : oh;            /* their h */
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
-    chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
-                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) && oh && alloy_ops_aligned16(1, &oh),
+    chunk_run run = {.kc = kc, .stream = stream, .dt = kdt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
+                     .vec = st == ALLOY_OK && alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, tsize) && kh &&
+                            alloy_ops_aligned16(1, &kh),
                      .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT,
                      .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
-    alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+    alloy_array *ins[9] = {src[0], src[1], src[2], i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
     if (split) run.L = sp.Ls;
     alloy_array *record[4] = {NULL, NULL, NULL, NULL};
     if (st == ALLOY_OK && split && (nseq * NH > 0 || kept))
-        st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
+        st = run_split(&run, &sp, ins, kh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
                        kept ? record : NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
         /* absent state outputs and the split path's slots are bound to h (never written) */
-        alloy_array *outs[8] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh, oh, oh, oh, oh};
+        alloy_array *outs[8] = {kh, states_out ? oc : kh, states_out ? on : kh, states_out ? om : kh, kh, kh, kh, kh};
         st = launch_chunkwise(&run, &fused, ins, outs);
     }
+    if (st == ALLOY_OK && dt == ALLOY_FLOAT16) st = alloy_ops_convert(kh, oh, stream);
+    for (int e = 0; e < 4; e++) alloy_array_free(cv[e]); /* (the runtime keeps what queued launches use) */
     if (st != ALLOY_OK) {
         if (ch) alloy_array_free(oh);
         if (cc) alloy_array_free(oc);

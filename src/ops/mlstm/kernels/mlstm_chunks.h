@@ -9,7 +9,7 @@
 // Needs mlstm_tiles.h (lane shuffles) first.
 /* The chunk's gates (rows r < Lc of f and i; the rest padding): U[r] the
  * log-sigmoid of f, IA[r] the input pre-activation (-inf for padding). */
-template <class TT, int LL, int NTH>
+template <int LL, int NTH, class TT>
 METAL_FUNC void mc_gates_load(const device TT *f, const device TT *i, int Lc, threadgroup float *U,
                               threadgroup float *IA, int tid) {
     for (int r = tid; r < LL; r += NTH) {

@@ -493,7 +493,7 @@ if constexpr (RES) {
         const int Lc = min(L, len - c * L);
         const long tb = tokbase + long(c) * L;
         // ---- gates: the recurrence's stabiliser, U and IA (as the general path) ----
-        mc_gates_load<T, L, NT>(f + tb, i + tb, Lc, U, IA, tid);
+        mc_gates_load<L, NT>(f + tb, i + tb, Lc, U, IA, tid);
         for (int e = tid; e < L * 8; e += NT) { /* the normaliser's column of ones */
             const int jj = e / 8, cc = e % 8;
             VS[jj * LDV + TV + cc] = (cc == 0 && jj < Lc) ? T(1) : T(0);
@@ -716,7 +716,7 @@ if constexpr (RES) {
         const int Lc = min(L, len - c * L);
         const long tb = tokbase + long(c) * L;   // row of the chunk's first token
         // ---- gates: the recurrence's stabiliser, U and IA ----
-        mc_gates_load<T, L, NT>(f + tb, i + tb, Lc, U, IA, tid);
+        mc_gates_load<L, NT>(f + tb, i + tb, Lc, U, IA, tid);
         threadgroup_barrier(mem_flags::mem_threadgroup);
         if (tid == 0) mc_gates_scan<L>(U, IA, MR, MST[0], Lc);
         threadgroup_barrier(mem_flags::mem_threadgroup);
