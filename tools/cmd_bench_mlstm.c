@@ -2,8 +2,8 @@
  * include/alloy/mlstm.h at the shapes of mlstm_kernels' benchmarks.
  *
  * Rows: the chunkwise forward (alloy_mlstm_chunkwise) at xLSTM 7B's head
- * shape (NH = 8, DHQK = 256, DHHV = 512) for B = 8, S = 8192 (bf16 and f32
- * inputs), S = 8000 (not a chunk multiple) and B = 1, S = 65536, at the TFLA
+ * shape (NH = 8, DHQK = 256, DHHV = 512) for B = 8, S = 8192 (bf16, f16 and
+ * f32 inputs), S = 8000 (not a chunk multiple) and B = 1, S = 65536, at the TFLA
  * paper's shape (NH = 16, DHQK = 128, DHHV = 256), and a packed batch of 64
  * sequences of random lengths 1..2048 (cu_seqlens) next to one dense batch of
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
@@ -51,6 +51,8 @@ static const cw_size CW_SIZES[] = {
     {"chunkwise bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise bf16 7B S=8000", ALLOY_BFLOAT16, 8, 8, 8000, 256, 512, 64, 0, 0, 0},
     {"chunkwise bf16 7B c128", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 128, 0, 0, 0},
+    /* float16: the bfloat16 kernels behind conversions of q, k, v and h (docs/mlstm.md, "Accuracy") */
+    {"chunkwise f16 7B", ALLOY_FLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise f32 7B tf32", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 1},
     {"chunkwise bf16 7B B=1", ALLOY_BFLOAT16, 1, 8, 65536, 256, 512, 64, 0, 0, 0},
@@ -60,6 +62,7 @@ static const cw_size CW_SIZES[] = {
     {"chunkwise f32 small", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 64, 0, 1, 0},
     {"chunkwise f32 small tf32", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 64, 0, 1, 1},
     {"chunkwise bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 64, 0, 1, 0},
+    {"chunkwise f16 small", ALLOY_FLOAT16, 1, 2, 512, 64, 64, 64, 0, 1, 0},
     {"varlen f32 small", ALLOY_FLOAT32, 4, 2, 256, 64, 64, 64, 1, 1, 0},
 };
 
