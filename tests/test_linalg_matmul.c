@@ -381,6 +381,42 @@ static alloy_array *prefilled_c(alloy_dtype out, int64_t nc, int64_t c_off, doub
     return c;
 }
 
+/* The C that a kernel launched directly wrote (raw, read back; c0 as
+ * prefilled_c stored it) against the float64 product of A(z, i, q) =
+ * a[z sa[0] + i sa[1] + q sa[2]] and B(z, q, j) = b[z sb[0] + q sb[1] + j sb[2]]
+ * at C[c_off + (z M + i) N + j]: within (|alpha| sum|a b| + |beta c|) (K + 2)
+ * eps_in (the accumulation) + |alpha| sum|a b| eps_prod (each product's own
+ * rounding) + the output's rounding, and the elements before c_off
+ * untouched. Returns how many are wrong (the first few printed, after label). */
+static int check_c(const char *label, alloy_dtype out, const void *raw, const double *c0, int64_t c_off,
+                   int64_t batch, int64_t M, int64_t N, int64_t K, const double *a, const int64_t sa[3],
+                   const double *b, const int64_t sb[3], double alpha, double beta, double eps_in, double eps_prod) {
+    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
+    int bad = 0;
+    for (int64_t i = 0; i < c_off; i++)
+        if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  %s: C[%lld] before c_off changed\n", label, (long long)i);
+    for (int64_t z = 0; z < batch; z++)
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) {
+                double acc = 0, sabs = 0;
+                for (int64_t q = 0; q < K; q++) {
+                    const double x = a[z * sa[0] + i * sa[1] + q * sa[2]], y = b[z * sb[0] + q * sb[1] + j * sb[2]];
+                    acc += x * y;
+                    sabs += fabs(x * y);
+                }
+                const int64_t e = c_off + (z * M + i) * N + j;
+                const double ref = alpha * acc + (beta != 0 ? beta * c0[e] : 0.0);
+                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0; /* c0 is NaN where beta is 0 */
+                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * eps_in +
+                                   fabs(alpha) * sabs * eps_prod + fabs(ref) * eps_out + tiny_out + 1e-30;
+                const double got = decode(out, raw, e);
+                if (!(fabs(got - ref) <= tol) && bad++ < 4)
+                    fprintf(stderr, "  %s: C[%lld,%lld,%lld] = %.9g, want %.9g\n", label, (long long)z, (long long)i,
+                            (long long)j, got, ref);
+            }
+    return bad;
+}
+
 /* Each GEMM kernel file launched directly with the op's interface on this
  * device, whichever the op would pick here: the tensor-core kernel runs its
  * portable path on the CPU (and its CUDA source is compiled by the NVRTC
@@ -495,30 +531,11 @@ static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
-    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
-    int bad = 0;
-    for (int64_t i = 0; i < c_off; i++)
-        if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  wgmma: C[%lld] before c_off changed\n", (long long)i);
-    for (int64_t z = 0; z < batch; z++)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double acc = 0, sabs = 0;
-                const double *ar = A.v + (z * M + i) * K, *bc = B.v + (b_shared ? 0 : z) * K * NB + j;
-                for (int64_t q = 0; q < K; q++) {
-                    acc += ar[q] * bc[q * NB];
-                    sabs += fabs(ar[q] * bc[q * NB]);
-                }
-                const int64_t e = c_off + (z * M + i) * N + j;
-                const double ref = alpha * acc + (beta != 0 ? beta * c0[e] : 0.0);
-                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0; /* c0 is NaN where beta is 0 */
-                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * 2e-7 +
-                                   fabs(ref) * eps_out + tiny_out + 1e-30;
-                const double got = decode(out, raw, e);
-                if (!(fabs(got - ref) <= tol) && bad++ < 4)
-                    fprintf(stderr, "  wgmma %s->%s batch %lld M=%lld N=%lld K=%lld groups %u: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
-                            alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N,
-                            (long long)K, groups, (long long)z, (long long)i, (long long)j, got, ref);
-            }
+    char label[128];
+    snprintf(label, sizeof label, "wgmma %s->%s batch %lld M=%lld N=%lld K=%lld groups %u", alloy_dtype_name(in),
+             alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K, groups);
+    const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {b_shared ? 0 : K * NB, NB, 1};
+    const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
     CHECK_MSG(bad == 0, "matmul_wgmma: %d of %lld elements wrong", bad, (long long)nc);
     free(raw);
     free(c0);
@@ -636,31 +653,13 @@ static void tf32_case(int passes, alloy_dtype out, int64_t batch, int64_t M, int
      * 2^-21) at three, the dropped terms (below 2^-32) at six; float
      * accumulation; the output's rounding */
     const double eps_prod = passes == 1 ? 2e-3 : passes == 3 ? 1e-6 : 1e-9;
-    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
-    int bad = 0;
-    for (int64_t i = 0; i < c_off; i++)
-        if (!(decode(out, raw, i) == c0[i]) && bad++ < 4) fprintf(stderr, "  tf32: C[%lld] before c_off changed\n", (long long)i);
-    for (int64_t z = 0; z < batch; z++)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double acc = 0, sabs = 0;
-                const double *bz = B.v + (b_shared ? 0 : z) * K * N;
-                for (int64_t q = 0; q < K; q++) {
-                    const double x = A.v[(z * M + i) * K + q], y = b_transposed ? bz[j * K + q] : bz[q * N + j];
-                    acc += x * y;
-                    sabs += fabs(x * y);
-                }
-                const int64_t e = c_off + (z * M + i) * N + j;
-                const double ref = alpha * acc + (beta != 0 ? beta * c0[e] : 0.0);
-                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0;
-                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * 2e-7 + fabs(alpha) * sabs * eps_prod +
-                                   fabs(ref) * eps_out + tiny_out + 1e-30;
-                const double got = decode(out, raw, e);
-                if (!(fabs(got - ref) <= tol) && bad++ < 4)
-                    fprintf(stderr, "  tf32 passes %d ->%s batch %lld M=%lld N=%lld K=%lld groups %u: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
-                            passes, alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K,
-                            groups, (long long)z, (long long)i, (long long)j, got, ref);
-            }
+    char label[128];
+    snprintf(label, sizeof label, "tf32 passes %d ->%s batch %lld M=%lld N=%lld K=%lld groups %u", passes,
+             alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K, groups);
+    const int64_t sa_e[3] = {M * K, K, 1};
+    const int64_t sb_e[3] = {b_shared ? 0 : K * N, b_transposed ? 1 : N, b_transposed ? K : 1};
+    const int bad =
+        check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, eps_prod);
     CHECK_MSG(bad == 0, "matmul_tf32: %d of %lld elements wrong", bad, (long long)nc);
     free(raw);
     free(c0);
@@ -712,28 +711,11 @@ static void tiny_case(alloy_dtype in, alloy_dtype out, alloy_dtype acc, int64_t 
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     const double eps_in = acc == ALLOY_FLOAT64 ? 1e-15 : 2e-7;
-    const double eps_out = out_eps(out), tiny_out = out_tiny(out);
-    int bad = 0;
-    for (int64_t z = 0; z < batch; z++)
-        for (int64_t i = 0; i < M; i++)
-            for (int64_t j = 0; j < N; j++) {
-                double s = 0, sabs = 0;
-                for (int64_t q = 0; q < K; q++) {
-                    const double x = a_transposed ? A.v[z * M * K + q * M + i] : A.v[(z * M + i) * K + q];
-                    const double y = B.v[(z * K + q) * N + j];
-                    s += x * y;
-                    sabs += fabs(x * y);
-                }
-                const int64_t e = (z * M + i) * N + j;
-                const double ref = alpha * s + (beta != 0 ? beta * c0[e] : 0.0);
-                const double cterm = beta != 0 ? fabs(beta * c0[e]) : 0.0;
-                const double tol = (fabs(alpha) * sabs + cterm) * (double)(K + 2) * eps_in + fabs(ref) * eps_out + tiny_out + 1e-30;
-                const double got = decode(out, raw, e);
-                if (!(fabs(got - ref) <= tol) && bad++ < 4)
-                    fprintf(stderr, "  tiny %s->%s batch %lld M=%lld N=%lld K=%lld: C[%lld,%lld,%lld] = %.9g, want %.9g\n",
-                            alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N,
-                            (long long)K, (long long)z, (long long)i, (long long)j, got, ref);
-            }
+    char label[128];
+    snprintf(label, sizeof label, "tiny %s->%s batch %lld M=%lld N=%lld K=%lld", alloy_dtype_name(in),
+             alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K);
+    const int64_t sa_e[3] = {M * K, a_transposed ? 1 : K, a_transposed ? M : 1}, sb_e[3] = {K * N, N, 1};
+    const int bad = check_c(label, out, raw, c0, 0, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, eps_in, 0.0);
     CHECK_MSG(bad == 0, "matmul_tiny: %d of %lld elements wrong", bad, (long long)nc);
     free(raw);
     free(c0);

@@ -120,6 +120,33 @@ METAL_FUNC void mm_tiny_store(device T *c, long ldc, long M, long N, bool vec, i
         }
     }
 }
+/* acc[i][j] += sum_k A(r0 + i, k) B(k, c0 + j (j < 4), 16 + c0 + j - 4 (j >= 4))
+ * over a block of 32 k: A's rows at `as` (AP elements of T apart), B's at
+ * `bs` (BP apart); four steps of k per read of A's rows, in k order. */
+template <int AP, int BP, class T, class A>
+METAL_FUNC void mm_tiny_block(thread A (*acc)[8], const threadgroup T *as, const threadgroup T *bs, int r0, int c0) {
+#pragma unroll 2
+    for (int kk = 0; kk < 32; kk += 4) {
+        A a[4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) mm_tiny_get4(as + (r0 + i) * AP, kk, a[i]);
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            A b[8];
+            mm_tiny_get8(bs + (kk + u) * BP, c0, b);
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = fma(a[i][u], b[j], acc[i][j]);
+        }
+    }
+}
+template <class A> METAL_FUNC void mm_tiny_zero(thread A (*acc)[8]) {
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = A(0);
+}
 //! body:
 constexpr int BK = 32, G = 2, VW = sizeof(ACC) == 4 ? 4 : 1;
 constexpr int NS = sizeof(ACC) == 4 ? 2 : 1; /* stages (double: one, to stay within 48 KB) */
@@ -137,10 +164,7 @@ const bool vec = NS == 2 && metal::is_same_v<TIN, float> && sa_k == 1 && sb_n ==
                  ((ulong)(&A[0]) % 16) == 0 && ((ulong)(&B[0]) % 16) == 0;
 const bool vec_c = N == 32 && (sc_m % 4) == 0 && ((sc_b | c_off) % 4) == 0 && ((ulong)(&C[0]) % 16) == 0;
 ACC acc[4][8];
-#pragma unroll
-for (int i = 0; i < 4; i++)
-    #pragma unroll
-    for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
+mm_tiny_zero(acc);
 if (vec) {
     // step s: round s / KB, K block s % KB; the copies of step s + 1 go out
     // before the products of step s
@@ -166,31 +190,12 @@ if (vec) {
             simdgroup_barrier(mem_flags::mem_threadgroup);
             const long z = (tg + (s / KB) * P) * G + sg;
             const int ss = int(s & 1);
-            if (z < batch) {
-                #pragma unroll 2
-                for (int kk = 0; kk < BK; kk += 4) {
-                    ACC a[4][4];
-                    #pragma unroll
-                    for (int i = 0; i < 4; i++) mm_tiny_get4(&As[sg][ss][r0 + i][0], kk, a[i]);
-                    #pragma unroll
-                    for (int u = 0; u < 4; u++) {
-                        ACC b[8];
-                        mm_tiny_get8(&Bs[sg][ss][kk + u][0], c0, b);
-                        #pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            #pragma unroll
-                            for (int j = 0; j < 8; j++) acc[i][j] = fma(a[i][u], b[j], acc[i][j]);
-                    }
-                }
-            }
+            if (z < batch) mm_tiny_block<36 / VW, 32 / VW>(acc, &As[sg][ss][0][0], &Bs[sg][ss][0][0], r0, c0);
             // every lane is done with stage ss before step s + 2 refills it
             simdgroup_barrier(mem_flags::mem_threadgroup);
             if (s % KB == KB - 1) {
                 if (z < batch) mm_tiny_store(C + (c_off + z * sc_b), sc_m, 32, 32, vec_c, r0, c0, acc, ACC(alpha), ACC(beta), beta != 0.0);
-                #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    #pragma unroll
-                    for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
+                mm_tiny_zero(acc);
             }
         }
     }
@@ -208,27 +213,10 @@ if (vec) {
                 mm_tiny_set(&Bs[sg][0][i][0], lane, (live && kb < K && lane < N) ? ACC(Bb[kb * sb_k + lane * sb_n]) : ACC(0));
             }
             simdgroup_barrier(mem_flags::mem_threadgroup);
-            #pragma unroll 2
-            for (int kk = 0; kk < BK; kk += 4) {
-                ACC a[4][4];
-                #pragma unroll
-                for (int i = 0; i < 4; i++) mm_tiny_get4(&As[sg][0][r0 + i][0], kk, a[i]);
-                #pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    ACC b[8];
-                    mm_tiny_get8(&Bs[sg][0][kk + u][0], c0, b);
-                    #pragma unroll
-                    for (int i = 0; i < 4; i++)
-                        #pragma unroll
-                        for (int j = 0; j < 8; j++) acc[i][j] = fma(a[i][u], b[j], acc[i][j]);
-                }
-            }
+            mm_tiny_block<36 / VW, 32 / VW>(acc, &As[sg][0][0][0], &Bs[sg][0][0][0], r0, c0);
             simdgroup_barrier(mem_flags::mem_threadgroup);
         }
         if (live) mm_tiny_store(C + (c_off + bz * sc_b), sc_m, M, N, vec_c, r0, c0, acc, ACC(alpha), ACC(beta), beta != 0.0);
-        #pragma unroll
-        for (int i = 0; i < 4; i++)
-            #pragma unroll
-            for (int j = 0; j < 8; j++) acc[i][j] = ACC(0);
+        mm_tiny_zero(acc);
     }
 }
