@@ -22,10 +22,10 @@
 #   -T SECONDS (both modes): each bench command stopped after SECONDS (its
 #   output so far kept), so that one slow setting cannot eat the call.
 # Output: each command's table, marked `-- base round r` / `-- new round r`;
-# logs under $OUT (build.log, build_base.log, ab.txt, cache.tgz). ALLOY_CACHE_DIR is
+# logs under $OUT (build.log, build_base.log, ab.txt, cache.txz.*). ALLOY_CACHE_DIR is
 # kept between the two builds (kernels whose source did not change compile
-# once), starts from .gpu/cache.tgz when the call carried it and comes back as
-# $OUT/cache.tgz (scripts/gpu-cache.sh). Examples, the mLSTM backward:
+# once), starts from .gpu/cache.txz.* when the call carried them and comes back as
+# $OUT/cache.txz.* (scripts/gpu-cache.sh). Examples, the mLSTM backward:
 #   scripts/gpu-ab.sh prepare HEAD
 #   (device) scripts/gpu-ab.sh run -t test_mlstm_backward -- mlstm --device cuda --only "bwd bf16 7B"
 #   (device) scripts/gpu-ab.sh env 'ALLOY_MLSTM_RB_FWD1=2 ALLOY_MLSTM_RB_GRAD2=2' -- \

@@ -16,8 +16,8 @@
 # Usage: scripts/gpu-bench-training.sh STEP... (default: build mlstm tfla nn nn-torch).
 # Each alloy/python command runs under `timeout` (STEP_TIMEOUT seconds, default
 # 540) and what it printed stays in its file; $OUT keeps the files (default
-# ./gpu-out; with the kernel cache as cache.tgz, scripts/gpu-cache.sh: copy it
-# to .gpu/cache.tgz and carry .gpu next time). mlstm.txt is appended to, not overwritten, so the mlstm step may
+# ./gpu-out; with the kernel cache as cache.txz.*, scripts/gpu-cache.sh: copy them
+# to .gpu/ and carry .gpu next time). mlstm.txt is appended to, not overwritten, so the mlstm step may
 # be split with MLSTM_ONLY="TEXT;TEXT" (the --only texts, one call each).
 # BENCH_DEVICE=cpu runs the same steps on the CPU at the --quick sizes (a check
 # of this script without a GPU).
