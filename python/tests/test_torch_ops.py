@@ -46,7 +46,7 @@ def test_chunkwise_forward_is_alloys(states):
     for got, want in zip((c, n, m), want_states):
         assert torch.equal(got, as_torch(want))
     assert torch.equal(mt.chunkwise(*args, chunk_size=16), h)
-    # precision="default" (one TF32 product on a GPU) is alloy's with that precision, and differentiable
+    # precision="default" (TF32's precision) is alloy's with that precision, and differentiable
     hd = mt.chunkwise(*args, chunk_size=16, precision="default")
     assert torch.equal(hd, as_torch(alloy.mlstm.chunkwise(*args, chunk_size=16, precision="default")))
 

@@ -274,7 +274,7 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     alloy.mlstm.chunkwise_backward's ``method`` — ``"auto"`` (chunked for
     bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``. precision:
     the forward's float32 products, as alloy.mlstm.chunkwise (``"high"``, or
-    ``"default"``: one TF32 pass); the backward always runs at ``"high"``.
+    ``"default"``: TF32's precision on float16 tiles); the backward always runs at ``"high"``.
     keep=True: the forward keeps its chunk record (every chunk's starting
     state: memory per chunk of min(chunk_size, 64) tokens and head, DHQK x
     DHHV of q's dtype) and the backward — chunk-parallel, whatever

@@ -2,7 +2,9 @@
  * (alloy/mlstm.h): the chunkwise form of the mLSTM cell over whole
  * sequences, dense or packed (cu_seqlens), from given or zero initial states,
  * with the final states if asked for (and, _keep, the split path's chunk
- * record for the backward).
+ * record for the backward). float32 at precision DEFAULT runs the split path
+ * on float16 tiles with power-of-two exponents (mlstm_f16_rows.metal first;
+ * docs/mlstm.md, "The float32 forward on float16 tiles").
  *
  * Two paths through mlstm_chunkwise.metal (the kernel file explains both), on
  * the caller's stream:
@@ -27,11 +29,11 @@
 #include "core/array_internal.h"
 #include "core/error.h"
 #include "ops/catalog.h"
-#include "ops/array/convert.h"
 #include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
 static const char CHUNK_FILE[] = "src/ops/mlstm/kernels/mlstm_chunkwise.metal";
+static const char ROWS_FILE[] = "src/ops/mlstm/kernels/mlstm_f16_rows.metal";
 
 static const char FN[] = "alloy_mlstm_chunkwise";
 
@@ -77,19 +79,20 @@ static size_t resident_smem(size_t tsize, int64_t L, int64_t DKP, int64_t TV) {
  * by TV columns of C per group) and phase 2 (h of one chunk; DHQK padded to
  * DKP, streamed in slices of DS rows, TV columns of h at a time); the layouts
  * of mlstm_chunkwise.metal. */
-static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV) {
+static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV, int sc) {
     const int64_t staging = tsize == 2 ? 4 * 16 * (TV + 8) : 0; /* 16-bit states go out through it */
     const size_t t_bytes = ((size_t)(2 * L * (DS + 8) + 2 * L * (TV + 16) + staging) * tsize + 15) / 16 * 16;
-    return t_bytes + 4 * 2 * (size_t)(L + 4); /* two chunks' gate records */
+    /* two chunks' gate records; sc: records of 2 L + 4 and the SIMD groups' maxima */
+    return t_bytes + (sc ? 4 * 2 * (size_t)(2 * L + 4) + 4 * 8 : 4 * 2 * (size_t)(L + 4));
 }
 /* The gate walk's (PHASE 3): per SIMD group (32) U, IA, MR, PRE, SUF, w (64
  * each) and e_last, m; a block's 256 chunk summaries (6 each) and 257 m. */
 static const size_t SPLIT_GATES_SMEM = 4 * (32 * (6 * 64 + 4) + 256 * 6 + 257);
-static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV) {
+static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV, int sc) {
     const int64_t LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;
     const int64_t kv = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
     const size_t t_bytes = ((size_t)(L * LDK + kv + L * LDP + 3 * DS * LDC) * tsize + 15) / 16 * 16;
-    return t_bytes + 4 * (8 * 64 + DKP);
+    return t_bytes + 4 * (8 * 64 + DKP) + (sc ? 4 * (3 * 64 + 3 * (size_t)TV) : 0); /* sc: the exponents */
 }
 
 /* What every launch of the kernel file shares. */
@@ -99,7 +102,9 @@ typedef struct chunk_run {
     alloy_dtype dt;
     int64_t L;
     int has_init, varlen, vec;
-    int tf32; /* float32 products as one TF32 pass (ALLOY_PRECISION_DEFAULT) */
+    int tf32; /* float32 products as one TF32 pass (ALLOY_PRECISION_DEFAULT, the fused path) */
+    int sc;   /* float32 on scaled float16 tiles (ALLOY_PRECISION_DEFAULT, the split path): dt is then
+               * float16, the inputs are mlstm_f16_rows' and ins[9] their exponents */
     int64_t S, NH, DHQK, DHHV, nseq;
     double eps;
 } chunk_run;
@@ -126,13 +131,14 @@ static alloy_status launch_chunkwise(const chunk_run *r, const chunk_launch *c, 
                                         {"STATES_OUT", c->states_out},
                                         {"VEC", r->vec},
                                         {"RES", c->res},
-                                        {"TF32", r->tf32}};
+                                        {"TF32", r->tf32},
+                                        {"SCALED", r->sc}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH},   {"DHQK", r->DHQK}, {"DHHV", r->DHHV}, {"VT", c->VT},
                                         {"KT", c->KT}, {"NSEQ", r->nseq}, {"W0", c->W0},   {"WN", c->WN},     {"CARRY", c->carry}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kc, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 6, .tbools = tbools, .n_tbools = 6, .consts = consts, .n_consts = 10,
-        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 9, .outs = outs, .n_outs = 8,
+        .tints = tints, .n_tints = 6, .tbools = tbools, .n_tbools = 7, .consts = consts, .n_consts = 10,
+        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 10, .outs = outs, .n_outs = 9,
         .groups = c->groups, .threads = c->threads, .smem = c->smem};
     return alloy_mlstm_launch(&spec);
 }
@@ -152,7 +158,7 @@ typedef struct split_spec {
     size_t smem1, smem2;
 } split_spec;
 
-static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
+static int split_choose(size_t tsize, int sc, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
     const char *path = getenv("ALLOY_MLSTM_PATH"); /* float32 on the fused kernel: tests */
     if (tsize > 2 && path && !strcmp(path, "fused")) return 0;
     L = L < 64 ? L : 64;
@@ -166,8 +172,8 @@ static int split_choose(size_t tsize, int64_t L, int64_t DHQK, int64_t DHHV, spl
     p->DS2 = p->DKP2 < 64 ? p->DKP2 : 64;
     p->TV2 = dv8 < 64 ? dv8 : 64;
     p->VT2 = (DHHV + p->TV2 - 1) / p->TV2;
-    p->smem1 = split_states_smem(tsize, L, p->DS1, p->TV1);
-    p->smem2 = split_outputs_smem(tsize, L, p->DKP2, p->DS2, p->TV2);
+    p->smem1 = split_states_smem(tsize, L, p->DS1, p->TV1, sc);
+    p->smem2 = split_outputs_smem(tsize, L, p->DKP2, p->DS2, p->TV2, sc);
     return p->smem1 <= SMEM_BUDGET && p->smem2 <= SMEM_BUDGET;
 }
 
@@ -189,7 +195,9 @@ static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
 static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_array **ins, alloy_array *oh,
                               alloy_array *oc, alloy_array *on, alloy_array *om, alloy_array **keep) {
     const size_t tsize = alloy_dtype_size(r->dt);
-    const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4 + (r->L + 4) * 4);
+    const int64_t GWN = r->sc ? 2 * r->L + 4 : r->L + 4; /* a gate record */
+    const int64_t slot_bytes = r->NH * (r->DHQK * r->DHHV * (int64_t)tsize + r->DHQK * 4 + 4 + GWN * 4 +
+                                        (r->sc ? p->KT * r->DHHV * 4 : 0));
     /* slots in all; a window holds whole units (packed: base(s) = cu[s] / L + s, strictly increasing) */
     const int64_t nslots = alloy_mlstm_split_slots(r->S, r->L, r->nseq, r->varlen), unit = r->varlen ? 1 : r->nseq;
     const char *env = getenv("ALLOY_MLSTM_WINDOW_BYTES"); /* smaller windows: tests */
@@ -202,11 +210,14 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     const int64_t nwin = !keep && units > per ? (units + per - 1) / per : 1;
     const int64_t WN = units > 0 ? (units + nwin - 1) / nwin * unit : 1;
 
-    alloy_device *dev = alloy_array_device(oh ? oh : oc); /* oh NULL: no phase 2 (the backward's 16-bit run) */
-    alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *gw = NULL, *carry[3] = {oc, on, om}, *own[3] = {NULL, NULL, NULL};
+    alloy_device *dev = alloy_array_device(ins[0]); /* oh NULL: no phase 2 (the backward's 16-bit run, a record alone) */
+    alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *gw = NULL, *ew = NULL, *carry[3] = {oc, on, om},
+                *own[3] = {NULL, NULL, NULL};
     const int64_t s_cw[1] = {WN * r->NH * r->DHQK * r->DHHV}, s_nw[1] = {WN * r->NH * r->DHQK},
-                  s_mw[1] = {WN * r->NH}, s_gw[1] = {WN * r->NH * (r->L + 4)};
+                  s_mw[1] = {WN * r->NH}, s_gw[1] = {WN * r->NH * GWN}, s_ew[1] = {WN * r->NH * p->KT * r->DHHV};
     alloy_status st = alloy_array_new(dev, r->dt, 1, s_cw, &cw);
+    /* sc: each state tile's factor, in each of its columns */
+    if (st == ALLOY_OK && r->sc) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_ew, &ew);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_nw, &nw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_mw, &mw);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_gw, &gw);
@@ -224,7 +235,7 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
         if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &own[2]);
         for (int e = 0; e < 3; e++) carry[e] = own[e];
     }
-    alloy_array *outs[8] = {oh ? oh : cw, carry[0], carry[1], carry[2], cw, nw, mw, gw};
+    alloy_array *outs[9] = {oh ? oh : cw, carry[0], carry[1], carry[2], cw, nw, mw, gw, ew ? ew : cw};
     for (int64_t w = 0; w < nwin && st == ALLOY_OK; w++) {
         const chunk_launch gates = {.phase = 3, .DKP = p->DS1, .DS = p->DS1, .TV = p->TV1, .VT = 1, .KT = 1,
                                     .W0 = w * WN, .WN = WN, .carry = w > 0, .groups = r->nseq * r->NH, .threads = 1024,
@@ -247,7 +258,40 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     alloy_array_free(nw);
     alloy_array_free(mw);
     alloy_array_free(gw);
+    alloy_array_free(ew);
     for (int e = 0; e < 3; e++) alloy_array_free(own[e]);
+    return st;
+}
+
+/* The float32 or float16 q, k, v as float16 rows with a power-of-two exponent each
+ * (mlstm_f16_rows.metal): out[0..2] the rows (shapes s_qk, s_qk, s_v),
+ * out[3] the exponents (int32, 3 x the rows of q). */
+static alloy_status f16_rows(alloy_array *q, alloy_array *k, alloy_array *v, const int64_t *s_qk, const int64_t *s_v,
+                             alloy_stream *stream, alloy_array **out) {
+    alloy_device *dev = alloy_array_device(q);
+    const int64_t rows = s_qk[0] * s_qk[1] * s_qk[2], s_xe[1] = {3 * rows};
+    alloy_status st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_qk, &out[0]);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_qk, &out[1]);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_v, &out[2]);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_INT32, 1, s_xe, &out[3]);
+    if (st != ALLOY_OK || rows == 0) return st;
+    alloy_kernel *kr = NULL;
+    alloy_launch *l = NULL;
+    if (st == ALLOY_OK) st = alloy_catalog_kernel(ROWS_FILE, &kr);
+    if (st == ALLOY_OK) st = alloy_launch_new(&l);
+    for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, out[e]);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", alloy_array_dtype(q));
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DK", ALLOY_INT32, s_qk[3]);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DV", ALLOY_INT32, s_v[3]);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "T", ALLOY_INT64, rows);
+    /* one SIMD group a row, at most 2^17 of them (rows in a grid-stride loop) */
+    const int64_t groups = 3 * rows < ((int64_t)1 << 17) ? 3 * rows : ((int64_t)1 << 17);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, groups * 32 < 256 ? (uint32_t)(groups * 32) : 256, 1, 1);
+    alloy_array *ins[3] = {q, k, v}, *res[4] = {NULL, NULL, NULL, NULL};
+    if (st == ALLOY_OK) st = alloy_kernel_apply(kr, 3, ins, l, stream, res);
+    for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
+    alloy_launch_free(l);
     return st;
 }
 
@@ -338,9 +382,29 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
             TV = TV / 2 < 8 ? 8 : (TV / 2 + 7) / 8 * 8;
         smem = chunkwise_smem(tsize, L, DKP, DS, TV);
     }
-    split_spec sp = {0};
-    const int split = split_choose(tsize, L, DHQK, DHHV, &sp);
-    if (kept && (!split || (dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)))
+    /* float32 at precision DEFAULT (TFLA's: one TF32 product) runs on float16
+     * tiles with a power-of-two exponent per row of q, k and v (the pre-pass
+     * mlstm_f16_rows; float16 has TF32's 11 significant bits, the exponents
+     * keep float32's range) — the 16-bit split path's traffic and products;
+     * the fused kernel's one TF32 pass where the fused path is asked for.
+     * float16 inputs always: the kernels round each chunk-start state and the
+     * weights P to their tiles' dtype, and float16's own range (65 504) is
+     * too short for them — a state sums k v over every token it remembers,
+     * so inputs of about 100 with forget gates near 1 passed it within a few
+     * tokens (h was inf) — while the exponents keep float32's range.
+     * kept: the record the backward reads holds float32 states, so a run of
+     * its own (states only, one TF32 product) keeps it, and h comes from the
+     * float16 tiles as without kept — the same h whether or not a gradient
+     * will be taken */
+    const char *path = getenv("ALLOY_MLSTM_PATH");
+    const int sc = dt == ALLOY_FLOAT16 ||
+                   (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !(path && !strcmp(path, "fused")));
+    split_spec sp = {0}, spk = {0};
+    const int split = split_choose(sc ? 2 : tsize, sc, L, DHQK, DHHV, &sp);
+    int ksplit = 0; /* kept: the record's run (its own with sc) */
+    if (kept && sc) ksplit = split_choose(tsize, 0, L, DHQK, DHHV, &spk);
+    else if (kept) spk = sp, ksplit = split;
+    if (kept && (!ksplit || (dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: kept: the chunk-parallel backward does not take %s inputs with DHQK %lld (bfloat16, "
                            "and float32 with DHQK up to 256)",
@@ -361,47 +425,46 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "n_out", n_out, dev, ALLOY_FLOAT32, 3, s_n, &on, &cn);
         if (st == ALLOY_OK) st = alloy_mlstm_prepare_out(FN, "m_out", m_out, dev, ALLOY_FLOAT32, 3, s_m, &om, &cm);
     }
-    /* float16 inputs run as bfloat16: the kernels round each chunk's
-     * starting state and the weights P to the input dtype, and float16's range
-     * (65 504) is too short for them — a state sums the products k v of every
-     * token it remembers, so inputs of about 100 with forget gates near 1
-     * overflowed it within a few tokens and h became inf. bfloat16 has
-     * float32's range (and 8 significant bits to float16's 11). q, k and v
-     * are converted on the stream, h computed in bfloat16 and converted into
-     * the float16 h; the gates stay as given (the kernels read them in
-     * float32 whatever their dtype), so m is the recurrence's own. */
-    alloy_array *cv[4] = {NULL, NULL, NULL, NULL}; /* q k v h in bfloat16 */
+    /* sc: q, k and v as float16 rows with their exponents (cv[0..2], cv[3]) */
+    alloy_array *cv[4] = {NULL, NULL, NULL, NULL};
     alloy_array *src[3] = {q, k, v};
-    if (st == ALLOY_OK && dt == ALLOY_FLOAT16) {
-        for (int e = 0; e < 3 && st == ALLOY_OK; e++) st = alloy_ops_converted(src[e], ALLOY_BFLOAT16, stream, &cv[e]);
-        if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_BFLOAT16, 4, s_v, &cv[3]);
+    if (st == ALLOY_OK && sc) {
+        st = f16_rows(q, k, v, dims.qk, s_v, stream, cv);
         for (int e = 0; e < 3 && st == ALLOY_OK; e++) src[e] = cv[e];
     }
-    const alloy_dtype kdt = dt == ALLOY_FLOAT16 ? ALLOY_BFLOAT16 : dt; /* the kernels' dtype */
-    alloy_array *kh = dt == ALLOY_FLOAT16 ? cv[3] : oh;            /* their h */
+    const alloy_dtype kdt = sc ? ALLOY_FLOAT16 : dt; /* the kernels' dtype */
+    alloy_array *kh = oh;                             /* their h: the caller's, in the input dtype */
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = kdt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
-                     .vec = st == ALLOY_OK && alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, tsize) && kh &&
+                     .vec = st == ALLOY_OK &&
+                            alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, alloy_dtype_size(kdt)) && kh &&
                             alloy_ops_aligned16(1, &kh),
-                     .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT,
+                     .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !sc, .sc = sc,
                      .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
-    alloy_array *ins[9] = {src[0], src[1], src[2], i, f, has_init ? c_initial : q, has_init ? n_initial : q,
-                           has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
+    alloy_array *ins[10] = {src[0], src[1], src[2], i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q, sc ? cv[3] : q};
     if (split) run.L = sp.Ls;
     alloy_array *record[4] = {NULL, NULL, NULL, NULL};
+    if (st == ALLOY_OK && kept && sc) { /* the record alone, in float32 (no h: phase 2 skipped) */
+        chunk_run rk = run;
+        rk.dt = dt, rk.sc = 0, rk.tf32 = 1, rk.L = spk.Ls;
+        rk.vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize);
+        alloy_array *kins[10] = {q, k, v, ins[3], ins[4], ins[5], ins[6], ins[7], ins[8], q};
+        st = run_split(&rk, &spk, kins, NULL, NULL, NULL, NULL, record);
+    }
     if (st == ALLOY_OK && split && (nseq * NH > 0 || kept))
         st = run_split(&run, &sp, ins, kh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
-                       kept ? record : NULL);
+                       kept && !sc ? record : NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
         /* absent state outputs and the split path's slots are bound to h (never written) */
-        alloy_array *outs[8] = {kh, states_out ? oc : kh, states_out ? on : kh, states_out ? om : kh, kh, kh, kh, kh};
+        alloy_array *outs[9] = {kh,     states_out ? oc : kh, states_out ? on : kh, states_out ? om : kh, kh, kh, kh,
+                                kh,     kh};
         st = launch_chunkwise(&run, &fused, ins, outs);
     }
-    if (st == ALLOY_OK && dt == ALLOY_FLOAT16) st = alloy_ops_convert(kh, oh, stream);
     for (int e = 0; e < 4; e++) alloy_array_free(cv[e]); /* (the runtime keeps what queued launches use) */
     if (st != ALLOY_OK) {
         if (ch) alloy_array_free(oh);
@@ -469,7 +532,7 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
     const int64_t nseq = cu_seqlens ? alloy_array_shape(cu_seqlens)[0] - 1 : qs[0];
     const size_t tsize = alloy_dtype_size(dt);
     split_spec sp = {0};
-    if (DHQK > 512 || !split_choose(tsize, L, DHQK, DHHV, &sp))
+    if (DHQK > 512 || !split_choose(tsize, 0, L, DHQK, DHHV, &sp))
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: no split path for DHQK %lld with %s inputs", FN,
                            (long long)DHQK, alloy_dtype_name(dt));
     const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK}, s_m[3] = {nseq, NH, 1};
@@ -486,8 +549,8 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
                      .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) &&
                             (!sv->h || alloy_ops_aligned16(1, &sv->h)),
                      .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
-    alloy_array *ins[9] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
-                           has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q};
+    alloy_array *ins[10] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q, q};
     alloy_array *keep[4] = {NULL};
     if (st == ALLOY_OK) st = run_split(&run, &sp, ins, sv->h, sv->c_out, sv->n_out, sv->m_out, keep);
     sv->c_chunk = keep[0], sv->n_chunk = keep[1], sv->m_chunk = keep[2], sv->g_chunk = keep[3];

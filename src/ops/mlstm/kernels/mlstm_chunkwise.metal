@@ -56,13 +56,22 @@
 // 64)), TV (columns per threadgroup, a multiple of 8), HAS_INIT (C0, n0, m0
 // given), VARLEN (cu gives the sequences), STATES_OUT (write C_out, n_out,
 // m_out), VEC (q, k, v rows 16-byte aligned: cp.async on CUDA), RES, TF32
-// (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT), RB
+// (float32 products as one TF32 pass on CUDA: alloy_precision DEFAULT where
+// the fused path runs it), SCALED (split path, T = half: q, k, v are float32
+// inputs as float16 rows with a power-of-two exponent each, mlstm_f16_rows;
+// xe holds the exponents, q's rows then k's then v's; h is float32; the gate
+// records hold the exponents folded in (2 L + 4 floats: s_j = w_j 2^(ek +
+// ev), e_last, the last m, the exponents ts and tn of max |s| and max |nc|,
+// then nc_j = w_j 2^ek), c_chunk the states as float16 tiles and ce_chunk
+// (float32, slots x NH x KT x DHHV) each tile's factor 2^ec in each of its
+// columns — mlstm_walk.h and PHASE 2 say how each is applied), RB
 // (mc_row_tiles' MODE, mlstm_tiles.h: 1; 0 or 2 for timing), PHASE (0
 // fused, 1, 2 and 3 split: DS and TV then give phase 1's tile of C, or phase
 // 2's DHQK slice and columns of h). Split outputs: c_chunk (T),
 // n_chunk, m_chunk (float32), the window's slots x NH chunk-start states, and
 // g_chunk (float32, slots x NH x (L + 4)) their gate records; the fused
-// launch binds them to h and never touches them.
+// launch binds them to h and never touches them; ce_chunk and xe (SCALED
+// only) are bound to any array otherwise.
 // Launch constants: int S (tokens per (batch, head) row: S, or the packed
 // total), int NH, int DHQK, int DHHV, int VT (column tiles), int KT (phase
 // 1's row tiles), int NSEQ (sequences), int W0, WN (the window's first slot
@@ -75,8 +84,8 @@
 // threadgroup memory = the bytes chunkwise.c computes for each branch, laid
 // out as in the branches below.
 //! name: alloy_mlstm_chunkwise
-//! inputs: q k v i f C0 n0 m0 cu
-//! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk g_chunk
+//! inputs: q k v i f C0 n0 m0 cu xe
+//! outputs: h C_out n_out m_out c_chunk n_chunk m_chunk g_chunk ce_chunk
 //! template: T=float32
 //! template: L=64
 //! template: DKP=64
@@ -88,6 +97,7 @@
 //! template: VEC=false
 //! template: RES=false
 //! template: TF32=false
+//! template: SCALED=false
 //! template: PHASE=0
 //! template: RB=1
 //! header:
@@ -111,6 +121,8 @@ const int tid = int(thread_index_in_threadgroup);
 const int warp = tid / 32;
 const uint lane = uint(tid % 32);
 const int g = int(lane >> 2), qd = int(lane & 3u);
+const long ROWS = long(VARLEN ? 1 : NSEQ) * NH * S;   // rows of q, k and v (SCALED: xe's thirds)
+(void)ROWS;
 if constexpr (PHASE == 1) {
     // ---- SPLIT, phase 1: the chunk-start states (mlstm_walk.h) ------------
     // One threadgroup of 128 threads per (sequence, head, DS rows of C, TV
@@ -119,10 +131,10 @@ if constexpr (PHASE == 1) {
     // 2, and at the end into the carry (C_out, n_out: float32), which the
     // next window starts from (the first starts from C0, n0 or zeros). Per
     // chunk C' = e_last C + K^T [w v | w] with PHASE 3's gate records.
-    mc_walk_states<T, L, DS, TV, VEC, VARLEN, false, L + 4, 0, L>(
+    mc_walk_states<T, L, DS, TV, VEC, VARLEN, false, SCALED ? 2 * L + 4 : L + 4, SCALED ? L + 4 : 0, L, SCALED>(
         alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), k, v, g_chunk, c_chunk, n_chunk,
         CARRY ? 1 : (HAS_INIT ? 2 : 0), C_out, n_out, C0, n0, true, C_out, n_out, cu, S, NH, DHQK, DHHV, NSEQ, W0, WN,
-        VT, KT);
+        VT, KT, ce_chunk);
 } else if constexpr (PHASE == 2) {
     // ---- SPLIT, phase 2: h of one chunk ------------------------------------
     // One threadgroup of 128 threads per (slot of the window, head): one
@@ -143,7 +155,8 @@ if constexpr (PHASE == 1) {
     constexpr int KV_ELEMS = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
     // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[2] (L x LDC)),
     // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64),
-    // NS (DKP: the chunk's starting n)
+    // NS (DKP: the chunk's starting n); SCALED: int EQ, EK, EV (64 each: the rows' exponents), float
+    // CEB[3] (TV: the factors 2^ec of CB's columns)
     constexpr int T_BYTES = ((L * LDK + KV_ELEMS + L * LDP + 3 * DS * LDC) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
@@ -158,6 +171,10 @@ if constexpr (PHASE == 1) {
     threadgroup float *BSUF = BPRE + 64;
     threadgroup float *BB = BSUF + 64;
     threadgroup float *NS = BB + 64;
+    threadgroup int *EQ = (threadgroup int *)(NS + DKP);
+    threadgroup int *EK = EQ + 64;
+    threadgroup int *EV = EK + 64;
+    threadgroup float *CEB = (threadgroup float *)(EV + 64);
     const long grp = long(threadgroup_position_in_grid.x);
     const int head = int(grp % NH);
     const long slotw = grp / NH;
@@ -180,15 +197,25 @@ if constexpr (PHASE == 1) {
     mc_load_async<T, L, DKP, NT2, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
     for (int st = 0; st < 2; st++) {
         const int vn = st / NSL, sn = st % NSL;
-        if (st < nst)
+        if (st < nst) {
             mc_load_async<T, DS, TV, NT2, VEC, false>(CB + st * DS * LDC, LDC,
                                                       c_chunk + (wsx * DHQK + sn * DS) * DHHV + vn * TV, DHHV,
                                                       DHQK - sn * DS, DHHV - vn * TV, tid);
+            if constexpr (SCALED)
+                mc_load_row<TV, NT2, VEC>(CEB + st * TV, ce_chunk + (wsx * NSL + sn) * DHHV + vn * TV, DHHV - vn * TV,
+                                           tid);
+        }
         mc_copies_commit();
     }
     // n into threadgroup memory (its loads overlap the gates'), then the
     // gates (SIMD group 0), from the m stored before the chunk
     for (int d = tid; d < DKP; d += NT2) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
+    if constexpr (SCALED)
+        for (int r = tid; r < 64; r += NT2) {
+            EQ[r] = r < Lc ? int(xe[tb + r]) : 0;
+            EK[r] = r < Lc ? int(xe[ROWS + tb + r]) : 0;
+            EV[r] = r < Lc ? int(xe[2 * ROWS + tb + r]) : 0;
+        }
     if (warp == 0) {
         float fp0, fp1, ip0, ip1, total;
         mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
@@ -222,6 +249,7 @@ if constexpr (PHASE == 1) {
     for (int e = 0; e < 2; e++) {
         qn[e] += mc_lane(qn[e], lane ^ 1u);
         qn[e] += mc_lane(qn[e], lane ^ 2u);
+        if constexpr (SCALED) qn[e] = mc_ldexp(qn[e], EQ[min(r0 + g + 8 * e, 63)]);
     }
     // S = Q K^T for the key tiles up to this SIMD group's diagonal
     float sacc[KTL][4];
@@ -233,8 +261,11 @@ if constexpr (PHASE == 1) {
     mc_row_tiles<T, KTL>(sacc, QS + r0 * LDK, LDK, 1, KS, 1, LDK, DKP, slive, lane);
     // P = S scale w (T); its row sums in float32, before rounding: when q^ . n
     // cancels the row sum nearly away, sums of rounded P would leave a
-    // denominator of rounding error alone
-    float rs[2] = {0.0f, 0.0f};
+    // denominator of rounding error alone. SCALED: p in true units (q's and k's
+    // exponents folded in), and the P that multiplies V holds p 2^ev_j
+    // (v's exponent) scaled per row by 2^-sp (its largest in [2^14, 2^15):
+    // sp comes off H after the product)
+    float rs[2] = {0.0f, 0.0f}, pmax[2] = {0.0f, 0.0f};
     #pragma unroll
     for (int u = 0; u < KTL; u++) {
         #pragma unroll
@@ -250,21 +281,47 @@ if constexpr (PHASE == 1) {
                     lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
                 }
                 p = sacc[u][e] * scale * exp(lw);
+                if constexpr (SCALED) p = mc_ldexp(p, EQ[r] + EK[j]);
             }
-            const T pt = T(p);
             rs[e >> 1] += p;
-            if (r0 < L) PS[r * LDP + j] = pt;
+            if constexpr (SCALED) {
+                sacc[u][e] = mc_ldexp(p, EV[j]);
+                pmax[e >> 1] = max(pmax[e >> 1], fabs(sacc[u][e]));
+            } else if (r0 < L) {
+                PS[r * LDP + j] = T(p);
+            }
         }
     }
     for (int e = 0; e < 2; e++) {
         rs[e] += mc_lane(rs[e], lane ^ 1u);
         rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
+    // SCALED: per row, 2^sp (spf: the factor P V's product is restored by;
+    // sp at least -126, so that it and 2^-sp are floats) and the factor of
+    // the inter-chunk product, fq 2^eq
+    float spf[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
+    if constexpr (SCALED) {
+        for (int e = 0; e < 2; e++) {
+            pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 1u));
+            pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 2u));
+            const int sp = pmax[e] > 0.0f && isfinite(pmax[e]) ? max(mc_expo(pmax[e]) - 14, -126) : 0;
+            spf[e] = mc_pow2(sp);
+            pmax[e] = mc_pow2(-sp);
+        }
+        #pragma unroll
+        for (int u = 0; u < KTL; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
+                if (r0 < L) PS[r * LDP + j] = T(sacc[u][e] * pmax[e >> 1]);
+            }
+    }
     float fq[2], den[2];
     for (int e = 0; e < 2; e++) {
         const int r = r0 + g + 8 * e;
         fq[e] = r < Lc ? scale * exp(PRE[r]) : 0.0f;
         den[e] = max(fabs(fq[e] * qn[e] + rs[e]), exp(-MR[r])) + eps;
+        if constexpr (SCALED) fqs[e] = mc_ldexp(fq[e], EQ[min(r, 63)]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);   // k is read: v comes into its place
     // v of column tile vt goes to VB[vt % 2] with the first slice of C of its
@@ -286,6 +343,9 @@ if constexpr (PHASE == 1) {
             mc_load_async<T, DS, TV, NT2, VEC, false>(CB + ((st + 2) % 3) * DS * LDC, LDC,
                                                       c_chunk + (wsx * DHQK + sn * DS) * DHHV + vn * TV, DHHV,
                                                       DHQK - sn * DS, DHHV - vn * TV, tid);
+            if constexpr (SCALED)
+                mc_load_row<TV, NT2, VEC>(CEB + ((st + 2) % 3) * TV, ce_chunk + (wsx * NSL + sn) * DHHV + vn * TV,
+                                           DHHV - vn * TV, tid);
             if (sn == 0)
                 mc_load_async<T, L, TV, NT2, VEC, false>(VB + (vn & 1) * L * LDC, LDC, v + tb * DHHV + vn * TV, DHHV,
                                                          Lc, DHHV - vn * TV, tid);
@@ -297,30 +357,56 @@ if constexpr (PHASE == 1) {
                 #pragma unroll
                 for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
         const int hlive = rows_live ? XT : 0;
-        mc_row_tiles<T, XT>(hacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive, lane);
+        if constexpr (SCALED) {   // this slice's product on its own, then into H by its columns' exponents
+            float tacc[XT][4];
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
+            mc_row_tiles<T, XT>(tacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
+                                lane);
+            const threadgroup float *ce = CEB + (st % 3) * TV;
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int b = 0; b < 2; b++) {
+                    const float x = ce[u * 8 + 2 * qd + b];
+                    hacc[u][b] = fma(tacc[u][b], x, hacc[u][b]);
+                    hacc[u][2 + b] = fma(tacc[u][2 + b], x, hacc[u][2 + b]);
+                }
+        } else {
+            mc_row_tiles<T, XT>(hacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
+                                lane);
+        }
         if (sl == NSL - 1) {
             #pragma unroll
             for (int u = 0; u < XT; u++)
                 #pragma unroll
-                for (int e = 0; e < 4; e++) hacc[u][e] *= fq[e >> 1];
-            mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+                for (int e = 0; e < 4; e++)
+                    hacc[u][e] *= SCALED ? fqs[e >> 1] : fq[e >> 1];
+            if constexpr (SCALED) {   // P V (P scaled per row by 2^-sp) on its own, then into H
+                float tacc[XT][4];
+                #pragma unroll
+                for (int u = 0; u < XT; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
+                mc_row_tiles<T, XT>(tacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+                #pragma unroll
+                for (int u = 0; u < XT; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) hacc[u][e] = fma(tacc[u][e], spf[e >> 1], hacc[u][e]);
+            } else {
+                mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+            }
             const float inv[2] = {1.0f / den[0], 1.0f / den[1]};
             #pragma unroll
             for (int u = 0; u < XT; u++)
                 #pragma unroll
                 for (int hf = 0; hf < 2; hf++) {
                     const int r = r0 + g + 8 * hf, col = v0 + u * 8 + 2 * qd;
-                    if (r < Lc) {
-                        device T *dst = h + (tb + r) * DHHV + col;
-                        if constexpr (sizeof(T) == 2 && VEC) {
-                            if (col < DHHV)
-                                *(device uint *)dst =
-                                    mc_pack2<T>(hacc[u][2 * hf] * inv[hf], hacc[u][2 * hf + 1] * inv[hf]);
-                        } else {
-                            if (col < DHHV) dst[0] = T(hacc[u][2 * hf] * inv[hf]);
-                            if (col + 1 < DHHV) dst[1] = T(hacc[u][2 * hf + 1] * inv[hf]);
-                        }
-                    }
+                    if (r < Lc && col < DHHV)
+                        mc_put2<VEC>(h + (tb + r) * DHHV + col, hacc[u][2 * hf] * inv[hf],
+                                     hacc[u][2 * hf + 1] * inv[hf], col + 1 < DHHV);
                 }
         }
     }
@@ -337,7 +423,7 @@ if constexpr (PHASE == 1) {
     // operations as the full scan), then each SIMD group scans its chunks
     // again from their m. Phase 1's tiles of a head all read the same record
     // instead of each scanning the gates between its barriers.
-    constexpr int NW3 = 32, NT3 = NW3 * 32, CB3 = 256, GWN = L + 4;
+    constexpr int NW3 = 32, NT3 = NW3 * 32, CB3 = 256, GWN = SCALED ? 2 * L + 4 : L + 4;
     // threadgroup memory: per SIMD group U, IA, MR, PRE, SUF, WJ (64 each) and
     // SC (4); SM (CB3 x 6: lane 31's ea, eb, lf, ig, lf, ig), MS (CB3 + 1: m
     // before each chunk of the block)
@@ -388,9 +474,35 @@ if constexpr (PHASE == 1) {
             mc_gates_raw(f, i, tokbase + long(c) * L, Lc, lane, fp0, fp1, ip0, ip1);
             mc_update_weights(fp0, fp1, ip0, ip1, Lc, MS[j], lane, U, IA, MR, PRE, SUF, WJ, SC);
             device float *rec = g_chunk + wsx * GWN;
+            float smax = 0.0f, nmax = 0.0f;   // SCALED: max |s_j| and |nc_j|
             for (int e = 0; e < 2; e++) {   // each lane its own rows of WJ (mc_update_weights wrote them)
                 const int r = 2 * int(lane) + e;
-                if (r < L) rec[r] = WJ[r];
+                if (r < L) {
+                    float w = WJ[r];
+                    if constexpr (SCALED) {   // the token exponents folded in: s_j at r, nc_j at L + 4 + r
+                        float nc = 0.0f;
+                        if (r < Lc) {
+                            const long tk = tokbase + long(c) * L + r;
+                            const int ek = int(xe[ROWS + tk]), ev = int(xe[2 * ROWS + tk]);
+                            nc = mc_ldexp(w, ek);
+                            w = mc_ldexp(w, ek + ev);
+                        }
+                        rec[L + 4 + r] = nc;
+                        smax = max(smax, fabs(w));
+                        nmax = max(nmax, fabs(nc));
+                    }
+                    rec[r] = w;
+                }
+            }
+            if constexpr (SCALED) {   // ts, tn: max |s| 2^-ts and max |nc| 2^-tn in [0.5, 1)
+                for (uint d = 1; d < 32; d *= 2) {
+                    smax = max(smax, mc_lane(smax, lane ^ d));
+                    nmax = max(nmax, mc_lane(nmax, lane ^ d));
+                }
+                if (lane == 0) {
+                    rec[L + 2] = smax > 0.0f ? float(mc_expo(smax) + 1) : 0.0f;
+                    rec[L + 3] = nmax > 0.0f ? float(mc_expo(nmax) + 1) : 0.0f;
+                }
             }
             if (lane == 0) {
                 rec[L] = SC[0];

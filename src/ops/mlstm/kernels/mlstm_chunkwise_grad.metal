@@ -365,7 +365,8 @@ if constexpr (PHASE == 1) {
     // ---- the state gradients: the forward's walk from the last chunk -------
     mc_walk_states<T, L, DS, TV, VEC, VARLEN, true, WRN, L, 2 * L>(
         alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), q, dh, wrec, dc_chunk, dn_chunk,
-        HAS_DFINAL ? 1 : 0, dCf, dnf, dCf, dnf, HAS_INIT, dC0, dn0, cu, S, NH, DHQK, DHHV, NSEQ, 0, WN, VT2, KT2);
+        HAS_DFINAL ? 1 : 0, dCf, dnf, dCf, dnf, HAS_INIT, dC0, dn0, cu, S, NH, DHQK, DHHV, NSEQ, 0, WN, VT2, KT2,
+        dc_chunk);
 } else if constexpr (PHASE == 3) {
     // ---- dv, dq, dk of one chunk: 64 CT columns per threadgroup ------------
     constexpr int XT = 8;                          // 16 x 8 tiles per SIMD group: 64 columns

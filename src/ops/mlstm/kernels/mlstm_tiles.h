@@ -8,7 +8,8 @@
 //    accumulation, ldmatrix fragments), float32 runs 3xTF32 m16n8k8 (float32
 //    accuracy; one TF32 pass under MC_TF32_ONE_PASS); every other case
 //    computes the same elements with float FMAs in k order;
-//  - mc_pack2, mc_scale8: 16-bit pairs and rows of eight;
+//  - mc_pack2, mc_scale8: 16-bit pairs and rows of eight; mc_pow2, mc_ldexp,
+//    mc_expo: powers of two (the float32 forward's scaled float16 tiles);
 //  - lane shuffles of a whole SIMD group and an exclusive prefix sum;
 //  - mc_load_async / mc_load: tiles of row-major device matrices into
 //    threadgroup memory (16-byte cp.async on CUDA when rows are aligned),
@@ -304,6 +305,36 @@ METAL_FUNC void mc_scale8(threadgroup TT *p, float w) {
         y[e] = mc_pack2<TT>(float(as_type<TT>(ushort(y[e] & 0xffffu))) * w, float(as_type<TT>(ushort(y[e] >> 16))) * w);
     *v = uint4(y[0], y[1], y[2], y[3]);
 }
+/* dst[0] = a and, where two, dst[1] = b in dst's own dtype (h: the input's,
+ * or float32 for the scaled float16 path); VEC (rows 16-byte aligned, col
+ * even): one 32-bit store for 16-bit pairs, one 64-bit store for float32. */
+template <bool VEC, class H>
+METAL_FUNC void mc_put2(device H *dst, float a, float b, bool two) {
+    if constexpr (sizeof(H) == 2 && VEC) {
+        *(device uint *)dst = mc_pack2<H>(a, b);
+    } else if constexpr (sizeof(H) == 4 && VEC) {
+        *(device float2 *)dst = float2(a, b);
+    } else {
+        dst[0] = H(a);
+        if (two) dst[1] = H(b);
+    }
+}
+/* Powers of two for the float32 forward on scaled float16 tiles (its SC
+ * path: exponents carried beside 16-bit operands, applied to float32 values,
+ * which is exact while the result is a normal float):
+ *  - mc_pow2(e): 2^e as a float, e clamped to [-126, 127];
+ *  - mc_ldexp(x, e): x 2^e in two factors (e clamped to [-252, 254]: a
+ *    product of two exponents of 16-bit rows stays inside), so a result in
+ *    float's range is exact whatever the intermediate;
+ *  - mc_expo(x): floor(log2 |x|) of a normal nonzero x from its bits, -127 for
+ *    zero and subnormals, 128 for inf and NaN. */
+METAL_FUNC float mc_pow2(int e) { return as_type<float>(uint(clamp(e, -126, 127) + 127) << 23); }
+METAL_FUNC float mc_ldexp(float x, int e) {
+    e = clamp(e, -252, 254);
+    const int a = e / 2;
+    return x * mc_pow2(a) * mc_pow2(e - a);
+}
+METAL_FUNC int mc_expo(float x) { return int((as_type<uint>(x) >> 23) & 0xffu) - 127; }
 /* Lane shuffles of one whole SIMD group (every lane active): the raw
  * instructions on CUDA, the dialect's functions elsewhere. */
 METAL_FUNC float mc_lane_up(float x, uint d) {
@@ -372,6 +403,17 @@ METAL_FUNC void mc_load_async(threadgroup TT *dst, int ld, const device TT *src,
     for (int e = tid; e < ROWS * COLS; e += NTH) {
         const int r = e / COLS, c = e % COLS;
         dst[r * ld + c] = (r < nr && c < nc) ? src[r * sld + c] : TT(0);
+    }
+}
+/* dst[c] = src[c] for c < COLS (zero from nc on): one row of float32 as
+ * mc_load_async copies it; src of another type (an array bound where the
+ * caller's branch never runs) converted element by element. */
+template <int COLS, int NTH, bool V, class CE>
+METAL_FUNC void mc_load_row(threadgroup float *dst, const device CE *src, int nc, int tid) {
+    if constexpr (metal::is_same_v<CE, float>) {
+        mc_load_async<float, 1, COLS, NTH, V, false>(dst, COLS, src, COLS, 1, nc, tid);
+    } else {
+        for (int c = tid; c < COLS; c += NTH) dst[c] = c < nc ? float(src[c]) : 0.0f;
     }
 }
 /* this thread's copies issued by mc_load_async have landed */

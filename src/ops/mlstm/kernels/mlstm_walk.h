@@ -22,17 +22,34 @@
 // Backward: kx = q, vx = dh, rec = scale e_r / den_r, scale e_r ds_r, e_last;
 // X is then dX, stored before each chunk's own rows are added; its n column
 // is summed in float32 (see the REV branch).
+// SC (the float32 forward on scaled float16 tiles, T = half; chunkwise.c):
+// k and v are rows of float16 with a power-of-two exponent per token, and
+// the record holds s_j = w_j 2^(ek_j + ev_j) at 0, nc_j = w_j 2^ek_j at NOFF
+// and at DOFF + 2, DOFF + 3 the exponents ts, tn that bring max |s| and max
+// |nc| into [0.5, 1) (the gate walk computed them). Per chunk the rows of v
+// are scaled by s_j 2^-ts (a 16-bit value of at most 2^15) and the n column
+// by nc_j 2^-tn, the float32 state by 2^-ts (its n column 2^-tn) before the
+// product and back after it — exact, and the scales never push the state
+// past float's range: ts is raised to at least the state's own exponent
+// less 90 (terms that far below the state do not move it). The state goes
+// into its slot as float16 with one exponent ec for the tile (its largest
+// element in [2^14, 2^15); ec at least -126) and 2^ec, the factor that
+// restores it, in each of the tile's columns of ce_chunk[(slot * KT + row
+// tile) * DHHV + column] (CE float32; any array where SC is false). One
+// exponent per tile as one per row of q, k and v: an element far below its
+// tile's largest keeps float16's absolute precision at that scale.
 // grp is the threadgroup's index; threadgroup memory at smem: T: two
 // buffers of L x (DS + 8) and L x (TV + 16), and (16-bit T) 4 x 16 x (TV + 8)
-// staging, 16-byte rounded; then float: two records of GWN.
-template <class T, int L, int DS, int TV, bool VEC, bool VL, bool REV, int GWN, int NOFF, int DOFF, class CU, class AC,
-          class AN, class BC, class BN, class EC, class EN>
+// staging, 16-byte rounded; then float: two records of GWN, and (SC) the
+// SIMD groups' maxima of C and of n (8).
+template <class T, int L, int DS, int TV, bool VEC, bool VL, bool REV, int GWN, int NOFF, int DOFF, bool SC = false,
+          class CU, class AC, class AN, class BC, class BN, class EC, class EN, class CE>
 METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const device T *kx, const device T *vx,
                                const device float *rec, device T *x_chunk, device float *xn_chunk, int start,
                                const device AC *a_c, const device AN *a_n, const device BC *b_c,
                                const device BN *b_n, bool has_end, device EC *end_c,
                                device EN *end_n, const device CU *cu, int S, int NH, int DHQK, int DHHV, int NSEQ,
-                               int W0, int WN, int VT, int KT) {
+                               int W0, int WN, int VT, int KT, device CE *ce_chunk) {
     const int warp = tid / 32;
     const uint lane = uint(tid % 32);
     const int g = int(lane >> 2), qd = int(lane & 3u);
@@ -50,6 +67,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
     threadgroup T *VS = KS + 2 * L * LDK;
     threadgroup T *STG = VS + 2 * L * LDV + warp * 16 * LDST;   // this SIMD group's 16 rows
     threadgroup float *GW = (threadgroup float *)(smem + T_BYTES);
+    threadgroup float *CMW = GW + 2 * GWN;   // SC: the SIMD groups' maxima of C, then of n
     const int vt = int(grp % VT);
     grp /= VT;
     const int kt = int(grp % KT);
@@ -122,6 +140,34 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // the state before chunk c, into its slot for phase 2 (16-bit T and
         // VEC: each lane's two neighbouring columns as one 32-bit store)
         const long wsx = wsx0 + (c - ca) * WSTEP;
+        // SC: the exponent ec of the tile's largest element (the tile goes
+        // into the slot times 2^-ec, its largest then in [2^14, 2^15); ec at
+        // least -126) through the SIMD groups' maxima in threadgroup memory,
+        // 2^ec into each of the tile's columns of ce_chunk, and the exponents
+        // of the largest C and n (the clamps of ts and tn below)
+        float cs = 1.0f;
+        int ec_c = -127, ec_n = -127;
+        if constexpr (SC) {
+            float x = 0.0f, xn = max(fabs(cst[VTC][0] + cst[VTC][1]), fabs(cst[VTC][2] + cst[VTC][3]));
+            #pragma unroll
+            for (int u = 0; u < VTC; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) x = max(x, fabs(cst[u][e]));
+            for (uint d = 1; d < 32; d *= 2) {
+                x = max(x, mc_lane(x, lane ^ d));
+                xn = max(xn, mc_lane(xn, lane ^ d));
+            }
+            if (lane == 0) CMW[warp] = x, CMW[NW1 + warp] = xn;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            const float tmax = max(max(CMW[0], CMW[1]), max(CMW[2], CMW[3]));
+            const float nmax = max(max(CMW[4], CMW[5]), max(CMW[6], CMW[7]));
+            const int ec = tmax > 0.0f && isfinite(tmax) ? max(mc_expo(tmax) - 14, -126) : 0;
+            cs = mc_pow2(-ec);
+            for (int col = tid; col < TV; col += NT1)
+                if (v0 + col < DHHV) ce_chunk[(wsx * KT + kt) * DHHV + v0 + col] = CE(mc_pow2(ec));
+            ec_c = tmax > 0.0f ? mc_expo(tmax) : -127;
+            ec_n = nmax > 0.0f ? mc_expo(nmax) : -127;
+        }
         bool staged = false;
         if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
             // whole 128-byte rows: the SIMD group's 16 x 64 tile through
@@ -134,7 +180,8 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
                     #pragma unroll
                     for (int hf = 0; hf < 2; hf++)
                         *(threadgroup uint *)(STG + (g + 8 * hf) * LDST + u * 8 + 2 * qd) =
-                            mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                            SC ? mc_pack2<T>(cst[u][2 * hf] * cs, cst[u][2 * hf + 1] * cs)
+                               : mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
                 simdgroup_barrier(mem_flags::mem_threadgroup);
                 #pragma unroll
                 for (int it = 0; it < 4; it++) {
@@ -152,11 +199,13 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
                 const int row = rbase + 8 * hf, col = v0 + u * 8 + 2 * qd;
                 if (u < clive && row < DHQK) {
                     device T *dst = x_chunk + (wsx * DHQK + row) * DHHV + col;
+                    const float x0 = SC ? cst[u][2 * hf] * cs : cst[u][2 * hf];
+                    const float x1 = SC ? cst[u][2 * hf + 1] * cs : cst[u][2 * hf + 1];
                     if constexpr (sizeof(T) == 2 && VEC) {
-                        if (col < DHHV) *(device uint *)dst = mc_pack2<T>(cst[u][2 * hf], cst[u][2 * hf + 1]);
+                        if (col < DHHV) *(device uint *)dst = mc_pack2<T>(x0, x1);
                     } else {
-                        if (col < DHHV) dst[0] = T(cst[u][2 * hf]);
-                        if (col + 1 < DHHV) dst[1] = T(cst[u][2 * hf + 1]);
+                        if (col < DHHV) dst[0] = T(x0);
+                        if (col + 1 < DHHV) dst[1] = T(x1);
                     }
                 }
             }
@@ -164,6 +213,12 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         if (vt == 0 && qd == 0 && warp < RT)
             for (int hf = 0; hf < 2; hf++)
                 if (rbase + 8 * hf < DHQK) xn_chunk[wsx * DHQK + rbase + 8 * hf] = cst[VTC][2 * hf] + cst[VTC][2 * hf + 1];
+        // SC: the scales of this chunk's product, raised to the state's
+        // exponent less 90 where the chunk's terms are that far below it
+        // (and within [-126, 127], so that 2^ts and 2^-ts are floats: terms
+        // under 2^-126 are float32's subnormals whatever the path)
+        const int sts = SC ? clamp(max(int(wj[DOFF + 2]), ec_c - 90), -126, 127) : 0;
+        const int stn = SC ? clamp(max(int(wj[DOFF + 3]), ec_n - 90), -126, 127) : 0;
         // [w v | w] in place, 8 columns per step (w_j as the n column, first
         // column tile only); each of the first RS * VTC threads the same 8
         // columns of every RS-th row
@@ -174,7 +229,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
             for (int it = 0; it < (L + RS - 1) / RS; it++) {
                 const int jj = tid / VTC + it * RS;
                 if (tid < RS * VTC && jj < L) {
-                    const float w = wj[jj];
+                    const float w = SC ? mc_ldexp(wj[jj], -sts) : wj[jj];
                     threadgroup T *row = VB + jj * LDV + c8;
                     if constexpr (sizeof(T) == 2) {
                         mc_scale8(row, w);
@@ -191,7 +246,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
                 // value and its remainder (n = their two sums, to about 2^-17
                 // relative, at no cost in the product: the tile is computed
                 // anyway); the backward's in float32 FMAs below
-                const float w = wj[NOFF + jj];
+                const float w = SC ? mc_ldexp(wj[NOFF + jj], -stn) : wj[NOFF + jj];
                 const T hi = REV ? T(0) : T(w);
                 VB[jj * LDV + TV] = hi;
                 if (sizeof(T) == 2) VB[jj * LDV + TV + 1] = REV ? T(0) : T(w - float(hi));
@@ -201,11 +256,16 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         #pragma unroll
         for (int u = 0; u < CPW; u++)
             #pragma unroll
-            for (int e = 0; e < 4; e++) cst[u][e] *= decay;
+            for (int e = 0; e < 4; e++) cst[u][e] *= SC ? decay * mc_pow2(u < VTC ? -sts : -stn) : decay;
         // (SIMD groups past the tile's rows skip it: on CUDA the product reads
         // its A fragment whatever the count, here columns past DS — the other
         // buffer, which the next chunk's copies are filling)
         if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
+        if constexpr (SC)
+            #pragma unroll
+            for (int u = 0; u < CPW; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) cst[u][e] *= mc_pow2(u < VTC ? sts : stn);
         // REV (the backward): the n column's values in float32 FMAs rather than
         // as rounded operand columns — dn and dC's columns nearly cancel in dk
         // where a state is nearly rank one, and a 16-bit n column swamped the
