@@ -37,6 +37,8 @@ enum { ROWS_MAX_NC = 8, ROWS_BWD_SMEM = 64 * 1024 };
  * round up to about 8.6 M rows on an H100 (the grid stays under 2^31
  * threads; more rows loop). */
 enum { ROWS_ONE_ROUND = 8192 };
+/* ... and with its next row loaded ahead (fwd_pf) */
+enum { FWD_PF_TGS = 16 };
 
 /* The backward's threadgroups per SM (its launch bound MINB): 2, at most
  * 128 registers a thread; ALLOY_NN_NORM_BWD_MINB=k for timing only. */
@@ -46,11 +48,13 @@ static int64_t bwd_minb(void) { return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB
  * threadgroup per 8 / wg rows, as many as the rows ask for (H100, 64 M
  * elements: 97-99% of copy against 86-94% with the grid sized to the SMs and
  * each SIMD group looping over its rows, with or without loading the next
- * row ahead); ALLOY_NN_NORM_TGS=k sizes it to k an SM with the rows looped
- * over, for timing only. The backward: as many as are resident (bwd_minb),
+ * row ahead) — except small groups, whose rows are looped over with the next
+ * one loaded ahead (pf: FWD_PF_TGS an SM); ALLOY_NN_NORM_TGS=k sizes it to k
+ * an SM with the rows looped over, for timing only. The backward: as many as are resident (bwd_minb),
  * and its threadgroup memory must fit too (227 KB an SM on Hopper). */
-static int64_t rows_per_sm(int fwd, int64_t smem) {
-    int64_t k = fwd ? alloy_ops_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, ROWS_ONE_ROUND) : bwd_minb();
+static int64_t rows_per_sm(int fwd, int pf, int64_t smem) {
+    int64_t k = fwd ? alloy_ops_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, pf ? FWD_PF_TGS : ROWS_ONE_ROUND)
+                    : bwd_minb();
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
@@ -92,11 +96,17 @@ static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, rms && ne <= 16 && 8 * nc + words <= 48);
 }
 
-/* Whether the forward loads each row's next row ahead (norm_rows' PF): off,
- * its grid being one round; ALLOY_NN_NORM_PF=1 turns it on, for timing only,
- * except for bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
-static int fwd_pf(alloy_dtype dt, int64_t nc) {
-    return alloy_ops_env_int("ALLOY_NN_NORM_PF", 0, 1, 0) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
+/* Whether the forward loads each row's next row ahead (norm_rows' PF), its
+ * grid then FWD_PF_TGS threadgroups an SM with the rows looped over: for
+ * groups of at most 1 KB held by one SIMD group (16-bit heads of 512 and
+ * smaller ones), whose one-round grid keeps too few bytes in flight (H200,
+ * 16-bit LayerNorm heads of 512: 82 -> 93% of copy; 8 threadgroups an SM
+ * 92%, 4 86%); off for larger groups, whose one-round grid reached 97-99%
+ * (H100). ALLOY_NN_NORM_PF=0 or 1 overrides it, for timing; never for
+ * bfloat16 with 8 chunks a lane, whose unpacked values then spill. */
+static int fwd_pf(alloy_dtype dt, int64_t DH, int64_t nc, int64_t wg) {
+    const int small = wg == 1 && DH * (int64_t)alloy_dtype_size(dt) <= 1024;
+    return alloy_ops_env_int("ALLOY_NN_NORM_PF", 0, 1, small) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
 }
 
 /* The SMs the grids are sized for: the device's, or an H100's 132 where it
@@ -112,6 +122,7 @@ typedef struct norm_dims {
     /* the one-pass kernels: chunks per lane (0: not used), SIMD groups per group, threadgroups per head,
      * the backward's threadgroup memory in bytes */
     int64_t nc, wg, pt, smem;
+    int pf; /* the forward loads each row's next row ahead (fwd_pf) */
 } norm_dims;
 
 static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
@@ -167,7 +178,8 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     /* threadgroups per head: as many in all as rows_per_sm sizes the grid for (the forward: one round; the
      * backward: what the SMs hold at once), and as many rounds of 8 / wg rows each (no SIMD group idles in a
      * last round while others work) */
-    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->smem);
+    d->pf = !dy && d->nc && fwd_pf(dt, d->DH, d->nc, d->wg);
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
@@ -205,7 +217,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "VSUM", bwd_vsum(dt, rms));
-    if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", fwd_pf(dt, d->nc));
+    if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", d->pf);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
 }
