@@ -149,6 +149,7 @@ static void test_chunkwise_half_inputs(void) {
     check(1, 1, 66, 72, 200, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=72/200");
     /* the largest head: q and k resident in phase 2 take 133 KB of threadgroup memory */
     check(1, 1, 20, 512, 40, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=512/40");
+    check(1, 1, 20, 512, 40, ALLOY_FLOAT16, GATES_HOSTILE_MIX, 1, CHUNK_DEFAULT, "f16 D=512/40");
 }
 
 /* float16 inputs whose chunk states pass float16's range: k and v up to 300,
@@ -312,6 +313,7 @@ static void test_chunkwise_varlen(void) {
     check_varlen(6, lens, 2, 16, 24, ALLOY_FLOAT32, 0, 64, "varlen zeros");
     static const int64_t one[] = {130};
     check_varlen(1, one, 1, 8, 8, ALLOY_BFLOAT16, 1, 32, "varlen one bf16");
+    check_varlen(6, lens, 2, 16, 24, ALLOY_FLOAT16, 1, 32, "varlen f16"); /* float16 tiles: exponents by packed row */
 }
 
 /* The split path (chunk-start states in device memory): inputs whose
@@ -363,6 +365,22 @@ static void test_chunkwise_windows(void) {
     result_free(&whole), result_free(&win);
     expected_free(&x);
     drop(&p);
+    /* float16 inputs (float16 tiles with exponents): the float32 carry between windows gives the very bits of
+     * one window too */
+    problem p16;
+    make(&p16, 2, 2, 100, 24, 40, ALLOY_FLOAT16, GATES_HOSTILE_MIX, 1);
+    expected x16 = expect(&p16);
+    result whole16 = run_chunkwise(&p16, 32);
+    setenv("ALLOY_MLSTM_WINDOW_BYTES", "1", 1);
+    result win16 = run_chunkwise(&p16, 32);
+    unsetenv("ALLOY_MLSTM_WINDOW_BYTES");
+    compare(&p16, &x16, &win16, "f16 windows of one chunk", 32);
+    for (int64_t e = 0; e < 2 * 2 * 100 * 40; e++)
+        CHECK_MSG(win16.h[e] == whole16.h[e], "f16 h[%lld] = %.9g in windows, %.9g in one", (long long)e, win16.h[e],
+                  whole16.h[e]);
+    result_free(&whole16), result_free(&win16);
+    expected_free(&x16);
+    drop(&p16);
 }
 
 /* S = 0: h is empty and the final states are the initial ones; B = 0: nothing. */

@@ -51,7 +51,8 @@ static const cw_size CW_SIZES[] = {
     {"chunkwise bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise bf16 7B S=8000", ALLOY_BFLOAT16, 8, 8, 8000, 256, 512, 64, 0, 0, 0},
     {"chunkwise bf16 7B c128", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 128, 0, 0, 0},
-    /* float16: the bfloat16 kernels behind conversions of q, k, v and h (docs/mlstm.md, "Accuracy") */
+    /* float16, and float32 at precision DEFAULT ("tf32"): float16 tiles with power-of-two exponents behind a
+     * pre-pass (docs/mlstm.md, "The float32 forward on float16 tiles") */
     {"chunkwise f16 7B", ALLOY_FLOAT16, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 0},
     {"chunkwise f32 7B tf32", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 64, 0, 0, 1},
@@ -64,6 +65,7 @@ static const cw_size CW_SIZES[] = {
     {"chunkwise bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 64, 0, 1, 0},
     {"chunkwise f16 small", ALLOY_FLOAT16, 1, 2, 512, 64, 64, 64, 0, 1, 0},
     {"varlen f32 small", ALLOY_FLOAT32, 4, 2, 256, 64, 64, 64, 1, 1, 0},
+    {"varlen f16 small", ALLOY_FLOAT16, 4, 2, 256, 64, 64, 64, 1, 1, 0},
 };
 
 typedef struct st_size {
