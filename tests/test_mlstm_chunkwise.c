@@ -9,7 +9,8 @@
  * float16 inputs within 4e-3 and bfloat16 within 2e-2; packed variable-length batches
  * (cu_seqlens, with empty sequences) equal to each sequence run alone; every
  * output element written (given outputs are pre-filled with NaN); errors
- * naming the argument; ALLOY_PRECISION_DEFAULT (float16 tiles with
+ * naming the argument; a NaN in v going on into h (and nowhere else);
+ * ALLOY_PRECISION_DEFAULT (float16 tiles with
  * power-of-two exponents per row) within 1e-2, and within 2e-3 of each row's
  * scale for tokens scaled from 2^-20 to 2^20.
  * On the device the tests run on (ALLOY_DEVICE, default
@@ -385,14 +386,20 @@ static void test_chunkwise_windows(void) {
 
 /* S = 0: h is empty and the final states are the initial ones; B = 0: nothing. */
 static void test_chunkwise_empty(void) {
-    problem p;
-    make(&p, 2, 1, 0, 4, 3, ALLOY_FLOAT32, GATES_PLAIN, 1);
-    result r = run_chunkwise(&p, 0);
-    for (int64_t e = 0; e < 2 * 4 * 3; e++) CHECK(r.c[e] == p.c0[e]);
-    for (int64_t e = 0; e < 2 * 4; e++) CHECK(r.n[e] == p.n0[e]);
-    for (int64_t e = 0; e < 2; e++) CHECK(r.m[e] == p.m0[e]);
-    result_free(&r);
-    drop(&p);
+    /* S = 0: the initial states come back (also on the float16 tiles: float32 DEFAULT, float16) */
+    static const struct { alloy_dtype dt; alloy_precision pr; } runs[] = {
+        {ALLOY_FLOAT32, ALLOY_PRECISION_HIGH}, {ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT},
+        {ALLOY_FLOAT16, ALLOY_PRECISION_HIGH}};
+    for (size_t x = 0; x < sizeof runs / sizeof runs[0]; x++) {
+        problem p;
+        make(&p, 2, 1, 0, 4, 3, runs[x].dt, GATES_PLAIN, 1);
+        result r = run_chunkwise_at(&p, 0, runs[x].pr);
+        for (int64_t e = 0; e < 2 * 4 * 3; e++) CHECK(r.c[e] == p.c0[e]);
+        for (int64_t e = 0; e < 2 * 4; e++) CHECK(r.n[e] == p.n0[e]);
+        for (int64_t e = 0; e < 2; e++) CHECK(r.m[e] == p.m0[e]);
+        result_free(&r);
+        drop(&p);
+    }
     const int64_t s4[4] = {0, 2, 5, 4}, sg[3] = {0, 2, 5};
     alloy_array *q = NULL, *i = NULL, *h = NULL;
     CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 4, s4, &q));
@@ -505,6 +512,47 @@ static void test_chunkwise_scaled_tokens(void) {
     }
 }
 
+/* A NaN in one element of v (head 0, token 20, column 3) goes on into h — the rows from token 20 on
+ * hold NaN in that column, never a finite number in its place — and touches nothing it should not:
+ * head 1, the chunks before token 20's, and the other columns all match the reference of the inputs
+ * with a 0 there (within the dtype's tolerance). On every path: float32 HIGH, float32 DEFAULT and
+ * float16 (the float16 tiles: the exponents' maxima skip the NaN). Rows 16-19 of column 3 are left
+ * open (the chunk's product multiplies the NaN by their zero weight). */
+static void test_chunkwise_nan(void) {
+    static const struct { alloy_dtype dt; alloy_precision pr; } runs[] = {
+        {ALLOY_FLOAT32, ALLOY_PRECISION_HIGH}, {ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT},
+        {ALLOY_FLOAT16, ALLOY_PRECISION_HIGH}};
+    for (size_t x = 0; x < sizeof runs / sizeof runs[0]; x++) {
+        problem p;
+        make(&p, 1, 2, 50, 16, 8, runs[x].dt, GATES_PLAIN, 0);
+        const int64_t at = 20 * p.DV + 3;
+        p.v[at] = 0.0;
+        expected ref = expect(&p);
+        p.v[at] = NAN;
+        result r = run_chunkwise_at(&p, 16, runs[x].pr);
+        const double tol = tolerance(p.dt);
+        double hmax = 0;
+        for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref.h[e]));
+        for (int64_t hd = 0; hd < 2; hd++)
+            for (int64_t t = 0; t < 50; t++)
+                for (int64_t b = 0; b < 8; b++) {
+                    const int64_t e = (hd * 50 + t) * 8 + b;
+                    if (hd == 0 && b == 3 && t >= 16) {
+                        if (t >= 20) CHECK_MSG(isnan(r.h[e]), "run %zu: h[0][%lld][3] = %g, want NaN", x, (long long)t,
+                                               r.h[e]);
+                        continue;
+                    }
+                    const double d = fmax(hmax, ref.mag[e]);
+                    CHECK_MSG(isfinite(r.h[e]) && fabs(r.h[e] - ref.h[e]) <= tol * d,
+                              "run %zu: h[%lld][%lld][%lld] = %.9g, want %.9g", x, (long long)hd, (long long)t,
+                              (long long)b, r.h[e], ref.h[e]);
+                }
+        result_free(&r);
+        expected_free(&ref);
+        drop(&p);
+    }
+}
+
 static void test_chunkwise_errors(void) {
     const alloy_dtype F = ALLOY_FLOAT32;
     const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
@@ -595,6 +643,7 @@ int main(void) {
     RUN(test_chunkwise_half_inputs);
     RUN(test_chunkwise_tf32);
     RUN(test_chunkwise_scaled_tokens);
+    RUN(test_chunkwise_nan);
     RUN(test_chunkwise_varlen);
     RUN(test_chunkwise_windows);
     return harness_finish();
