@@ -52,6 +52,18 @@ static result run_chunkwise_at(const problem *p, int chunk, alloy_precision prec
 /* alloy_mlstm_chunkwise itself is ALLOY_PRECISION_HIGH */
 static result run_chunkwise(const problem *p, int chunk) { return run_chunkwise_at(p, chunk, ALLOY_PRECISION_HIGH); }
 
+/* float32 at precision DEFAULT runs on the float16 tiles on a GPU; on the CPU
+ * only with ALLOY_MLSTM_PATH=scaled, which these tests set where the
+ * environment names no path (the _fused twin keeps its fused kernel). */
+static int scaled_on(void) {
+    if (getenv("ALLOY_MLSTM_PATH")) return 0;
+    setenv("ALLOY_MLSTM_PATH", "scaled", 1);
+    return 1;
+}
+static void scaled_off(int set) {
+    if (set) unsetenv("ALLOY_MLSTM_PATH");
+}
+
 /* The float64 reference of p with each element's error magnitude. */
 typedef struct expected {
     double *h, *c, *n, *m, *mag;
@@ -393,7 +405,9 @@ static void test_chunkwise_empty(void) {
     for (size_t x = 0; x < sizeof runs / sizeof runs[0]; x++) {
         problem p;
         make(&p, 2, 1, 0, 4, 3, runs[x].dt, GATES_PLAIN, 1);
+        const int set = scaled_on();
         result r = run_chunkwise_at(&p, 0, runs[x].pr);
+        scaled_off(set);
         for (int64_t e = 0; e < 2 * 4 * 3; e++) CHECK(r.c[e] == p.c0[e]);
         for (int64_t e = 0; e < 2 * 4; e++) CHECK(r.n[e] == p.n0[e]);
         for (int64_t e = 0; e < 2; e++) CHECK(r.m[e] == p.m0[e]);
@@ -430,10 +444,11 @@ static void test_chunkwise_h_only(void) {
     drop(&p);
 }
 
-/* ALLOY_PRECISION_DEFAULT (float32 products as one TF32 pass on CUDA, TFLA's
- * precision): within 1e-2 of the reference where HIGH gives 2e-4, on the
- * split path (DHQK <= 256) and the fused one (300), with hostile gates; on
- * the CPU (exact products whatever is asked) the very same values as HIGH. */
+/* ALLOY_PRECISION_DEFAULT (TFLA's precision: float16 tiles with exponents on
+ * the split path, one TF32 pass on the fused one): within 1e-2 of the
+ * reference where HIGH gives 2e-4, with hostile gates, DHQK over 256 too; on
+ * the CPU without ALLOY_MLSTM_PATH (exact products whatever is asked) the
+ * very same values as HIGH. */
 static void test_chunkwise_tf32(void) {
     static const struct { int64_t NH, S, DK, DV; int gates, initial, chunk; } cases[] = {
         {2, 150, 64, 72, GATES_PLAIN, 1, 64},   {1, 333, 16, 24, GATES_PLAIN, 0, 32},
@@ -445,11 +460,20 @@ static void test_chunkwise_tf32(void) {
         make(&p, 1, cases[c].NH, cases[c].S, cases[c].DK, cases[c].DV, ALLOY_FLOAT32, cases[c].gates,
              cases[c].initial);
         expected x = expect(&p);
+        const int set = scaled_on();
         result r = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_DEFAULT);
+        scaled_off(set);
         const int64_t nh = p.NH * p.S * p.DV;
         const double e = h_err("tf32", r.h, x.h, x.mag, nh);
         CHECK_MSG(e <= 1e-2, "precision DEFAULT case %zu: h error %.3g of max(max|h|, its error magnitude)", c, e);
         CHECK_MSG(rel_err("tf32", r.c, x.c, p.NH * p.DK * p.DV) <= 1e-2, "precision DEFAULT case %zu: final C", c);
+        if (set && alloy_device_backend(ku_device()) == ALLOY_BACKEND_CPU) {
+            result d = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_DEFAULT);
+            result hi = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_HIGH);
+            CHECK_MSG(memcmp(hi.h, d.h, sizeof(double) * (size_t)nh) == 0,
+                      "precision DEFAULT case %zu: the CPU's h differs from HIGH's", c);
+            result_free(&d), result_free(&hi);
+        }
         if (getenv("ALLOY_TEST_VERBOSE")) printf("  tf32 case %zu: h error %.3g\n", c, e);
         result_free(&r);
         expected_free(&x);
@@ -484,7 +508,9 @@ static void test_chunkwise_scaled_tokens(void) {
             for (int64_t d = 0; d < p.DV; d++) p.v[t * p.DV + d] = t % 11 == 5 ? 0.0 : ldexp(p.v[t * p.DV + d], av);
         }
         expected x = expect(&p);
+        const int set = scaled_on();
         result r = run_chunkwise_at(&p, cases[c].chunk, ALLOY_PRECISION_DEFAULT);
+        scaled_off(set);
         double worst = 0;
         int64_t at = 0;
         for (int64_t t = 0; t < rows; t++) {
@@ -529,7 +555,9 @@ static void test_chunkwise_nan(void) {
         p.v[at] = 0.0;
         expected ref = expect(&p);
         p.v[at] = NAN;
+        const int set = scaled_on();
         result r = run_chunkwise_at(&p, 16, runs[x].pr);
+        scaled_off(set);
         const double tol = tolerance(p.dt);
         double hmax = 0;
         for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref.h[e]));

@@ -87,18 +87,19 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
 
 /* alloy_mlstm_chunkwise with a choice of how float32 inputs' products are
  * rounded (alloy_mlstm_chunkwise is this with ALLOY_PRECISION_HIGH). On a
- * GPU's tensor cores, HIGH runs each product as three TF32 products (float32
+ * GPU, HIGH runs each product as three TF32 tensor-core products (float32
  * accuracy: about 1e-6 of max|h| at the 7B-model heads). DEFAULT rounds the
  * factors to 11 significant bits — TF32's, the precision of mlstm_kernels'
  * (TFLA's) float32 kernels — as float16 tiles with a power-of-two exponent
  * per row of q, k and v and per tile of the chunk states, so float32's range
  * stays: an error of about 5e-4 of max|h| at the 7B-model heads
- * (docs/mlstm.md gives the measurements), for speed; on every backend (the
- * CPU's results then differ from HIGH's by those roundings). HIGHEST (exact
- * float32 products) has no kernel here: ALLOY_ERROR_UNSUPPORTED naming
- * `precision`. 16-bit inputs take any of the three (their products are exact
- * in float32). The backward (alloy_mlstm_chunkwise_backward) always runs at
- * HIGH, and so does the forward that keeps its record for it (_keep). */
+ * (docs/mlstm.md gives the measurements), for speed. The CPU backend
+ * computes exact float32 products whatever is asked (it has no faster
+ * ones). HIGHEST (exact float32 products) has no kernel here:
+ * ALLOY_ERROR_UNSUPPORTED naming `precision`. 16-bit inputs take any of the
+ * three (their products are exact in float32). The backward
+ * (alloy_mlstm_chunkwise_backward) always runs at HIGH; a forward that keeps
+ * its record for it (_keep) keeps float32 states, and its h is DEFAULT's. */
 alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                                   alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                                   alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,

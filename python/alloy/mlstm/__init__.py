@@ -98,13 +98,13 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     scratch, at most 2 GiB at a time — except float32 inputs with DHQK over
     256, which run chunk_size and need none (docs/mlstm.md).
 
-    precision: how float32 inputs' products are rounded — ``"high"`` (on a
-    GPU three TF32 tensor-core products each: float32 accuracy, about 1e-6 of
+    precision: how float32 inputs' products are rounded on a GPU — ``"high"``
+    (three TF32 tensor-core products each: float32 accuracy, about 1e-6 of
     max|h| at the 7B-model heads) or ``"default"`` (the factors rounded to 11
     significant bits as mlstm_kernels' float32 kernels do, on float16 tiles
     with power-of-two exponents — an error of about 5e-4 of max|h| — and
-    faster, on every device); ``"highest"`` (exact products) has no kernel
-    here and is an error. 16-bit inputs give the same results for each
+    faster); ``"highest"`` (exact products) has no kernel here and is an
+    error. 16-bit inputs and the CPU give the same results for each
     (docs/mlstm.md, "Precision").
 
     keep=True (training): returns ``(h, (c, n, m), record)``, record a

@@ -395,10 +395,15 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
      * kept: the record the backward reads holds float32 states, so a run of
      * its own (states only, one TF32 product) keeps it, and h comes from the
      * float16 tiles as without kept — the same h whether or not a gradient
-     * will be taken */
+     * will be taken. The CPU has no faster product than float32's own, so
+     * float32 there computes exact products at any precision (the float16
+     * tiles would be twice as slow); ALLOY_MLSTM_PATH=scaled runs them there
+     * too (the tests). */
     const char *path = getenv("ALLOY_MLSTM_PATH");
+    const int on_cpu = alloy_device_backend(dev) == ALLOY_BACKEND_CPU;
     const int sc = dt == ALLOY_FLOAT16 ||
-                   (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !(path && !strcmp(path, "fused")));
+                   (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !(path && !strcmp(path, "fused")) &&
+                    (!on_cpu || (path && !strcmp(path, "scaled"))));
     split_spec sp = {0}, spk = {0};
     const int split = split_choose(sc ? 2 : tsize, sc, L, DHQK, DHHV, &sp);
     int ksplit = 0; /* kept: the record's run (its own with sc) */
