@@ -86,6 +86,12 @@ static int bwd_pd(alloy_dtype dt, int rms, int64_t nc) {
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, ahead);
 }
 
+/* ONEPASS: LayerNorm's statistics in one reduction round (norm_rows_backward:
+ * the lanes' counts, means, squared deviations and g sums combined pairwise)
+ * instead of the mean's round and then the pass's; off until timed
+ * (ALLOY_NN_NORM_BWD_ONEPASS=1). */
+static int bwd_onepass(int rms) { return !rms && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_ONEPASS", 0, 1, 0); }
+
 static int bwd_vsum(alloy_dtype dt, int rms) {
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, !rms && alloy_dtype_size(dt) == 2);
 }
@@ -217,6 +223,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "VSUM", bwd_vsum(dt, rms));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "ONEPASS", bwd_onepass(rms));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", d->pf);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;

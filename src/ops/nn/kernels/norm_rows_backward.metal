@@ -10,7 +10,12 @@
 // pass over the row gives the deviations' squares and the sums of g and
 // g (x - mu) (RMSNorm: mu = 0, one pass for all). Their simd_sums run one
 // after another (simd_sum branches on the active lanes), or with VSUM as one
-// simd_sum of a vector, whose shuffles interleave.
+// simd_sum of a vector, whose shuffles interleave. With ONEPASS (LayerNorm
+// only) there is no mean round: each lane takes its elements' count, mean m_l,
+// squared deviations from m_l and the sums of g and g (x - m_l), and the
+// lanes (then the WG SIMD groups, in order) combine them pairwise — the mean
+// and the deviations' squares by Chan's update, the sum of g (x - m) moved to
+// the combined mean by + G (m_l - m) — in one reduction round instead of two.
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
 // + RW * PT * k (RW = 8 / WG). Each SIMD group issues the loads of x and dy
 // PD rows ahead of the row it works on (PD from norm.c: 0, 1 or 2), so they
@@ -33,8 +38,8 @@
 // FULL (VEC and NC * 32 * WG * V == DH: every element of every chunk lies in
 // the group, so no element is checked), PD (rows loaded ahead), REGS (column
 // sums in registers), SPLIT (a round of its own for the deviations' squares:
-// a timing variant), VSUM (the pass's sums reduced as one vector), MINB
-// (launch bound).
+// a timing variant), VSUM (the pass's sums reduced as one vector), ONEPASS
+// (LayerNorm's statistics in one round), MINB (launch bound).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -51,12 +56,29 @@
 //! template: REGS=0
 //! template: SPLIT=0
 //! template: VSUM=0
+//! template: ONEPASS=0
 //! template: MINB=2
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/chunk.h"
+// ONEPASS: the statistics of two disjoint sets of a row's elements, a (the
+// lower lane or SIMD group) and b, as one: count, mean, squared deviations
+// from the mean, sum of g and sum of g (x - mean). Both lanes of a pair
+// compute the same operations in the same order, so they agree bit for bit.
+template <class A>
+METAL_FUNC void nn_stats_combine(thread A &n, thread A &m, thread A &m2, thread A &g, thread A &gx, A nb, A mb,
+                                 A m2b, A gb, A gxb) {
+    const A na = n, nt = na + nb;
+    if (nt == A(0)) return;
+    const A d = mb - m, mt = m + d * (nb / nt);
+    m2 = m2 + m2b + d * d * (na * nb / nt);
+    gx = gx + g * (m - mt) + (gxb + gb * (mb - mt));
+    g = g + gb;
+    m = mt;
+    n = nt;
+}
 //! body:
 constexpr int V = 16 / int(sizeof(T));
 constexpr int NE = NC * V;
@@ -72,7 +94,7 @@ const int tid = int(thread_index_in_threadgroup);
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long D = long(G) * long(DH), hw = long(h) * long(DH);
-threadgroup A tred[2][4][8];
+threadgroup A tred[2][ONEPASS != 0 ? 5 : 4][8];
 // this SIMD group's sums: word (k * NE + i * V + e) * 32 + lane, k = 0 (dy x^) or 1 (dy)
 threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
 const int a0 = sg * (NS * NE * 32) + lane;
@@ -126,73 +148,124 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     // g (x - mu); RMSNorm (mu = 0): that pass alone.
     // Elements past the group read as 0 (x, dy and w alike) and their deviations are taken as 0.
     A mu = A(0);
-    if (RMS == 0) {
-        A s = A(0);
-        for (int i = 0; i < NC; i++)
-            for (int e = 0; e < V; e++) s += nn_chunk_elem<T, A>(ux[i], e);
-        A tot = simd_sum(s);
-        if (WG > 1) {
-            if (lane == 0) tred[par][0][sg] = tot;
-            threadgroup_barrier(mem_flags::mem_threadgroup);
-            NORM_GROUP_SUM(tot, 0)
-        }
-        mu = tot / A(DH);
-    }
     A s2 = A(0), sg1 = A(0), sgx = A(0);
-    if constexpr (SPLIT != 0) {
-        // the deviations' squares in a round of their own, before the sums of g (timing variant)
+    if constexpr (ONEPASS != 0 && RMS == 0 && SPLIT == 0) {
+        // this lane's count, mean, squared deviations and g sums, then the pairwise combination (see top)
+        A n = A(0), sx = A(0);
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
+            for (int e = 0; e < V; e++)
+                if (FULL != 0 || col + e < DH) {
+                    sx += nn_chunk_elem<T, A>(ux[i], e);
+                    n += A(1);
+                }
+        }
+        A m = n > A(0) ? sx / n : A(0);
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            uint4 wu = uint4(0u, 0u, 0u, 0u);
+            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
             for (int e = 0; e < V; e++) {
-                const A dv = FULL != 0 || col + e < DH ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+                const bool in = FULL != 0 || col + e < DH;
+                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - m : A(0);
+                const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
                 s2 += dv * dv;
+                sg1 += gk;
+                sgx += gk * dv;
             }
         }
-        s2 = simd_sum(s2);
+        for (uint o = 1; o < 32; o *= 2) {
+            const A nb = simd_shuffle_xor(n, o), mb = simd_shuffle_xor(m, o), m2b = simd_shuffle_xor(s2, o);
+            const A gb = simd_shuffle_xor(sg1, o), gxb = simd_shuffle_xor(sgx, o);
+            const bool up = (uint(lane) & o) != 0u;   // the pair's lower lane's values first, in both
+            A na = up ? nb : n, ma = up ? mb : m, m2a = up ? m2b : s2, ga = up ? gb : sg1, gxa = up ? gxb : sgx;
+            nn_stats_combine<A>(na, ma, m2a, ga, gxa, up ? n : nb, up ? m : mb, up ? s2 : m2b, up ? sg1 : gb,
+                                up ? sgx : gxb);
+            n = na, m = ma, s2 = m2a, sg1 = ga, sgx = gxa;
+        }
         if (WG > 1) {
-            if (lane == 0) tred[par][1][sg] = s2;
+            if (lane == 0) {
+                tred[par][0][sg] = n, tred[par][1][sg] = m, tred[par][2][sg] = s2;
+                tred[par][3][sg] = sg1, tred[par][4][sg] = sgx;
+            }
             threadgroup_barrier(mem_flags::mem_threadgroup);
-            NORM_GROUP_SUM(s2, 1)
+            n = tred[par][0][sr * WG], m = tred[par][1][sr * WG], s2 = tred[par][2][sr * WG];
+            sg1 = tred[par][3][sr * WG], sgx = tred[par][4][sr * WG];
+            for (int kk = 1; kk < WG; kk++) {
+                const int at = sr * WG + kk;
+                nn_stats_combine<A>(n, m, s2, sg1, sgx, tred[par][0][at], tred[par][1][at], tred[par][2][at],
+                                    tred[par][3][at], tred[par][4][at]);
+            }
         }
-    }
-    for (int i = 0; i < NC; i++) {
-        const int col = (i * 32 * WG + q) * V;
-        uint4 wu = uint4(0u, 0u, 0u, 0u);
-        if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
-        for (int e = 0; e < V; e++) {
-            const bool in = FULL != 0 || col + e < DH;
-            const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
-            const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
-            if (SPLIT == 0) s2 += dv * dv;
-            sg1 += gk;
-            sgx += gk * dv;
-        }
-    }
-    if constexpr (VSUM != 0 && SPLIT == 0 && RMS == 0) {
-        // the three sums as one vector: its shuffles interleave instead of three chains in a row
-        const vec<A, 3> t = simd_sum(vec<A, 3>(s2, sgx, sg1));
-        s2 = t.x;
-        sgx = t.y;
-        sg1 = t.z;
-    } else if constexpr (VSUM != 0 && SPLIT == 0) {
-        const vec<A, 2> t = simd_sum(vec<A, 2>(s2, sgx));
-        s2 = t.x;
-        sgx = t.y;
+        mu = m;
     } else {
-        if (SPLIT == 0) s2 = simd_sum(s2);
-        sgx = simd_sum(sgx);
-        if (RMS == 0) sg1 = simd_sum(sg1);
-    }
-    if (WG > 1) {
-        if (lane == 0) {
-            if (SPLIT == 0) tred[par][1][sg] = s2;
-            tred[par][2][sg] = sgx;
-            tred[par][3][sg] = sg1;
+        if (RMS == 0) {
+            A s = A(0);
+            for (int i = 0; i < NC; i++)
+                for (int e = 0; e < V; e++) s += nn_chunk_elem<T, A>(ux[i], e);
+            A tot = simd_sum(s);
+            if (WG > 1) {
+                if (lane == 0) tred[par][0][sg] = tot;
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                NORM_GROUP_SUM(tot, 0)
+            }
+            mu = tot / A(DH);
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        if (SPLIT == 0) NORM_GROUP_SUM(s2, 1)
-        NORM_GROUP_SUM(sgx, 2)
-        NORM_GROUP_SUM(sg1, 3)
+        if constexpr (SPLIT != 0) {
+            // the deviations' squares in a round of their own, before the sums of g (timing variant)
+            for (int i = 0; i < NC; i++) {
+                const int col = (i * 32 * WG + q) * V;
+                for (int e = 0; e < V; e++) {
+                    const A dv = FULL != 0 || col + e < DH ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+                    s2 += dv * dv;
+                }
+            }
+            s2 = simd_sum(s2);
+            if (WG > 1) {
+                if (lane == 0) tred[par][1][sg] = s2;
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                NORM_GROUP_SUM(s2, 1)
+            }
+        }
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            uint4 wu = uint4(0u, 0u, 0u, 0u);
+            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
+            for (int e = 0; e < V; e++) {
+                const bool in = FULL != 0 || col + e < DH;
+                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+                const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+                if (SPLIT == 0) s2 += dv * dv;
+                sg1 += gk;
+                sgx += gk * dv;
+            }
+        }
+        if constexpr (VSUM != 0 && SPLIT == 0 && RMS == 0) {
+            // the three sums as one vector: its shuffles interleave instead of three chains in a row
+            const vec<A, 3> t = simd_sum(vec<A, 3>(s2, sgx, sg1));
+            s2 = t.x;
+            sgx = t.y;
+            sg1 = t.z;
+        } else if constexpr (VSUM != 0 && SPLIT == 0) {
+            const vec<A, 2> t = simd_sum(vec<A, 2>(s2, sgx));
+            s2 = t.x;
+            sgx = t.y;
+        } else {
+            if (SPLIT == 0) s2 = simd_sum(s2);
+            sgx = simd_sum(sgx);
+            if (RMS == 0) sg1 = simd_sum(sg1);
+        }
+        if (WG > 1) {
+            if (lane == 0) {
+                if (SPLIT == 0) tred[par][1][sg] = s2;
+                tred[par][2][sg] = sgx;
+                tred[par][3][sg] = sg1;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            if (SPLIT == 0) NORM_GROUP_SUM(s2, 1)
+            NORM_GROUP_SUM(sgx, 2)
+            NORM_GROUP_SUM(sg1, 3)
+        }
     }
     par ^= 1;
     const A rstd = A(1) / sqrt(s2 / A(DH) + eps);
