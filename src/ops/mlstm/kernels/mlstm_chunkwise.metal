@@ -156,7 +156,7 @@ if constexpr (PHASE == 1) {
     // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[2] (L x LDC)),
     // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64),
     // NS (DKP: the chunk's starting n); SCALED: int EQ, EK, EV (64 each: the rows' exponents), float
-    // CEB[3] (TV: the factors 2^ec of CB's columns)
+    // CEB[3] (TV: ce_chunk's row for CB's tile, its factor 2^ec in every column)
     constexpr int T_BYTES = ((L * LDK + KV_ELEMS + L * LDP + 3 * DS * LDC) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
@@ -357,7 +357,7 @@ if constexpr (PHASE == 1) {
                 #pragma unroll
                 for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
         const int hlive = rows_live ? XT : 0;
-        if constexpr (SCALED) {   // this slice's product on its own, then into H by its columns' exponents
+        if constexpr (SCALED) {   // this slice's product on its own, then into H times its tile's factor
             float tacc[XT][4];
             #pragma unroll
             for (int u = 0; u < XT; u++)
@@ -365,15 +365,11 @@ if constexpr (PHASE == 1) {
                 for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
             mc_row_tiles<T, XT>(tacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
                                 lane);
-            const threadgroup float *ce = CEB + (st % 3) * TV;
+            const float x = CEB[(st % 3) * TV];   // (every column of the tile holds it)
             #pragma unroll
             for (int u = 0; u < XT; u++)
                 #pragma unroll
-                for (int b = 0; b < 2; b++) {
-                    const float x = ce[u * 8 + 2 * qd + b];
-                    hacc[u][b] = fma(tacc[u][b], x, hacc[u][b]);
-                    hacc[u][2 + b] = fma(tacc[u][2 + b], x, hacc[u][2 + b]);
-                }
+                for (int e = 0; e < 4; e++) hacc[u][e] = fma(tacc[u][e], x, hacc[u][e]);
         } else {
             mc_row_tiles<T, XT>(hacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
                                 lane);
