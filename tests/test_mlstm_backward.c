@@ -718,6 +718,8 @@ static void test_backward_half_inputs(void) {
     const int split = split_path(ALLOY_BFLOAT16);
     if (split) g_floor = 1e-1;
     check_dt(1, 2, 50, 16, 24, 1, 1, 0, ALLOY_BFLOAT16, CHUNKS, 3, split ? 5e-2 : 2e-2);
+    /* one DHQK slice and three or more 64-column tiles of v */
+    check_dt(1, 1, 40, 16, 200, 1, 1, 0, ALLOY_BFLOAT16, CHUNKS, 3, split ? 5e-2 : 2e-2);
     g_floor = 1e-2;
     if (split) printf("  bfloat16 with hostile gates: not on the chunk-parallel path (the exact kernel's case)\n");
     else check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);

@@ -163,6 +163,12 @@ static void test_chunkwise_half_inputs(void) {
     /* the largest head: q and k resident in phase 2 take 133 KB of threadgroup memory */
     check(1, 1, 20, 512, 40, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=512/40");
     check(1, 1, 20, 512, 40, ALLOY_FLOAT16, GATES_HOSTILE_MIX, 1, CHUNK_DEFAULT, "f16 D=512/40");
+    /* one DHQK slice (DHQK <= 64) and three or more column tiles of h: phase 2's v buffers (its copies
+     * two stages ahead once went over the tile being multiplied: h errors of 0.3-0.6); v rows past the
+     * float16 pre-pass's 512 elements held in registers */
+    check(1, 1, 20, 64, 512, ALLOY_FLOAT32, GATES_PLAIN, 1, CHUNK_DEFAULT, "f32 D=64/512");
+    check(1, 1, 20, 16, 600, ALLOY_BFLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "bf16 D=16/600");
+    check(1, 1, 20, 16, 600, ALLOY_FLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "f16 D=16/600");
 }
 
 /* float16 inputs whose chunk states pass float16's range: k and v up to 300,

@@ -90,7 +90,8 @@ static size_t split_states_smem(size_t tsize, int64_t L, int64_t DS, int64_t TV,
 static const size_t SPLIT_GATES_SMEM = 4 * (32 * (6 * 64 + 4) + 256 * 6 + 257);
 static size_t split_outputs_smem(size_t tsize, int64_t L, int64_t DKP, int64_t DS, int64_t TV, int sc) {
     const int64_t LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;
-    const int64_t kv = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
+    const int64_t vbn = DKP / DS == 1 ? 3 : 2; /* v's buffers (three with one DHQK slice) */
+    const int64_t kv = L * LDK > vbn * L * LDC ? L * LDK : vbn * L * LDC;
     const size_t t_bytes = ((size_t)(L * LDK + kv + L * LDP + 3 * DS * LDC) * tsize + 15) / 16 * 16;
     return t_bytes + 4 * (8 * 64 + DKP) + (sc ? 4 * (3 * 64 + 3 * (size_t)TV) : 0); /* sc: the exponents */
 }

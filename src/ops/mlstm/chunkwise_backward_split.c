@@ -72,10 +72,12 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     r.DS = up(r.DHQK, 16) < 64 ? up(r.DHQK, 16) : 64;
     r.TV = up(r.DHHV, 8) < 64 ? up(r.DHHV, 8) : 64;
     /* 16-bit: a ring of three DS x 72 tiles of C in k's room once S is done and
-     * two (dh, v) slice pairs; float32: dh, v and h slices */
+     * two (dh, v) slice pairs (three with one DHQK slice); float32: dh, v and h slices */
     const int64_t k_elems = ts == 2 && 3 * r.DS * 72 > Ls * (r.DKP + 8) ? 3 * r.DS * 72 : Ls * (r.DKP + 8);
-    const size_t smem1 = (size_t)up((Ls * (r.DKP + 8) + k_elems + (ts == 2 ? 4 : 3) * Ls * 72) * (int64_t)ts, 16) +
-                         4 * (12 * 64 + r.DKP);
+    const int64_t pairs = r.DKP / r.DS == 1 ? 3 : 2;
+    const size_t smem1 =
+        (size_t)up((Ls * (r.DKP + 8) + k_elems + (ts == 2 ? 2 * pairs : 3) * Ls * 72) * (int64_t)ts, 16) +
+        4 * (12 * 64 + r.DKP);
     const int64_t wrn = 2 * Ls + 4;
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
                                         (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;

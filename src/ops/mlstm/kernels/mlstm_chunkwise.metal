@@ -152,8 +152,11 @@ if constexpr (PHASE == 1) {
     constexpr int XT = TV / 8;                    // h tiles of a SIMD group per column tile
     constexpr int KTL = L / 8;                    // key tiles
     constexpr int LDK = DKP + 8, LDP = L + 8, LDC = TV + 8;   // odd multiples of 8
-    constexpr int KV_ELEMS = L * LDK > 2 * L * LDC ? L * LDK : 2 * L * LDC;
-    // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[2] (L x LDC)),
+    // v's buffers: two, or three with one DHQK slice (NSL 1), where the copies two stages ahead are the
+    // next-but-one column tile's v, which two buffers would put over the tile being multiplied
+    constexpr int VBN = NSL == 1 ? 3 : 2;
+    constexpr int KV_ELEMS = L * LDK > VBN * L * LDC ? L * LDK : VBN * L * LDC;
+    // threadgroup memory: T: QS (L x LDK), KS (KV_ELEMS: k, later VB[VBN] (L x LDC)),
     // PS (L x LDP), CB[3] (DS x LDC); float: U, IA, MR, PRE, SUF, BPRE, BSUF (64 each), BB (64),
     // NS (DKP: the chunk's starting n); SCALED: int EQ, EK, EV (64 each: the rows' exponents), float
     // CEB[3] (TV: ce_chunk's row for CB's tile, its factor 2^ec in every column)
@@ -324,7 +327,7 @@ if constexpr (PHASE == 1) {
         if constexpr (SCALED) fqs[e] = mc_ldexp(fq[e], EQ[min(r, 63)]);
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);   // k is read: v comes into its place
-    // v of column tile vt goes to VB[vt % 2] with the first slice of C of its
+    // v of column tile vt goes to VB[vt % VBN] with the first slice of C of its
     // tile, or here for the tiles whose first slice came in above
     threadgroup T *VB = KS;
     for (int vn = 0; vn * NSL < 2 && vn < VT; vn++)
@@ -347,7 +350,7 @@ if constexpr (PHASE == 1) {
                 mc_load_row<TV, NT2, VEC>(CEB + ((st + 2) % 3) * TV, ce_chunk + (wsx * NSL + sn) * DHHV + vn * TV,
                                            DHHV - vn * TV, tid);
             if (sn == 0)
-                mc_load_async<T, L, TV, NT2, VEC, false>(VB + (vn & 1) * L * LDC, LDC, v + tb * DHHV + vn * TV, DHHV,
+                mc_load_async<T, L, TV, NT2, VEC, false>(VB + (vn % VBN) * L * LDC, LDC, v + tb * DHHV + vn * TV, DHHV,
                                                          Lc, DHHV - vn * TV, tid);
         }
         mc_copies_commit();
@@ -386,13 +389,13 @@ if constexpr (PHASE == 1) {
                 for (int u = 0; u < XT; u++)
                     #pragma unroll
                     for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
-                mc_row_tiles<T, XT>(tacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+                mc_row_tiles<T, XT>(tacc, PS + r0 * LDP, LDP, 1, VB + (vt % VBN) * L * LDC, LDC, 1, L, hlive, lane);
                 #pragma unroll
                 for (int u = 0; u < XT; u++)
                     #pragma unroll
                     for (int e = 0; e < 4; e++) hacc[u][e] = fma(tacc[u][e], spf[e >> 1], hacc[u][e]);
             } else {
-                mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt & 1) * L * LDC, LDC, 1, L, hlive, lane);
+                mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt % VBN) * L * LDC, LDC, 1, L, hlive, lane);
             }
             const float inv[2] = {1.0f / den[0], 1.0f / den[1]};
             #pragma unroll

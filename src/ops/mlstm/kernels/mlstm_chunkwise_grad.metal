@@ -94,13 +94,16 @@ if constexpr (PHASE == 1) {
     // cancel in every gradient, and only the same C on both sides keeps the
     // difference (h's rounding swamped it); float32 reads h.
     constexpr bool HX = sizeof(T) == 2;
+    // HX: the (dh, v) slice pairs: two, or three with one DHQK slice, where the copies two stages ahead
+    // are the next-but-one column slice's pair, which two would put over the pair in use
+    constexpr int NPR = DKP / DS == 1 ? 3 : 2;
     // threadgroup memory: T: QS (L x LDK), KS (L x LDK; HX: once S is done, a
-    // ring of three tiles of C, DS x LDS, in its place), then HX: two (dh, v)
+    // ring of three tiles of C, DS x LDS, in its place), then HX: NPR (dh, v)
     // slice pairs (L x LDS each), else DHS, VS, HS (L x LDS); float: U, IA,
     // MR, PRE, SUF, BPRE, BSUF, BB (64 each), NS (DKP), XR (4 x 64: the
     // halves' row sums). Sharing k's room keeps two threadgroups per SM.
     constexpr int K_ELEMS = HX && 3 * DS * LDS > L * LDK ? 3 * DS * LDS : L * LDK;
-    constexpr int T_BYTES = ((L * LDK + K_ELEMS + (HX ? 4 : 3) * L * LDS) * int(sizeof(T)) + 15) / 16 * 16;
+    constexpr int T_BYTES = ((L * LDK + K_ELEMS + (HX ? 2 * NPR : 3) * L * LDS) * int(sizeof(T)) + 15) / 16 * 16;
     threadgroup T *QS = (threadgroup T *)alloy_threadgroup_memory;
     threadgroup T *KS = QS + L * LDK;
     threadgroup T *DHS = KS + K_ELEMS;   // HX: pair p at DHS + 2 p L LDS (dh, then v)
@@ -234,7 +237,7 @@ if constexpr (PHASE == 1) {
             if (st < nst) {
                 const int vt = st / NSL, sl = st % NSL, v0 = vt * 64;
                 if (sl == 0) {
-                    threadgroup T *pr = DHS + (vt & 1) * 2 * L * LDS;
+                    threadgroup T *pr = DHS + (vt % NPR) * 2 * L * LDS;
                     mc_load_async<T, L, 64, NT1, VEC, false>(pr, LDS, dh + tb * DHHV + v0, DHHV, Lc, DHHV - v0, tid);
                     mc_load_async<T, L, 64, NT1, VEC, false>(pr + L * LDS, LDS, v + tb * DHHV + v0, DHHV, Lc,
                                                              DHHV - v0, tid);
@@ -255,7 +258,7 @@ if constexpr (PHASE == 1) {
             mc_wait_copies_but<1>();   // this stage's copies have landed, the next may fly
             threadgroup_barrier(mem_flags::mem_threadgroup);
             issue(st + 2);   // into the ring slot stage st - 1 read
-            const threadgroup T *pdh = DHS + (vt & 1) * 2 * L * LDS;
+            const threadgroup T *pdh = DHS + (vt % NPR) * 2 * L * LDS;
             if (sl == 0) {
                 if (slive > 0)
                     mc_row_tiles<T, KH>(aacc, pdh + r0 * LDS, LDS, 1, pdh + (L + kt0 * 8) * LDS, 1, LDS, 64, slive,
