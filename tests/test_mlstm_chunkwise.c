@@ -171,6 +171,23 @@ static void test_chunkwise_half_inputs(void) {
     check(1, 1, 20, 16, 600, ALLOY_FLOAT16, GATES_PLAIN, 1, CHUNK_DEFAULT, "f16 D=16/600");
 }
 
+/* A grid of head sizes (one to five DHQK slices, one to nine column tiles, partial tiles everywhere)
+ * with the dtypes, chunk sizes, gates and initial states in turn: the combinations no other test
+ * picks (one DHQK slice with three or more column tiles once went wrong). */
+static void test_chunkwise_shapes(void) {
+    static const int64_t DKs[] = {1, 17, 64, 65, 136, 300}, DVs[] = {7, 65, 200, 520};
+    static const alloy_dtype dts[] = {ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT16};
+    static const int chunks[3][2] = {{16, 0}, {64, 0}, {128, 0}};
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 4; b++) {
+            const int x = a * 4 + b;
+            char label[64];
+            snprintf(label, sizeof label, "shape %lld/%lld", (long long)DKs[a], (long long)DVs[b]);
+            check(1, 1 + x % 2, 1 + (a * 37 + b * 11) % 140, DKs[a], DVs[b], dts[x % 3],
+                  x % 4 == 0 ? GATES_HOSTILE_MIX : GATES_PLAIN, x % 2, chunks[(a + b) % 3], label);
+        }
+}
+
 /* float16 inputs whose chunk states pass float16's range: k and v up to 300,
  * forget gates near 1, so a state (the sum of k v over the tokens it
  * remembers) passes 65 504 within a few tokens though h, a weighted mean of
@@ -671,6 +688,7 @@ int main(void) {
     RUN(test_chunkwise_chunk_sizes);
     RUN(test_chunkwise_long_gate_walk);
     RUN(test_chunkwise_head_sizes);
+    RUN(test_chunkwise_shapes);
     RUN(test_chunkwise_equals_steps);
     RUN(test_chunkwise_hostile_gates);
     RUN(test_chunkwise_half_range);
