@@ -725,6 +725,24 @@ static void test_backward_half_inputs(void) {
     else check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
 }
 
+/* A grid of head sizes (one to three DHQK slices, one to four 64-column tiles of v, partial tiles):
+ * bfloat16 on the chunk-parallel path (one DHQK slice with three or more column tiles once went wrong
+ * there) and float32 on its default path, at one chunk size each. */
+static void test_backward_shapes(void) {
+    static const int64_t DKs[] = {1, 17, 64, 65, 136}, DVs[] = {7, 65, 200};
+    const int split = split_path(ALLOY_BFLOAT16);
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 3; b++) {
+            const int x = a * 3 + b;
+            const alloy_dtype dt = x % 2 ? ALLOY_BFLOAT16 : ALLOY_FLOAT32;
+            const double bound = dt == ALLOY_FLOAT32 ? 5e-4 : split ? 5e-2 : 2e-2;
+            if (dt == ALLOY_BFLOAT16 && split) g_floor = 1e-1;
+            check_dt(1, 1, 1 + (a * 29 + b * 13) % 90, DKs[a], DVs[b], x % 3 != 0, x % 2 == 0, 0, dt,
+                     CHUNKS + x % 3, 1, bound);
+            g_floor = 1e-2;
+        }
+}
+
 /* ---- packed batches (cu_seqlens) ---- */
 
 static problem make_varlen(int nseq, const int64_t *lens, int64_t NH, int64_t DK, int64_t DV, int init, int dfinal,
@@ -1001,6 +1019,7 @@ int main(void) {
     RUN(test_backward_decomposed);
     RUN(test_backward_float32);
     RUN(test_backward_half_inputs);
+    RUN(test_backward_shapes);
     RUN(test_backward_varlen);
     RUN(test_backward_methods);
     RUN(test_backward_kept);
