@@ -330,6 +330,24 @@ static void test_norms(void) {
             }
 }
 
+/* A grid of row lengths and head sizes around the kernels' boundaries (one lane's chunk, a SIMD
+ * group's 32 lanes, 1 KB groups that take the forward's looped grid, several SIMD groups a group,
+ * the threadgroup-per-group kernels), rows from 1 to a few hundred, the dtypes and both norms in
+ * turn. */
+static void test_norms_grid(void) {
+    static const int64_t Ds[] = {2, 31, 255, 256, 257, 513, 1022, 2304, 5000};
+    static const int64_t heads[] = {0, 1, 8, 64, 128, 256};
+    int x = 0;
+    for (int a = 0; a < 9; a++)
+        for (int b = 0; b < 6; b++) {
+            const int64_t D = Ds[a], DH = heads[b];
+            if (DH && (DH > D || D % DH)) continue;
+            const norm_case c = {1 + (a * 53 + b * 17) % 300, D, DH};
+            run_norm(x % 2, x % 3 == 0, c, DTYPES[x % 4], 0);
+            x++;
+        }
+}
+
 /* LayerNorm's backward with its statistics in one reduction round (ALLOY_NN_NORM_BWD_ONEPASS=1, a
  * timing variant): the lanes' and SIMD groups' partial counts, means, squared deviations and g sums
  * combined pairwise give what the two rounds give, for scalar and 16-byte accesses, partial chunks,
@@ -532,6 +550,19 @@ static void test_conv(void) {
 }
 
 /* Decoding token by token with the state updated in place equals the whole sequence. */
+/* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup
+ * columns), kernel sizes 1 to 8 and sequence lengths around the 32-timestep blocks, with the dtypes,
+ * bias and decoding state in turn. */
+static void test_conv_grid(void) {
+    static const int64_t Cs[] = {1, 3, 8, 17, 64, 133, 1000}, Ks[] = {1, 2, 3, 5, 8}, Ss[] = {1, 5, 32, 33, 100};
+    int x = 0;
+    for (int a = 0; a < 7; a++)
+        for (int b = 0; b < 5; b++, x++) {
+            const conv_case c = {1 + x % 3, Ss[(a + 2 * b) % 5], Cs[a], Ks[b]};
+            run_conv(c, DTYPES[x % 4], x % 2 == 0, x % 3 == 1);
+        }
+}
+
 static void test_conv_decoding(void) {
     const int64_t B = 2, S = 9, C = 37, K = 4;
     double *x = random_vec(ALLOY_FLOAT32, B * S * C, -2, 2), *w = random_vec(ALLOY_FLOAT32, C * K, -1, 1);
@@ -607,9 +638,11 @@ int main(void) {
     RUN(test_softcap);
     RUN(test_softcap_16bit);
     RUN(test_norms);
+    RUN(test_norms_grid);
     RUN(test_norms_onepass);
     RUN(test_unaligned);
     RUN(test_conv);
+    RUN(test_conv_grid);
     RUN(test_conv_decoding);
     return harness_finish();
 }
