@@ -143,6 +143,21 @@ static void test_mlstm_shapes(void) {
     both(1, 1, 1, 1, 1, ALLOY_FLOAT32, GATES_PLAIN, 0, 1, "S=1 D=1 f32");
 }
 
+/* A grid of head sizes past the shapes above (DHQK and DHHV from 1 to 520, partial tiles), the
+ * parallel form and the step in turn, with the dtypes, gates and initial states. */
+static void test_mlstm_grid(void) {
+    static const int64_t DKs[] = {2, 17, 65, 136, 256}, DVs[] = {3, 40, 129, 520};
+    static const alloy_dtype dts[] = {ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT16};
+    int x = 0;
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 4; b++, x++) {
+            char label[48];
+            snprintf(label, sizeof label, "grid %lld/%lld", (long long)DKs[a], (long long)DVs[b]);
+            both(1 + x % 2, 1 + x % 3, 1 + (a * 23 + b * 7) % 45, DKs[a], DVs[b], dts[x % 3],
+                 x % 4 == 1 ? GATES_HOSTILE_MIX : GATES_PLAIN, x % 2, 1 + x % 2, label);
+        }
+}
+
 static void test_mlstm_wide_batches(void) {
     /* batches of 512+ heads: the step's 16-byte columns (DHHV % 4 == 0: a
      * whole tile, a tail tile of 4 columns), and DHHV % 4 != 0 beside them */
@@ -246,6 +261,7 @@ int main(void) {
     RUN(test_mlstm_errors);
     RUN(test_mlstm_empty);
     RUN(test_mlstm_shapes);
+    RUN(test_mlstm_grid);
     RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
