@@ -236,6 +236,26 @@ static void test_shapes(void) {
     }
 }
 
+/* A grid of M, N, K around the tiles (1, a prime, 64, 65, 130), transposes, dtypes, precisions,
+ * alpha, beta and batches in turn. */
+static void test_grid(void) {
+    static const int64_t sizes[] = {1, 2, 17, 64, 65, 130};
+    static const alloy_dtype ins[] = {ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT16};
+    static const alloy_precision precs[] = {ALLOY_PRECISION_HIGHEST, ALLOY_PRECISION_HIGH, ALLOY_PRECISION_DEFAULT};
+    int x = 0;
+    for (int a = 0; a < 6; a++)
+        for (int b = 0; b < 6; b++, x++) {
+            const int64_t M = sizes[a], N = sizes[b], K = sizes[(a + 2 * b + 1) % 6], batch = 1 + x % 3;
+            const int ta = x % 2, tb = (x / 2) % 2;
+            mm_case t = {ins[x % 3], x % 5 == 0 ? ALLOY_FLOAT32 : ins[x % 3], 3, 3, {0}, {0}, ta, tb,
+                         x % 4 == 3 ? -0.5 : 1.0, x % 7 == 2 ? 0.25 : 0.0, x % 6 == 1, precs[x % 3]};
+            const int64_t sa[3] = {batch, ta ? K : M, ta ? M : K}, sb[3] = {x % 4 == 0 ? 1 : batch, tb ? N : K, tb ? K : N};
+            memcpy(t.sa, sa, sizeof sa);
+            memcpy(t.sb, sb, sizeof sb);
+            run_case(&t);
+        }
+}
+
 static void test_transposes_alpha_beta(void) {
     mm_case t = {ALLOY_FLOAT32, ALLOY_FLOAT32, 2, 2, SHAPE(29, 33), SHAPE(41, 29), 1, 1, 1.0, 0.0, 0, ALLOY_PRECISION_HIGHEST};
     run_case(&t); /* (33 x 29) (29 x 41) from transposed storage */
@@ -798,6 +818,7 @@ static void test_wgmma_persistent(void) {
 int main(void) {
     harness_seed();
     RUN(test_shapes);
+    RUN(test_grid);
     RUN(test_transposes_alpha_beta);
     RUN(test_precisions);
     RUN(test_dtypes);
