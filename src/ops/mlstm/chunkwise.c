@@ -104,8 +104,8 @@ typedef struct chunk_run {
     int64_t L;
     int has_init, varlen, vec;
     int tf32; /* float32 products as one TF32 pass (ALLOY_PRECISION_DEFAULT, the fused path) */
-    int sc;   /* float32 on scaled float16 tiles (ALLOY_PRECISION_DEFAULT, the split path): dt is then
-               * float16, the inputs are mlstm_f16_rows' and ins[9] their exponents */
+    int sc;   /* float16 tiles with exponents (float16 inputs, float32 at ALLOY_PRECISION_DEFAULT; the
+               * split path): dt is then float16, the inputs mlstm_f16_rows' and ins[9] their exponents */
     int64_t S, NH, DHQK, DHHV, nseq;
     double eps;
 } chunk_run;
@@ -159,9 +159,16 @@ typedef struct split_spec {
     size_t smem1, smem2;
 } split_spec;
 
+/* Whether ALLOY_MLSTM_PATH names `name` (the tests' choice of path: "fused"
+ * keeps float32 on the fused kernel, "scaled" runs the float16 tiles on the
+ * CPU too). */
+static int path_is(const char *name) {
+    const char *path = getenv("ALLOY_MLSTM_PATH");
+    return path && !strcmp(path, name);
+}
+
 static int split_choose(size_t tsize, int sc, int64_t L, int64_t DHQK, int64_t DHHV, split_spec *p) {
-    const char *path = getenv("ALLOY_MLSTM_PATH"); /* float32 on the fused kernel: tests */
-    if (tsize > 2 && path && !strcmp(path, "fused")) return 0;
+    if (tsize > 2 && path_is("fused")) return 0;
     L = L < 64 ? L : 64;
     p->Ls = L;
     const int64_t dk16 = (DHQK + 15) / 16 * 16, dv8 = (DHHV + 7) / 8 * 8;
@@ -211,7 +218,8 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     const int64_t nwin = !keep && units > per ? (units + per - 1) / per : 1;
     const int64_t WN = units > 0 ? (units + nwin - 1) / nwin * unit : 1;
 
-    alloy_device *dev = alloy_array_device(ins[0]); /* oh NULL: no phase 2 (the backward's 16-bit run, a record alone) */
+    /* oh NULL: no phase 2 (the backward's 16-bit run, a record alone) */
+    alloy_device *dev = alloy_array_device(ins[0]);
     alloy_array *cw = NULL, *nw = NULL, *mw = NULL, *gw = NULL, *ew = NULL, *carry[3] = {oc, on, om},
                 *own[3] = {NULL, NULL, NULL};
     const int64_t s_cw[1] = {WN * r->NH * r->DHQK * r->DHHV}, s_nw[1] = {WN * r->NH * r->DHQK},
@@ -400,11 +408,9 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
      * float32 there computes exact products at any precision (the float16
      * tiles would be twice as slow); ALLOY_MLSTM_PATH=scaled runs them there
      * too (the tests). */
-    const char *path = getenv("ALLOY_MLSTM_PATH");
     const int on_cpu = alloy_device_backend(dev) == ALLOY_BACKEND_CPU;
-    const int sc = dt == ALLOY_FLOAT16 ||
-                   (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !(path && !strcmp(path, "fused")) &&
-                    (!on_cpu || (path && !strcmp(path, "scaled"))));
+    const int sc = dt == ALLOY_FLOAT16 || (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT &&
+                                           !path_is("fused") && (!on_cpu || path_is("scaled")));
     split_spec sp = {0}, spk = {0};
     const int split = split_choose(sc ? 2 : tsize, sc, L, DHQK, DHHV, &sp);
     int ksplit = 0; /* kept: the record's run (its own with sc) */
@@ -438,14 +444,13 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
         st = f16_rows(q, k, v, dims.qk, s_v, stream, cv);
         for (int e = 0; e < 3 && st == ALLOY_OK; e++) src[e] = cv[e];
     }
-    const alloy_dtype kdt = sc ? ALLOY_FLOAT16 : dt; /* the kernels' dtype */
-    alloy_array *kh = oh;                             /* their h: the caller's, in the input dtype */
+    const alloy_dtype kdt = sc ? ALLOY_FLOAT16 : dt; /* the kernels' dtype (h stays the input's) */
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     chunk_run run = {.kc = kc, .stream = stream, .dt = kdt, .L = L, .has_init = has_init, .varlen = cu_seqlens != NULL,
                      .vec = st == ALLOY_OK &&
-                            alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, alloy_dtype_size(kdt)) && kh &&
-                            alloy_ops_aligned16(1, &kh),
+                            alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, alloy_dtype_size(kdt)) && oh &&
+                            alloy_ops_aligned16(1, &oh),
                      .tf32 = dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT && !sc, .sc = sc,
                      .S = S, .NH = NH, .DHQK = DHQK,
                      .DHHV = DHHV, .nseq = nseq, .eps = eps};
@@ -461,14 +466,14 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
         st = run_split(&rk, &spk, kins, NULL, NULL, NULL, NULL, record);
     }
     if (st == ALLOY_OK && split && (nseq * NH > 0 || kept))
-        st = run_split(&run, &sp, ins, kh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
+        st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
                        kept && !sc ? record : NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
         /* absent state outputs and the split path's slots are bound to h (never written) */
-        alloy_array *outs[9] = {kh,     states_out ? oc : kh, states_out ? on : kh, states_out ? om : kh, kh, kh, kh,
-                                kh,     kh};
+        alloy_array *outs[9] = {oh, states_out ? oc : oh, states_out ? on : oh, states_out ? om : oh,
+                                oh, oh,                   oh,                   oh,                   oh};
         st = launch_chunkwise(&run, &fused, ins, outs);
     }
     for (int e = 0; e < 4; e++) alloy_array_free(cv[e]); /* (the runtime keeps what queued launches use) */

@@ -50,8 +50,9 @@ static int64_t bwd_minb(void) { return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB
  * each SIMD group looping over its rows, with or without loading the next
  * row ahead) — except small groups, whose rows are looped over with the next
  * one loaded ahead (pf: FWD_PF_TGS an SM); ALLOY_NN_NORM_TGS=k sizes it to k
- * an SM with the rows looped over, for timing only. The backward: as many as are resident (bwd_minb),
- * and its threadgroup memory must fit too (227 KB an SM on Hopper). */
+ * an SM with the rows looped over, for timing only. The backward: as many as
+ * are resident (bwd_minb), and its threadgroup memory must fit too (227 KB an
+ * SM on Hopper). */
 static int64_t rows_per_sm(int fwd, int pf, int64_t smem) {
     int64_t k = fwd ? alloy_ops_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, pf ? FWD_PF_TGS : ROWS_ONE_ROUND)
                     : bwd_minb();
@@ -181,9 +182,9 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
                 }
     }
     if (dy && d->nc) d->smem = 256 * ns * d->nc * V * acc_size;
-    /* threadgroups per head: as many in all as rows_per_sm sizes the grid for (the forward: one round; the
-     * backward: what the SMs hold at once), and as many rounds of 8 / wg rows each (no SIMD group idles in a
-     * last round while others work) */
+    /* threadgroups per head: as many in all as rows_per_sm sizes the grid for (the forward: one round, or
+     * FWD_PF_TGS an SM for small groups; the backward: what the SMs hold at once), and as many rounds of
+     * 8 / wg rows each (no SIMD group idles in a last round while others work) */
     d->pf = !dy && d->nc && fwd_pf(dt, d->DH, d->nc, d->wg);
     const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem);
     const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;

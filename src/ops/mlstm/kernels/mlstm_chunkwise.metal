@@ -300,23 +300,23 @@ if constexpr (PHASE == 1) {
         rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
     // SCALED: per row, 2^sp (spf: the factor P V's product is restored by;
-    // sp at least -126, so that it and 2^-sp are floats) and the factor of
-    // the inter-chunk product, fq 2^eq
-    float spf[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
+    // sp at least -126, so that it and 2^-sp, spi, are floats) and the factor
+    // of the inter-chunk product, fq 2^eq
+    float spf[2] = {1.0f, 1.0f}, spi[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
     if constexpr (SCALED) {
         for (int e = 0; e < 2; e++) {
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 1u));
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 2u));
             const int sp = pmax[e] > 0.0f && isfinite(pmax[e]) ? max(mc_expo(pmax[e]) - 14, -126) : 0;
             spf[e] = mc_pow2(sp);
-            pmax[e] = mc_pow2(-sp);
+            spi[e] = mc_pow2(-sp);
         }
         #pragma unroll
         for (int u = 0; u < KTL; u++)
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
-                if (r0 < L) PS[r * LDP + j] = T(sacc[u][e] * pmax[e >> 1]);
+                if (r0 < L) PS[r * LDP + j] = T(sacc[u][e] * spi[e >> 1]);
             }
     }
     float fq[2], den[2];

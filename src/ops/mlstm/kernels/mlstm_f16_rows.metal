@@ -28,6 +28,8 @@
 //! inputs: q k v
 //! outputs: yq yk yv xe
 //! template: TIN=float32
+//! header:
+#include "src/ops/mlstm/kernels/mlstm_tiles.h"
 //! body:
 constexpr int NR = 16;   // elements per lane held in registers: rows up to 32 NR
 const long sg = long(thread_position_in_grid.x / 32);
@@ -50,10 +52,9 @@ for (long r = sg; r < 3 * T; r += nsg) {
     mx = simd_max(mx);
     // the exponent from the bits (an exact floor(log2)); subnormal maxima
     // count as 2^-127 (their scale then puts them at [2^13, 2^14) or below)
-    const int E = int((as_type<uint>(mx) >> 23) & 0xffu) - 127;
-    const int ex = mx > 0.0f && isfinite(mx) ? E - 14 : 0;
+    const int ex = mx > 0.0f && isfinite(mx) ? mc_expo(mx) - 14 : 0;
     // 2^-ex in two factors (ex from -141 to 113: one factor would leave float's range)
-    const float s1 = as_type<float>(uint(127 - ex / 2) << 23), s2 = as_type<float>(uint(127 - (ex - ex / 2)) << 23);
+    const float s1 = mc_pow2(-(ex / 2)), s2 = mc_pow2(-(ex - ex / 2));
     #pragma unroll
     for (int e = 0; e < NR; e++) {
         const int d = e * 32 + lane;

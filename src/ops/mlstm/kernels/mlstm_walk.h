@@ -165,8 +165,8 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
             cs = mc_pow2(-ec);
             for (int col = tid; col < TV; col += NT1)
                 if (v0 + col < DHHV) ce_chunk[(wsx * KT + kt) * DHHV + v0 + col] = CE(mc_pow2(ec));
-            ec_c = tmax > 0.0f ? mc_expo(tmax) : -127;
-            ec_n = nmax > 0.0f ? mc_expo(nmax) : -127;
+            ec_c = mc_expo(tmax);   // (-127 for a zero tile)
+            ec_n = mc_expo(nmax);
         }
         bool staged = false;
         if constexpr (sizeof(T) == 2 && VEC && TV == 64) {
