@@ -348,16 +348,19 @@ static void test_norms_grid(void) {
         }
 }
 
-/* LayerNorm's backward with its statistics in one reduction round (ALLOY_NN_NORM_BWD_ONEPASS=1, a
- * timing variant): the lanes' and SIMD groups' partial counts, means, squared deviations and g sums
- * combined pairwise give what the two rounds give, for scalar and 16-byte accesses, partial chunks,
- * several SIMD groups a group and heads. */
+/* LayerNorm's backward with its statistics in one reduction round (ONEPASS: the default for float32
+ * groups of 1024 and more) and in two (the default elsewhere), each forced on every case: the lanes'
+ * and SIMD groups' partial counts, means, squared deviations and g sums combined pairwise give what
+ * the two rounds give, for scalar and 16-byte accesses, partial chunks, several SIMD groups a group
+ * and heads. */
 static void test_norms_onepass(void) {
     const norm_case cases[7] = {{3, 33, 0}, {5, 1000, 0}, {40, 40, 8}, {2, 2100, 0}, {5, 4400, 2200},
                                 {5, 2048, 0}, {11, 4096, 512}};
-    setenv("ALLOY_NN_NORM_BWD_ONEPASS", "1", 1);
-    for (int ci = 0; ci < 7; ci++)
-        for (int di = 0; di < 4; di++) run_norm(0, ci % 2 == 0, cases[ci], DTYPES[di], 0);
+    for (int on = 1; on >= 0; on--) {
+        setenv("ALLOY_NN_NORM_BWD_ONEPASS", on ? "1" : "0", 1);
+        for (int ci = 0; ci < 7; ci++)
+            for (int di = 0; di < 4; di++) run_norm(0, ci % 2 == 0, cases[ci], DTYPES[di], 0);
+    }
     unsetenv("ALLOY_NN_NORM_BWD_ONEPASS");
 }
 

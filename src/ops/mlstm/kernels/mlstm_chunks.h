@@ -136,7 +136,7 @@ METAL_FUNC void mc_gates_raw(const device TT *f, const device TT *i, long tb, in
 }
 /* The split path's gate walk (PHASE 3), one SIMD group: the state update's
  * weights of a chunk of Lc rows from mp — wj[j] = w_j (0 past Lc), sc[0] =
- * e_last, sc[1] = the chunk's last m, which it returns. */
+ * e_last, sc[1] = the chunk's last m, which it returns, sc[2] = log e_last. */
 METAL_FUNC float mc_update_weights(float fp0, float fp1, float ip0, float ip1, int Lc, float mp, uint lane,
                                    threadgroup float *U, threadgroup float *IA, threadgroup float *MR,
                                    threadgroup float *PRE, threadgroup float *SUF, threadgroup float *wj,
@@ -150,6 +150,7 @@ METAL_FUNC float mc_update_weights(float fp0, float fp1, float ip0, float ip1, i
     if (lane == 0) {
         sc[0] = exp(total);
         sc[1] = m;
+        sc[2] = total;
     }
     return m;
 }

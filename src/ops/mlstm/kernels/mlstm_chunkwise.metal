@@ -61,7 +61,7 @@
 // inputs as float16 rows with a power-of-two exponent each, mlstm_f16_rows;
 // xe holds the exponents, q's rows then k's then v's; h is float32; the gate
 // records hold the exponents folded in (2 L + 4 floats: s_j = w_j 2^(ek +
-// ev), e_last, the last m, the exponents ts and tn of max |s| and max |nc|,
+// ev), log e_last, the last m, the exponents ts and tn of max |s| and max |nc|,
 // then nc_j = w_j 2^ek), c_chunk the states as float16 tiles and ce_chunk
 // (float32, slots x NH x KT x DHHV) each tile's factor 2^ec in each of its
 // columns — mlstm_walk.h and PHASE 2 say how each is applied), RB
@@ -267,8 +267,11 @@ if constexpr (PHASE == 1) {
     // denominator of rounding error alone. SCALED: p in true units (q's and k's
     // exponents folded in), and the P that multiplies V holds p 2^ev_j
     // (v's exponent) scaled per row by 2^-sp (its largest in [2^14, 2^15):
-    // sp comes off H after the product)
-    float rs[2] = {0.0f, 0.0f}, pmax[2] = {0.0f, 0.0f};
+    // sp comes off H after the product). sacc keeps p without the token
+    // exponents and the row's largest exponent is taken in integers, so that
+    // a row of tiny scale never passes through float32 subnormals on its way
+    // to the tile (one ldexp from p0 to the stored P)
+    float rs[2] = {0.0f, 0.0f}, pmax[2] = {-1e9f, -1e9f};
     #pragma unroll
     for (int u = 0; u < KTL; u++) {
         #pragma unroll
@@ -284,15 +287,18 @@ if constexpr (PHASE == 1) {
                     lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
                 }
                 p = sacc[u][e] * scale * exp(lw);
-                if constexpr (SCALED) p = mc_ldexp(p, EQ[r] + EK[j]);
+                if constexpr (SCALED) {
+                    sacc[u][e] = p;
+                    if (p != 0.0f && isfinite(p))
+                        pmax[e >> 1] = max(pmax[e >> 1], float(mc_expo(p) + EQ[r] + EK[j] + EV[j]));
+                    p = mc_ldexp(p, EQ[r] + EK[j]);
+                }
+            } else if constexpr (SCALED) {
+                sacc[u][e] = 0.0f;
             }
             rs[e >> 1] += p;
-            if constexpr (SCALED) {
-                sacc[u][e] = mc_ldexp(p, EV[j]);
-                pmax[e >> 1] = max(pmax[e >> 1], fabs(sacc[u][e]));
-            } else if (r0 < L) {
-                PS[r * LDP + j] = T(p);
-            }
+            if constexpr (!SCALED)
+                if (r0 < L) PS[r * LDP + j] = T(p);
         }
     }
     for (int e = 0; e < 2; e++) {
@@ -300,23 +306,23 @@ if constexpr (PHASE == 1) {
         rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
     // SCALED: per row, 2^sp (spf: the factor P V's product is restored by;
-    // sp at least -126, so that it and 2^-sp, spi, are floats) and the factor
-    // of the inter-chunk product, fq 2^eq
-    float spf[2] = {1.0f, 1.0f}, spi[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
+    // sp at least -126, so that it is a float) and the factor of the
+    // inter-chunk product, fq 2^eq
+    float spf[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
+    int sp[2] = {0, 0};
     if constexpr (SCALED) {
         for (int e = 0; e < 2; e++) {
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 1u));
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 2u));
-            const int sp = pmax[e] > 0.0f && isfinite(pmax[e]) ? max(mc_expo(pmax[e]) - 14, -126) : 0;
-            spf[e] = mc_pow2(sp);
-            spi[e] = mc_pow2(-sp);
+            sp[e] = pmax[e] > -1e8f ? max(int(pmax[e]) - 14, -126) : 0;
+            spf[e] = mc_pow2(sp[e]);
         }
         #pragma unroll
         for (int u = 0; u < KTL; u++)
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
-                if (r0 < L) PS[r * LDP + j] = T(sacc[u][e] * spi[e >> 1]);
+                if (r0 < L) PS[r * LDP + j] = T(mc_ldexp(sacc[u][e], EQ[min(r, 63)] + EK[j] + EV[j] - sp[e >> 1]));
             }
     }
     float fq[2], den[2];
@@ -479,12 +485,15 @@ if constexpr (PHASE == 1) {
                 if (r < L) {
                     float w = WJ[r];
                     if constexpr (SCALED) {   // the token exponents folded in: s_j at r, nc_j at L + 4 + r
+                        // (from the log weight: w_j itself may be under float's range where
+                        // w_j 2^(ek + ev) is not)
                         float nc = 0.0f;
                         if (r < Lc) {
                             const long tk = tokbase + long(c) * L + r;
                             const int ek = int(xe[ROWS + tk]), ev = int(xe[2 * ROWS + tk]);
-                            nc = mc_ldexp(w, ek);
-                            w = mc_ldexp(w, ek + ev);
+                            const float lw = IA[r] + SUF[r];
+                            nc = mc_exp_ldexp(lw, ek);
+                            w = mc_exp_ldexp(lw, ek + ev);
                         }
                         rec[L + 4 + r] = nc;
                         smax = max(smax, fabs(w));
@@ -504,7 +513,9 @@ if constexpr (PHASE == 1) {
                 }
             }
             if (lane == 0) {
-                rec[L] = SC[0];
+                // SCALED: the decay as its log (the walk applies it with the state's
+                // scale in one factor: the decay alone may be under float's range)
+                rec[L] = SCALED ? SC[2] : SC[0];
                 rec[L + 1] = SC[1];
                 m_chunk[wsx] = MS[j];
             }

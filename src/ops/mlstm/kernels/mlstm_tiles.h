@@ -225,6 +225,9 @@ METAL_FUNC void mc_tiles(thread float (*acc)[4], const threadgroup TT *const *a,
 template <class TT, int N, int MODE = MC_ROW_TILES_MODE>
 METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, int am, int ak, const threadgroup TT *b,
                              int bk, int bn, int kk, int live, uint lane) {
+    // none live: A not read either (a SIMD group whose rows are past a short
+    // chunk would read past its rows, past the threadgroup memory at the end)
+    if (live <= 0) return;
 #if defined(ALLOY_BACKEND_CUDA)
     if constexpr (metal::is_same_v<TT, bfloat> || metal::is_same_v<TT, half>) {
         const uint sa = mc_smem(a), sb = mc_smem(b);
@@ -327,7 +330,8 @@ METAL_FUNC void mc_put2(device H *dst, float a, float b, bool two) {
  *    product of two exponents of 16-bit rows stays inside), so a result in
  *    float's range is exact whatever the intermediate;
  *  - mc_expo(x): floor(log2 |x|) of a normal nonzero x from its bits, -127 for
- *    zero and subnormals, 128 for inf and NaN. */
+ *    zero and subnormals, 128 for inf and NaN;
+ *  - mc_exp_ldexp(x, e): exp(x) 2^e (below). */
 METAL_FUNC float mc_pow2(int e) { return as_type<float>(uint(clamp(e, -126, 127) + 127) << 23); }
 METAL_FUNC float mc_ldexp(float x, int e) {
     e = clamp(e, -252, 254);
@@ -335,6 +339,13 @@ METAL_FUNC float mc_ldexp(float x, int e) {
     return x * mc_pow2(a) * mc_pow2(e - a);
 }
 METAL_FUNC int mc_expo(float x) { return int((as_type<uint>(x) >> 23) & 0xffu) - 127; }
+/* exp(x) 2^e without passing through float32's under- or overflow on the
+ * way: x's whole powers of two moved into e (no branch: x = -inf gives
+ * exp(-inf) = 0, a NaN x exp(NaN)). */
+METAL_FUNC float mc_exp_ldexp(float x, int e) {
+    const float n = floor(clamp(x, -1000.0f, 1000.0f) * 1.44269504f);
+    return mc_ldexp(exp(fma(n, -0.693147181f, x)), int(n) + e);
+}
 /* Lane shuffles of one whole SIMD group (every lane active): the raw
  * instructions on CUDA, the dialect's functions elsewhere. */
 METAL_FUNC float mc_lane_up(float x, uint d) {

@@ -24,14 +24,15 @@
 // is summed in float32 (see the REV branch).
 // SC (the float32 forward on scaled float16 tiles, T = half; chunkwise.c):
 // k and v are rows of float16 with a power-of-two exponent per token, and
-// the record holds s_j = w_j 2^(ek_j + ev_j) at 0, nc_j = w_j 2^ek_j at NOFF
-// and at DOFF + 2, DOFF + 3 the exponents ts, tn that bring max |s| and max
-// |nc| into [0.5, 1) (the gate walk computed them). Per chunk the rows of v
-// are scaled by s_j 2^-ts (a 16-bit value of at most 2^15) and the n column
-// by nc_j 2^-tn, the float32 state by 2^-ts (its n column 2^-tn) before the
-// product and back after it — exact, and the scales never push the state
-// past float's range: ts is raised to at least the state's own exponent
-// less 90 (terms that far below the state do not move it). The state goes
+// the record holds s_j = w_j 2^(ek_j + ev_j) at 0, nc_j = w_j 2^ek_j at
+// NOFF, the decay's log at DOFF and at DOFF + 2, DOFF + 3 the exponents ts,
+// tn that bring max |s| and max |nc| into [0.5, 1) (the gate walk computed
+// them). Per chunk the rows of v are scaled by s_j 2^-ts (a 16-bit value of
+// at most 2^15) and the n column by nc_j 2^-tn, the float32 state by the
+// decay times 2^-ts (its n column 2^-tn) before the product and by 2^ts
+// after it — exact, and the scales never push the state past float's range:
+// ts is raised to at least the decayed state's exponent less 90 (terms that
+// far below the state do not move it). The state goes
 // into its slot as float16 with one exponent ec for the tile (its largest
 // element in [2^14, 2^15); ec at least -126) and 2^ec, the factor that
 // restores it, in each of the tile's columns of ce_chunk[(slot * KT + row
@@ -216,9 +217,16 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // SC: the scales of this chunk's product, raised to the state's
         // exponent less 90 where the chunk's terms are that far below it
         // (and within [-126, 127], so that 2^ts and 2^-ts are floats: terms
-        // under 2^-126 are float32's subnormals whatever the path)
-        const int sts = SC ? clamp(max(int(wj[DOFF + 2]), ec_c - 90), -126, 127) : 0;
-        const int stn = SC ? clamp(max(int(wj[DOFF + 3]), ec_n - 90), -126, 127) : 0;
+        // under 2^-126 are float32's subnormals whatever the path). The
+        // state's exponent is taken after the decay (the record's log decay):
+        // a state the decay takes under float's range must not hold the
+        // scales up (hostile gates once flushed a chunk's own terms so)
+        int sts = 0, stn = 0;
+        if constexpr (SC) {
+            const int de = int(floor(max(wj[DOFF], -1e4f) * 1.44269504f));   // log2 of the decay, rounded down
+            sts = clamp(max(int(wj[DOFF + 2]), ec_c > -127 ? ec_c + de - 90 : -1000), -126, 127);
+            stn = clamp(max(int(wj[DOFF + 3]), ec_n > -127 ? ec_n + de - 90 : -1000), -126, 127);
+        }
         // [w v | w] in place, 8 columns per step (w_j as the n column, first
         // column tile only); each of the first RS * VTC threads the same 8
         // columns of every RS-th row
@@ -252,14 +260,20 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
                 if (sizeof(T) == 2) VB[jj * LDV + TV + 1] = REV ? T(0) : T(w - float(hi));
             }
         threadgroup_barrier(mem_flags::mem_threadgroup);
-        const float decay = wj[DOFF];
-        #pragma unroll
-        for (int u = 0; u < CPW; u++)
+        // SC: the decay and 2^-ts as one factor from the log decay
+        {
+            const float decay = SC ? mc_exp_ldexp(wj[DOFF], -sts) : wj[DOFF];
             #pragma unroll
-            for (int e = 0; e < 4; e++) cst[u][e] *= SC ? decay * mc_pow2(u < VTC ? -sts : -stn) : decay;
-        // (SIMD groups past the tile's rows skip it: on CUDA the product reads
-        // its A fragment whatever the count, here columns past DS — the other
-        // buffer, which the next chunk's copies are filling)
+            for (int u = 0; u < VTC; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) cst[u][e] *= decay;
+            const float decay_n = SC ? mc_exp_ldexp(wj[DOFF], -stn) : decay;
+            #pragma unroll
+            for (int e = 0; e < 4; e++) cst[VTC][e] *= decay_n;
+        }
+        // (SIMD groups past the tile's rows skip it: their A fragment would be
+        // columns past DS — the other buffer, which the next chunk's copies
+        // are filling; mc_row_tiles reads nothing with no tile live)
         if (clive > 0) mc_row_tiles<T, CPW>(cst, KB + 16 * warp, 1, LDK, VB, LDV, 1, L, clive, lane);
         if constexpr (SC)
             #pragma unroll
