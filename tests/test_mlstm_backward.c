@@ -735,7 +735,12 @@ static void test_backward_shapes(void) {
         for (int b = 0; b < 3; b++) {
             const int x = a * 3 + b;
             const alloy_dtype dt = x % 2 ? ALLOY_BFLOAT16 : ALLOY_FLOAT32;
-            const double bound = dt == ALLOY_FLOAT32 ? 5e-4 : split ? 5e-2 : 2e-2;
+            /* bfloat16 on the chunk-parallel path as test_backward_half_inputs, and 1e-1 at DHQK 1: where
+             * |q^.n| wins the floor, h = sign(q) C / |n| does not depend on |q|, so dq is two terms of
+             * about the largest gradient's size cancelling to ~0 in 8-bit roundings (7.9e-2 at
+             * ALLOY_TEST_SEED=4767246338345054525 over the whole file; 150 seeds of this test alone: under
+             * 3.2e-2 everywhere) */
+            const double bound = dt == ALLOY_FLOAT32 ? 5e-4 : split ? (DKs[a] == 1 ? 1e-1 : 5e-2) : 2e-2;
             if (dt == ALLOY_BFLOAT16 && split) g_floor = 1e-1;
             check_dt(1, 1, 1 + (a * 29 + b * 13) % 90, DKs[a], DVs[b], x % 3 != 0, x % 2 == 0, 0, dt,
                      CHUNKS + x % 3, 1, bound);
