@@ -306,7 +306,7 @@ if constexpr (PHASE == 1) {
         rs[e] += mc_lane(rs[e], lane ^ 2u);
     }
     // SCALED: per row, 2^sp (spf: the factor P V's product is restored by;
-    // sp at least -126, so that it is a float) and the factor of the
+    // sp in [-126, 127], so that it is a float) and the factor of the
     // inter-chunk product, fq 2^eq
     float spf[2] = {1.0f, 1.0f}, fqs[2] = {0.0f, 0.0f};
     int sp[2] = {0, 0};
@@ -314,7 +314,7 @@ if constexpr (PHASE == 1) {
         for (int e = 0; e < 2; e++) {
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 1u));
             pmax[e] = max(pmax[e], mc_lane(pmax[e], lane ^ 2u));
-            sp[e] = pmax[e] > -1e8f ? max(int(pmax[e]) - 14, -126) : 0;
+            sp[e] = pmax[e] > -1e8f ? clamp(int(pmax[e]) - 14, -126, 127) : 0;
             spf[e] = mc_pow2(sp[e]);
         }
         #pragma unroll

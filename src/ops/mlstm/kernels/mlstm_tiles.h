@@ -341,9 +341,10 @@ METAL_FUNC float mc_ldexp(float x, int e) {
 METAL_FUNC int mc_expo(float x) { return int((as_type<uint>(x) >> 23) & 0xffu) - 127; }
 /* exp(x) 2^e without passing through float32's under- or overflow on the
  * way: x's whole powers of two moved into e (no branch: x = -inf gives
- * exp(-inf) = 0, a NaN x exp(NaN)). */
+ * exp(-inf) = 0, a NaN x exp(NaN); the power taken from x limited to
+ * +-1000, NaN as -1000, so its conversion to int is always defined). */
 METAL_FUNC float mc_exp_ldexp(float x, int e) {
-    const float n = floor(clamp(x, -1000.0f, 1000.0f) * 1.44269504f);
+    const float n = floor((x > -1000.0f ? min(x, 1000.0f) : -1000.0f) * 1.44269504f);
     return mc_ldexp(exp(fma(n, -0.693147181f, x)), int(n) + e);
 }
 /* Lane shuffles of one whole SIMD group (every lane active): the raw
