@@ -613,6 +613,49 @@ static void test_chunkwise_nan(void) {
     }
 }
 
+/* A NaN gate (input, then forget) at token 20 of head 0: every column of h
+ * from that token on is NaN (its weight, or its decay, reaches every state
+ * element after it), and nothing before it or in the other head moves —
+ * the chunk-wide scales, maxima and records of the tiles must not carry it
+ * backwards to the chunk's earlier rows or across heads. */
+static void test_chunkwise_nan_gates(void) {
+    static const struct { alloy_dtype dt; alloy_precision pr; } runs[] = {
+        {ALLOY_FLOAT32, ALLOY_PRECISION_HIGH}, {ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT},
+        {ALLOY_FLOAT16, ALLOY_PRECISION_HIGH}, {ALLOY_BFLOAT16, ALLOY_PRECISION_HIGH}};
+    for (size_t x = 0; x < 2 * sizeof runs / sizeof runs[0]; x++) {
+        const size_t ri = x / 2;
+        const int forget = (int)(x % 2);
+        problem p;
+        make(&p, 1, 2, 50, 16, 8, runs[ri].dt, GATES_PLAIN, 1);
+        expected ref = expect(&p);
+        (forget ? p.f : p.i)[20] = NAN;
+        const int set = scaled_on();
+        result r = run_chunkwise_at(&p, 16, runs[ri].pr);
+        scaled_off(set);
+        const double tol = tolerance(p.dt);
+        double hmax = 0;
+        for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref.h[e]));
+        for (int64_t hd = 0; hd < 2; hd++)
+            for (int64_t t = 0; t < 50; t++)
+                for (int64_t b = 0; b < 8; b++) {
+                    const int64_t e = (hd * 50 + t) * 8 + b;
+                    if (hd == 0 && t >= 20) {
+                        CHECK_MSG(isnan(r.h[e]), "run %zu (%s gate): h[0][%lld][%lld] = %g, want NaN", ri,
+                                  forget ? "forget" : "input", (long long)t, (long long)b, r.h[e]);
+                        continue;
+                    }
+                    const double d = fmax(hmax, ref.mag[e]);
+                    CHECK_MSG(isfinite(r.h[e]) && fabs(r.h[e] - ref.h[e]) <= tol * d,
+                              "run %zu (%s gate): h[%lld][%lld][%lld] = %.9g, want %.9g", ri,
+                              forget ? "forget" : "input", (long long)hd, (long long)t, (long long)b, r.h[e],
+                              ref.h[e]);
+                }
+        result_free(&r);
+        expected_free(&ref);
+        drop(&p);
+    }
+}
+
 static void test_chunkwise_errors(void) {
     const alloy_dtype F = ALLOY_FLOAT32;
     const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
@@ -705,6 +748,7 @@ int main(void) {
     RUN(test_chunkwise_tf32);
     RUN(test_chunkwise_scaled_tokens);
     RUN(test_chunkwise_nan);
+    RUN(test_chunkwise_nan_gates);
     RUN(test_chunkwise_varlen);
     RUN(test_chunkwise_windows);
     return harness_finish();
