@@ -189,6 +189,58 @@ static void test_mlstm_half_inputs(void) {
     both(1, 2, 37, 16, 40, ALLOY_FLOAT16, GATES_PLAIN, 0, 1, "f16");
 }
 
+/* Forget gates that are not finite, in the parallel form (its log-forget
+ * sums once took differences inside the diagonal key tile with terms past the
+ * query): a forget pre-activation of -inf (forget everything) at token 40 of
+ * 70 matches the reference everywhere (the steps too); a NaN forget or input gate there
+ * makes every column of h NaN from token 40 on in its head, while the rows
+ * before it (32..39 share its query tile) and the other head keep the clean
+ * reference's values. */
+static void test_mlstm_nonfinite_gates(void) {
+    const int64_t S = 70, DV = 40, at = 40;
+    for (int x = 0; x < 3; x++) {
+        problem p;
+        make(&p, 1, 2, S, 16, DV, ALLOY_FLOAT32, GATES_PLAIN, 0);
+        if (x == 0) p.f[at] = -INFINITY;
+        const int64_t n = 2 * S * DV;
+        double *h = malloc(sizeof(double) * (size_t)(n + 1)), *c = malloc(sizeof(double) * 16 * (size_t)DV * 2);
+        double *nn = malloc(sizeof(double) * 32), *m = malloc(sizeof(double) * 2);
+        double *ms = malloc(sizeof(double) * (size_t)(2 * S)), *dens = malloc(sizeof(double) * (size_t)(2 * S));
+        double *mag = malloc(sizeof(double) * (size_t)(n + 1));
+        reference(&p, h, c, nn, m, ms, dens);
+        magnitudes(&p, h, ms, dens, mag);
+        if (x == 0) {
+            check_parallel(&p, h, mag, "forget -inf");
+            check_steps(&p, h, mag, c, nn, m, 1, "forget -inf");
+        } else {
+            (x == 1 ? p.f : p.i)[at] = NAN;
+            const int64_t s_qk[4] = {1, 2, S, 16}, s_v[4] = {1, 2, S, DV}, s_g[3] = {1, 2, S};
+            alloy_array *q = dev_array(p.dt, 4, s_qk, p.q), *k = dev_array(p.dt, 4, s_qk, p.k);
+            alloy_array *v = dev_array(p.dt, 4, s_v, p.v), *i = dev_array(p.dt, 3, s_g, p.i);
+            alloy_array *f = dev_array(p.dt, 3, s_g, p.f), *out = nan_array(p.dt, 4, s_v);
+            CHECK_OK(alloy_mlstm_parallel(q, k, v, i, f, EPS, NULL, &out));
+            double *got = host_of(out), hmax = 0;
+            for (int64_t e = 0; e < n; e++) hmax = fmax(hmax, fabs(h[e]));
+            for (int64_t e = 0; e < n; e++) {
+                const int64_t hd = e / (S * DV), t = (e / DV) % S;
+                if (hd == 0 && t >= at) {
+                    CHECK_MSG(isnan(got[e]), "NaN %s gate: h[0][%lld][%lld] = %g, want NaN", x == 1 ? "forget" : "input",
+                              (long long)t, (long long)(e % DV), got[e]);
+                } else {
+                    CHECK_MSG(fabs(got[e] - h[e]) <= tolerance(p.dt) * fmax(hmax, mag[e]),
+                              "NaN %s gate: h[%lld][%lld][%lld] = %.9g, want %.9g", x == 1 ? "forget" : "input",
+                              (long long)hd, (long long)t, (long long)(e % DV), got[e], h[e]);
+                }
+            }
+            free(got);
+            alloy_array_free(q), alloy_array_free(k), alloy_array_free(v), alloy_array_free(i), alloy_array_free(f);
+            alloy_array_free(out);
+        }
+        free(h), free(c), free(nn), free(m), free(ms), free(dens), free(mag);
+        drop(&p);
+    }
+}
+
 static void test_mlstm_empty(void) {
     const int64_t s4[4] = {0, 2, 5, 4}, sg[3] = {0, 2, 5};
     alloy_array *q = NULL, *i = NULL, *h = NULL;
@@ -267,5 +319,6 @@ int main(void) {
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);
     RUN(test_mlstm_half_inputs);
+    RUN(test_mlstm_nonfinite_gates);
     return harness_finish();
 }

@@ -12,9 +12,10 @@
 // q and k staged in threadgroup memory (DHQK in steps of 32), the row maxima,
 // denominators and rescaled numerators kept per row in fp32. The log-forget
 // sums are built backwards as sums of terms of one sign (a suffix sum inside
-// the key tile plus, per query row, the total of the tiles passed), never as
-// differences of long prefix sums, so they keep their relative accuracy for
-// any S. Thread (r, g) = (tid / 8, tid % 8) owns row r and columns g, g + 8,
+// the key tile plus, per query row, the total of the tiles passed; on the
+// diagonal tile the sum from key to query directly), never as differences of
+// prefix sums, so they keep their relative accuracy for any S and no term
+// after a query (a NaN or -inf forget gate) reaches it. Thread (r, g) = (tid / 8, tid % 8) owns row r and columns g, g + 8,
 // g + 16, g + 24 of the score and output tiles. Every thread reaches every
 // barrier.
 // Launch constants: int S, int DHQK, int DHHV, int qtiles, int vtiles,
@@ -72,8 +73,6 @@ for (int k0 = q0; k0 >= 0; k0 -= TB) {
         TOT = s;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    // on the diagonal tile, A[r] = -sum_{s=t+1..k1} lf_s for query t = q0 + r
-    if (k0 == q0 && tid < TB) A[tid] = -SUF[tid];
     // scores q_t . k_j for the 32 x 32 block
     float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int d0 = 0; d0 < DHQK; d0 += TB) {
@@ -90,11 +89,24 @@ for (int k0 = q0; k0 >= 0; k0 -= TB) {
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    // log weights (masked: -inf) and scaled scores
+    // log weights (masked: -inf) and scaled scores. On the diagonal tile each
+    // sum runs over s = j+1..t directly (never a difference with terms past t:
+    // a NaN or -inf forget gate after t must not reach row t); on the others
+    // A[r] (the tiles passed, through t) plus the key's suffix in its tile
     for (int u = 0; u < 4; u++) {
         const int c = g + 8 * u, t = q0 + r, j = k0 + c;
         const bool live = t < S && j <= t && j < S;
-        Ks[r][c] = live ? A[r] + SUF[c] + IG[c] : NEG_INF;   // Ks reused for log D
+        float ld = NEG_INF;
+        if (live) {
+            if (k0 == q0) {
+                float s = 0.0f;
+                for (int x = c + 1; x <= r; x++) s += LF[x];
+                ld = s + IG[c];
+            } else {
+                ld = A[r] + SUF[c] + IG[c];
+            }
+        }
+        Ks[r][c] = ld;   // Ks reused for log D
         Ps[r][c] = sc[u] * scale;
     }
     threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -112,7 +124,15 @@ for (int k0 = q0; k0 >= 0; k0 -= TB) {
         DEN[tid] = den;
         M[tid] = mt;
         SC[tid] = rescale;
-        A[tid] += TOT;   // now sum_{s=k0..t} lf_s: ready for the previous tile
+        // now A = sum_{s=k0..t} lf_s, ready for the previous tile (on the
+        // diagonal the prefix through t, summed directly)
+        if (k0 == q0) {
+            float s = 0.0f;
+            for (int x = 0; x <= tid; x++) s += LF[x];
+            A[tid] = s;
+        } else {
+            A[tid] += TOT;
+        }
     }
     // the value block of the tile
     for (int e = tid; e < TB * TB; e += 256) {
