@@ -681,6 +681,35 @@ static void test_backward_hostile_gates(void) {
     check(1, 1, 33, 3, 3, 0, 1, 1, CHUNKS, 2);
 }
 
+/* A forget pre-activation of -inf (forget everything, a valid gate): every
+ * gradient finite and equal to the gradient at -80, where sigmoid(-80) =
+ * 1.8e-35 leaves nothing of the state behind either (float64 and float32 on
+ * the exact kernel, bfloat16 on the chunk-parallel path). */
+static void test_backward_forget_neg_inf(void) {
+    static const alloy_dtype dts[3] = {ALLOY_FLOAT64, ALLOY_FLOAT32, ALLOY_BFLOAT16};
+    for (int x = 0; x < 3; x++) {
+        problem p = make(1, 2, 40, 5, 3, 1, 1, 0, dts[x]);
+        const int64_t at = p.off[XF] + 20;
+        p.x[at] = -80;
+        double *g80 = run_backward(&p, dts[x], 16);
+        p.x[at] = -INFINITY;
+        double *ginf = run_backward(&p, dts[x], 16);
+        double scale = 0, worst = 0;
+        int64_t bad = -1;
+        for (int64_t e = 0; e < p.off[XEND]; e++) scale = fmax(scale, fabs(g80[e]));
+        for (int64_t e = 0; e < p.off[XEND]; e++) {
+            if (!isfinite(ginf[e]) && bad < 0) bad = e;
+            worst = fmax(worst, fabs(ginf[e] - g80[e]) / scale);
+        }
+        CHECK_MSG(bad < 0, "%s: gradient element %lld is %g with a forget gate of -inf", alloy_dtype_name(dts[x]),
+                  (long long)bad, bad >= 0 ? ginf[bad] : 0.0);
+        CHECK_MSG(worst <= 1e-6, "%s: gradients at a forget gate of -inf and of -80 differ by %.3g of the largest",
+                  alloy_dtype_name(dts[x]), worst);
+        free(g80), free(ginf);
+        problem_free(&p);
+    }
+}
+
 /* The issue's bound for float32 inputs: 5e-4 of each gradient's max, with
  * ordinary and hostile gates, initial states or none, S = 1 and odd S — on
  * the exact kernel (float32's default). The chunk-parallel path
@@ -1021,6 +1050,7 @@ int main(void) {
     RUN(test_backward_errors);
     RUN(test_backward_float64);
     RUN(test_backward_hostile_gates);
+    RUN(test_backward_forget_neg_inf);
     RUN(test_backward_decomposed);
     RUN(test_backward_float32);
     RUN(test_backward_half_inputs);
