@@ -570,6 +570,31 @@ static void test_chunkwise_scaled_tokens(void) {
     }
 }
 
+/* h of a (1, 2, 50, ., 8) problem after a NaN in head 0 at token 20: column
+ * col (every column when col < 0) NaN from token 20 on, its rows from
+ * open_from to 19 not checked, every other element within tol of the clean
+ * reference (of its magnitude or max|h|). */
+static void check_nan_rows(const result *r, const expected *ref, int col, int64_t open_from, double tol,
+                           const char *what) {
+    double hmax = 0;
+    for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref->h[e]));
+    for (int64_t hd = 0; hd < 2; hd++)
+        for (int64_t t = 0; t < 50; t++)
+            for (int64_t b = 0; b < 8; b++) {
+                const int64_t e = (hd * 50 + t) * 8 + b;
+                if (hd == 0 && (col < 0 || b == col) && t >= open_from) {
+                    if (t >= 20)
+                        CHECK_MSG(isnan(r->h[e]), "%s: h[0][%lld][%lld] = %g, want NaN", what, (long long)t,
+                                  (long long)b, r->h[e]);
+                    continue;
+                }
+                const double d = fmax(hmax, ref->mag[e]);
+                CHECK_MSG(isfinite(r->h[e]) && fabs(r->h[e] - ref->h[e]) <= tol * d,
+                          "%s: h[%lld][%lld][%lld] = %.9g, want %.9g", what, (long long)hd, (long long)t, (long long)b,
+                          r->h[e], ref->h[e]);
+            }
+}
+
 /* A NaN in one element of v (head 0, token 20, column 3) goes on into h — the rows from token 20 on
  * hold NaN in that column, never a finite number in its place — and touches nothing it should not:
  * head 1, the chunks before token 20's, and the other columns all match the reference of the inputs
@@ -591,22 +616,9 @@ static void test_chunkwise_nan(void) {
         result r = run_chunkwise_at(&p, 16, runs[x].pr);
         scaled_off(set);
         const double tol = runs[x].pr == ALLOY_PRECISION_DEFAULT ? 1e-2 : tolerance(p.dt);   /* as below */
-        double hmax = 0;
-        for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref.h[e]));
-        for (int64_t hd = 0; hd < 2; hd++)
-            for (int64_t t = 0; t < 50; t++)
-                for (int64_t b = 0; b < 8; b++) {
-                    const int64_t e = (hd * 50 + t) * 8 + b;
-                    if (hd == 0 && b == 3 && t >= 16) {
-                        if (t >= 20) CHECK_MSG(isnan(r.h[e]), "run %zu: h[0][%lld][3] = %g, want NaN", x, (long long)t,
-                                               r.h[e]);
-                        continue;
-                    }
-                    const double d = fmax(hmax, ref.mag[e]);
-                    CHECK_MSG(isfinite(r.h[e]) && fabs(r.h[e] - ref.h[e]) <= tol * d,
-                              "run %zu: h[%lld][%lld][%lld] = %.9g, want %.9g", x, (long long)hd, (long long)t,
-                              (long long)b, r.h[e], ref.h[e]);
-                }
+        char what[32];
+        snprintf(what, sizeof what, "run %zu", x);
+        check_nan_rows(&r, &ref, 3, 16, tol, what);
         result_free(&r);
         expected_free(&ref);
         drop(&p);
@@ -638,23 +650,10 @@ static void test_chunkwise_nan_gates(void) {
         /* float32 at DEFAULT: the float16 tiles' bound, test_chunkwise_tf32's (a seed of a full run
          * found 2.3e-4 of the element's magnitude there, over float32's exact 2e-4) */
         const double tol = runs[ri].pr == ALLOY_PRECISION_DEFAULT ? 1e-2 : tolerance(p.dt);
-        double hmax = 0;
-        for (int64_t e = 0; e < 2 * 50 * 8; e++) hmax = fmax(hmax, fabs(ref.h[e]));
-        for (int64_t hd = 0; hd < 2; hd++)
-            for (int64_t t = 0; t < 50; t++)
-                for (int64_t b = 0; b < 8; b++) {
-                    const int64_t e = (hd * 50 + t) * 8 + b;
-                    if (hd == 0 && t >= 20 && !neg_inf) {
-                        CHECK_MSG(isnan(r.h[e]), "run %zu (%s gate): h[0][%lld][%lld] = %g, want NaN", ri,
-                                  forget ? "forget" : "input", (long long)t, (long long)b, r.h[e]);
-                        continue;
-                    }
-                    const double d = fmax(hmax, ref.mag[e]);
-                    CHECK_MSG(isfinite(r.h[e]) && fabs(r.h[e] - ref.h[e]) <= tol * d,
-                              "run %zu (%s gate): h[%lld][%lld][%lld] = %.9g, want %.9g", ri,
-                              forget ? "forget" : "input", (long long)hd, (long long)t, (long long)b, r.h[e],
-                              ref.h[e]);
-                }
+        char what[48];
+        snprintf(what, sizeof what, "run %zu (%s gate)", ri,
+                 neg_inf ? "forget -inf" : forget ? "forget NaN" : "input NaN");
+        check_nan_rows(&r, &ref, -1, neg_inf ? 50 : 20, tol, what);
         result_free(&r);
         expected_free(&ref);
         drop(&p);
