@@ -192,7 +192,9 @@ static void test_mlstm_half_inputs(void) {
 /* Forget gates that are not finite, in the parallel form (its log-forget
  * sums once took differences inside the diagonal key tile with terms past the
  * query): a forget pre-activation of -inf (forget everything) at token 40 of
- * 70 matches the reference everywhere (the steps too); a NaN forget or input gate there
+ * 70 (with input pre-activations of -inf, "ignore this token", at tokens 10
+ * and 50 of the other head) matches the reference everywhere (the steps
+ * too); a NaN forget or input gate there
  * makes every column of h NaN from token 40 on in its head, while the rows
  * before it (32..39 share its query tile) and the other head keep the clean
  * reference's values. */
@@ -201,7 +203,7 @@ static void test_mlstm_nonfinite_gates(void) {
     for (int x = 0; x < 3; x++) {
         problem p;
         make(&p, 1, 2, S, 16, DV, ALLOY_FLOAT32, GATES_PLAIN, 0);
-        if (x == 0) p.f[at] = -INFINITY;
+        if (x == 0) p.f[at] = -INFINITY, p.i[10] = -INFINITY, p.i[S + 50] = -INFINITY;   /* and inputs of -inf */
         const int64_t n = 2 * S * DV;
         double *h = malloc(sizeof(double) * (size_t)(n + 1)), *c = malloc(sizeof(double) * 16 * (size_t)DV * 2);
         double *nn = malloc(sizeof(double) * 32), *m = malloc(sizeof(double) * 2);

@@ -681,18 +681,19 @@ static void test_backward_hostile_gates(void) {
     check(1, 1, 33, 3, 3, 0, 1, 1, CHUNKS, 2);
 }
 
-/* A forget pre-activation of -inf (forget everything, a valid gate): every
- * gradient finite and equal to the gradient at -80, where sigmoid(-80) =
- * 1.8e-35 leaves nothing of the state behind either (float64 and float32 on
- * the exact kernel, bfloat16 on the chunk-parallel path). */
+/* A forget pre-activation of -inf (forget everything, a valid gate) and an
+ * input pre-activation of -inf (ignore the token): every gradient finite and
+ * equal to the gradient at -80, where sigmoid(-80) and exp(-80) leave
+ * nothing behind either (float64 and float32 on the exact kernel, bfloat16 on
+ * the chunk-parallel path). */
 static void test_backward_forget_neg_inf(void) {
     static const alloy_dtype dts[3] = {ALLOY_FLOAT64, ALLOY_FLOAT32, ALLOY_BFLOAT16};
     for (int x = 0; x < 3; x++) {
         problem p = make(1, 2, 40, 5, 3, 1, 1, 0, dts[x]);
-        const int64_t at = p.off[XF] + 20;
-        p.x[at] = -80;
+        const int64_t at = p.off[XF] + 20, ai = p.off[XI] + 30;
+        p.x[at] = -80, p.x[ai] = -80;
         double *g80 = run_backward(&p, dts[x], 16);
-        p.x[at] = -INFINITY;
+        p.x[at] = -INFINITY, p.x[ai] = -INFINITY;
         double *ginf = run_backward(&p, dts[x], 16);
         double scale = 0, worst = 0;
         int64_t bad = -1;
@@ -701,9 +702,9 @@ static void test_backward_forget_neg_inf(void) {
             if (!isfinite(ginf[e]) && bad < 0) bad = e;
             worst = fmax(worst, fabs(ginf[e] - g80[e]) / scale);
         }
-        CHECK_MSG(bad < 0, "%s: gradient element %lld is %g with a forget gate of -inf", alloy_dtype_name(dts[x]),
+        CHECK_MSG(bad < 0, "%s: gradient element %lld is %g with gates of -inf", alloy_dtype_name(dts[x]),
                   (long long)bad, bad >= 0 ? ginf[bad] : 0.0);
-        CHECK_MSG(worst <= 1e-6, "%s: gradients at a forget gate of -inf and of -80 differ by %.3g of the largest",
+        CHECK_MSG(worst <= 1e-6, "%s: gradients at gates of -inf and of -80 differ by %.3g of the largest",
                   alloy_dtype_name(dts[x]), worst);
         free(g80), free(ginf);
         problem_free(&p);

@@ -630,7 +630,8 @@ static void test_chunkwise_nan(void) {
  * element after it), and nothing before it or in the other head moves —
  * the chunk-wide scales, maxima and records of the tiles must not carry it
  * backwards to the chunk's earlier rows or across heads. A forget
- * pre-activation of -inf there (forget everything) matches the reference
+ * pre-activation of -inf there (forget everything), with an input
+ * pre-activation of -inf at token 30 (ignore it), matches the reference
  * everywhere. */
 static void test_chunkwise_nan_gates(void) {
     static const struct { alloy_dtype dt; alloy_precision pr; } runs[] = {
@@ -641,7 +642,7 @@ static void test_chunkwise_nan_gates(void) {
         const int forget = (int)(x % 3) > 0, neg_inf = (int)(x % 3) == 2;
         problem p;
         make(&p, 1, 2, 50, 16, 8, runs[ri].dt, GATES_PLAIN, 1);
-        if (neg_inf) p.f[20] = -INFINITY;   /* a valid gate (forget everything): the reference takes it */
+        if (neg_inf) p.f[20] = -INFINITY, p.i[30] = -INFINITY;   /* valid gates (forget everything; ignore the token) */
         expected ref = expect(&p);
         if (!neg_inf) (forget ? p.f : p.i)[20] = NAN;
         const int set = scaled_on();
