@@ -146,7 +146,7 @@ def _check_info(op, info, failure, describe):
 
 def _not_spd(op, info):
     _check_info(op, info, "not positive definite",
-                lambda c: f"the leading minor of order {c} is not positive definite")
+                lambda c: f"the leading minor of order {c} is not positive definite or holds a NaN")
 
 
 def _singular(op, info):
