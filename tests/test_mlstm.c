@@ -189,15 +189,14 @@ static void test_mlstm_half_inputs(void) {
     both(1, 2, 37, 16, 40, ALLOY_FLOAT16, GATES_PLAIN, 0, 1, "f16");
 }
 
-/* Forget gates that are not finite, in the parallel form (its log-forget
- * sums once took differences inside the diagonal key tile with terms past the
- * query): a forget pre-activation of -inf (forget everything) at token 40 of
- * 70 (with input pre-activations of -inf, "ignore this token", at tokens 10
- * and 50 of the other head) matches the reference everywhere (the steps
- * too); a NaN forget or input gate there
- * makes every column of h NaN from token 40 on in its head, while the rows
- * before it (32..39 share its query tile) and the other head keep the clean
- * reference's values. */
+/* Gates that are not finite, in the parallel form (its log-forget sums once
+ * took differences inside the diagonal key tile with terms past the query):
+ * a forget pre-activation of -inf (forget everything) at token 40 of 70, with
+ * input pre-activations of -inf (ignore the token) at token 10 and at token
+ * 50 of the other head, matches the reference everywhere (the steps too); a
+ * NaN forget or input gate at token 40 makes every column of h NaN from
+ * there on in its head, while the rows before it (32..39 share its query
+ * tile) and the other head keep the clean reference's values. */
 static void test_mlstm_nonfinite_gates(void) {
     const int64_t S = 70, DV = 40, at = 40;
     for (int x = 0; x < 3; x++) {

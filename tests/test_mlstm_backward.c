@@ -686,7 +686,7 @@ static void test_backward_hostile_gates(void) {
  * equal to the gradient at -80, where sigmoid(-80) and exp(-80) leave
  * nothing behind either (float64 and float32 on the exact kernel, bfloat16 on
  * the chunk-parallel path). */
-static void test_backward_forget_neg_inf(void) {
+static void test_backward_neg_inf_gates(void) {
     static const alloy_dtype dts[3] = {ALLOY_FLOAT64, ALLOY_FLOAT32, ALLOY_BFLOAT16};
     for (int x = 0; x < 3; x++) {
         problem p = make(1, 2, 40, 5, 3, 1, 1, 0, dts[x]);
@@ -1051,7 +1051,7 @@ int main(void) {
     RUN(test_backward_errors);
     RUN(test_backward_float64);
     RUN(test_backward_hostile_gates);
-    RUN(test_backward_forget_neg_inf);
+    RUN(test_backward_neg_inf_gates);
     RUN(test_backward_decomposed);
     RUN(test_backward_float32);
     RUN(test_backward_half_inputs);

@@ -9,7 +9,8 @@
  * float16 inputs within 4e-3 and bfloat16 within 2e-2; packed variable-length batches
  * (cu_seqlens, with empty sequences) equal to each sequence run alone; every
  * output element written (given outputs are pre-filled with NaN); errors
- * naming the argument; a NaN in v going on into h (and nowhere else);
+ * naming the argument; a NaN in v or in a gate going on into h (and nowhere
+ * else), gates of -inf;
  * ALLOY_PRECISION_DEFAULT (float16 tiles with
  * power-of-two exponents per row) within 1e-2, and within 1e-2 of each row's
  * scale for tokens scaled from 2^-20 to 2^20.

@@ -552,7 +552,6 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
-/* Decoding token by token with the state updated in place equals the whole sequence. */
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup
  * columns), kernel sizes 1 to 8 and sequence lengths around the 32-timestep blocks, with the dtypes,
  * bias and decoding state in turn. */
@@ -566,6 +565,7 @@ static void test_conv_grid(void) {
         }
 }
 
+/* Decoding token by token with the state updated in place equals the whole sequence. */
 static void test_conv_decoding(void) {
     const int64_t B = 2, S = 9, C = 37, K = 4;
     double *x = random_vec(ALLOY_FLOAT32, B * S * C, -2, 2), *w = random_vec(ALLOY_FLOAT32, C * K, -1, 1);

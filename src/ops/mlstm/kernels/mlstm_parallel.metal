@@ -15,9 +15,9 @@
 // the key tile plus, per query row, the total of the tiles passed; on the
 // diagonal tile the sum from key to query directly), never as differences of
 // prefix sums, so they keep their relative accuracy for any S and no term
-// after a query (a NaN or -inf forget gate) reaches it. Thread (r, g) = (tid / 8, tid % 8) owns row r and columns g, g + 8,
-// g + 16, g + 24 of the score and output tiles. Every thread reaches every
-// barrier.
+// after a query (a NaN or -inf forget gate) reaches it. Thread (r, g) =
+// (tid / 8, tid % 8) owns row r and columns g, g + 8, g + 16, g + 24 of the
+// score and output tiles. Every thread reaches every barrier.
 // Launch constants: int S, int DHQK, int DHHV, int qtiles, int vtiles,
 // float scale (DHQK^-1/2), float eps. Template: T (the input dtype).
 // Launch: grid = (BH * qtiles * vtiles * 256, 1, 1), threadgroup = (256, 1, 1).

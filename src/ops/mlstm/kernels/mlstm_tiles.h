@@ -331,7 +331,8 @@ METAL_FUNC void mc_put2(device H *dst, float a, float b, bool two) {
  *    float's range is exact whatever the intermediate;
  *  - mc_expo(x): floor(log2 |x|) of a normal nonzero x from its bits, -127 for
  *    zero and subnormals, 128 for inf and NaN;
- *  - mc_exp_ldexp(x, e): exp(x) 2^e (below). */
+ *  - mc_exp_expo(x), mc_exp_ldexp(x, e): floor(log2 exp(x)) and exp(x) 2^e
+ *    (below). */
 METAL_FUNC float mc_pow2(int e) { return as_type<float>(uint(clamp(e, -126, 127) + 127) << 23); }
 METAL_FUNC float mc_ldexp(float x, int e) {
     e = clamp(e, -252, 254);
@@ -339,13 +340,17 @@ METAL_FUNC float mc_ldexp(float x, int e) {
     return x * mc_pow2(a) * mc_pow2(e - a);
 }
 METAL_FUNC int mc_expo(float x) { return int((as_type<uint>(x) >> 23) & 0xffu) - 127; }
+/* floor(log2 exp(x)), x limited to +-1000 (NaN as -1000, so the conversion
+ * to int is always defined) */
+METAL_FUNC int mc_exp_expo(float x) {
+    return int(floor((x > -1000.0f ? min(x, 1000.0f) : -1000.0f) * 1.44269504f));
+}
 /* exp(x) 2^e without passing through float32's under- or overflow on the
  * way: x's whole powers of two moved into e (no branch: x = -inf gives
- * exp(-inf) = 0, a NaN x exp(NaN); the power taken from x limited to
- * +-1000, NaN as -1000, so its conversion to int is always defined). */
+ * exp(-inf) = 0, a NaN x exp(NaN)). */
 METAL_FUNC float mc_exp_ldexp(float x, int e) {
-    const float n = floor((x > -1000.0f ? min(x, 1000.0f) : -1000.0f) * 1.44269504f);
-    return mc_ldexp(exp(fma(n, -0.693147181f, x)), int(n) + e);
+    const int n = mc_exp_expo(x);
+    return mc_ldexp(exp(fma(float(n), -0.693147181f, x)), n + e);
 }
 /* Lane shuffles of one whole SIMD group (every lane active): the raw
  * instructions on CUDA, the dialect's functions elsewhere. */

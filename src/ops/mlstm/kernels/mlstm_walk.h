@@ -223,9 +223,7 @@ METAL_FUNC void mc_walk_states(threadgroup uchar *smem, int tid, long grp, const
         // scales up (hostile gates once flushed a chunk's own terms so)
         int sts = 0, stn = 0;
         if constexpr (SC) {
-            // log2 of the decay, rounded down (NaN as -1e4: a defined conversion)
-            const float ld = wj[DOFF];
-            const int de = int(floor((ld > -1e4f ? min(ld, 0.0f) : -1e4f) * 1.44269504f));
+            const int de = mc_exp_expo(wj[DOFF]);   // log2 of the decay, rounded down
             sts = clamp(max(int(wj[DOFF + 2]), ec_c > -127 ? ec_c + de - 90 : -1000), -126, 127);
             stn = clamp(max(int(wj[DOFF + 3]), ec_n > -127 ? ec_n + de - 90 : -1000), -126, 127);
         }
