@@ -164,6 +164,9 @@ static void test_mlstm_wide_batches(void) {
     both(64, 8, 3, 5, 12, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "wide D=5/12");
     both(40, 13, 2, 9, 132, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 0, 2, "wide D=9/132");
     both(40, 13, 2, 3, 130, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "wide D=3/130");
+    /* 1024+ heads over three 16-byte column tiles (the last partial), DHQK 33: two batches of rows, the
+     * second partial */
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "wide D=33/260");
 }
 
 static void test_mlstm_long_parallel(void) {

@@ -72,7 +72,8 @@ typedef struct st_size {
     const char *label;
     int64_t B, NH, DK, DV;
     int quick;
-    int fresh; /* the new states into other arrays (one launch) instead of in place (two) */
+    int fresh; /* 1: the new states into other arrays (one launch) instead of in place (two); 2: C in place,
+                * n and m into other arrays (one launch: a decoding loop that alternates two n, m pairs) */
 } st_size;
 
 static const st_size ST_SIZES[] = {
@@ -82,6 +83,8 @@ static const st_size ST_SIZES[] = {
     {"step bf16 7B", 1024, 8, 256, 512, 0, 0},
     {"step bf16 7B new states", 1, 8, 256, 512, 1, 1},
     {"step bf16 7B new states", 1024, 8, 256, 512, 0, 1},
+    {"step bf16 7B C in place", 1, 8, 256, 512, 1, 2},
+    {"step bf16 7B C in place", 1024, 8, 256, 512, 0, 2},
 };
 
 /* ---- the float64 reference ------------------------------------------------------ */
@@ -288,8 +291,9 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
         if (st == ALLOY_OK) st = alloy_array_fill(x.m, 0);
         x.co = x.c, x.no = x.n, x.mo = x.m;
         if (z->fresh) {
-            x.co = x.no = x.mo = NULL;
-            if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, sc, &x.co);
+            x.co = z->fresh == 2 ? x.c : NULL;
+            x.no = x.mo = NULL;
+            if (st == ALLOY_OK && z->fresh == 1) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, sc, &x.co);
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sqk, &x.no);
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sg, &x.mo);
         }
@@ -328,7 +332,10 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
             }
         }
         fflush(stdout);
-        if (z->fresh) alloy_array_free(x.co), alloy_array_free(x.no), alloy_array_free(x.mo);
+        if (z->fresh) {
+            if (z->fresh == 1) alloy_array_free(x.co);
+            alloy_array_free(x.no), alloy_array_free(x.mo);
+        }
         alloy_array *all[] = {x.q, x.k, x.v, x.i, x.f, x.h, x.c, x.n, x.m};
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
         free(hq), free(hk), free(hv), free(hg);

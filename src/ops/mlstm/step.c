@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/env_override.h"
 #include "ops/vector_access.h"
 #include "ops/mlstm/mlstm_internal.h"
 
@@ -75,7 +76,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         const int nm = !overlaps(on, n) && !overlaps(om, m);
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
-        const int64_t W = w4 ? 4 : 1, RY = w4 ? 8 : 16, tiles = (DHHV + 32 * W - 1) / (32 * W);
+        const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
+        /* rows of threads (8 with 16-byte columns, else 16) and 16 rows loaded before the first store, unless
+         * ALLOY_MLSTM_STEP_RY or ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
+        const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 ? 8 : 16);
+        const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, 16);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         /* C' and h (and n', m') */
@@ -83,6 +88,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", W);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RY", RY);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

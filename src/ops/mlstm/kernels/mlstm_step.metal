@@ -14,7 +14,7 @@
 // lane x owns columns tile*32W + Wx .. + W-1 (W = 4: one 16-byte access, so a
 // row of the tile is one 512-byte access; W = 1 spreads a small batch over
 // more threadgroups) and the rows y, y + RY, ...; each thread issues the
-// loads of RB rows (W = 1: 16, else 8) before it stores any (C_out may be C:
+// loads of RB rows (16) before it stores any (C_out may be C:
 // each element is read before its own thread writes it), so W = 1 with
 // RY = 16 keeps 32 KiB in flight per threadgroup — what one sequence's state
 // needs to fill the GPU — and the first batch's loads go out with the gates'
@@ -24,7 +24,8 @@
 // Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV / (32 W))),
 // float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
 // 4; 4 needs DHHV % 4 == 0 and C, C_out 16-byte aligned), RY (rows of
-// threads: 8 or 16), NM (write n' and m').
+// threads: 8 or 16), NM (write n' and m'), RB (rows loaded before the first
+// store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`).
 // Launch: grid = (BH * tiles * 32, RY, 1), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
@@ -33,6 +34,7 @@
 //! template: W=1
 //! template: RY=8
 //! template: NM=false
+//! template: RB=16
 //! header:
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
@@ -71,7 +73,7 @@ METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK,
     }
 }
 //! body:
-constexpr int NT = 32 * RY, RB = W == 1 ? 16 : 8;   // threads; rows loaded before the first store
+constexpr int NT = 32 * RY;   // threads
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
