@@ -51,36 +51,41 @@ typedef struct bw_size {
     int64_t B, NH, S, DK, DV;
     int chunk;
     int quick;
+    int def; /* float32 at precision DEFAULT: the forward's and the backward's (CHUNKED_DEFAULT) float16 tiles */
 } bw_size;
 
 static const bw_size BW_SIZES[] = {
-    {"bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 0, 0},
-    {"f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 0, 0},
-    {"bf16 7B B=1", ALLOY_BFLOAT16, 1, 8, 65536, 256, 512, 0, 0},
-    {"f32 small", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 0, 1},
-    {"bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 0, 1},
+    {"bf16 7B", ALLOY_BFLOAT16, 8, 8, 8192, 256, 512, 0, 0, 0},
+    {"f32 7B", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 0, 0, 0},
+    {"f32 7B default", ALLOY_FLOAT32, 8, 8, 8192, 256, 512, 0, 0, 1},
+    {"bf16 7B B=1", ALLOY_BFLOAT16, 1, 8, 65536, 256, 512, 0, 0, 0},
+    {"f32 small", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 0, 1, 0},
+    {"f32 small default", ALLOY_FLOAT32, 1, 2, 512, 64, 64, 0, 1, 1},
+    {"bf16 small", ALLOY_BFLOAT16, 1, 2, 512, 64, 64, 0, 1, 0},
 };
 
 typedef struct bw_ctx {
     alloy_array *q, *k, *v, *i, *f, *h, *dh;
     alloy_array *dq, *dk, *dv, *di, *df;
-    int chunk;
+    int chunk, def;
     alloy_stream *s;
 } bw_ctx;
 
 static int run_backward(void *p) {
     bw_ctx *x = p;
     alloy_array *dq = x->dq, *dk = x->dk, *dv = x->dv, *di = x->di, *df = x->df;
-    return alloy_mlstm_chunkwise_backward(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->dh, NULL, NULL, NULL,
-                                          x->chunk, 1e-6, x->s, &dq, &dk, &dv, &di, &df, NULL, NULL,
-                                          NULL) != ALLOY_OK;
+    return alloy_mlstm_chunkwise_backward_with_method(
+               x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->dh, NULL, NULL, NULL, x->chunk, 1e-6,
+               x->def ? ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT : ALLOY_MLSTM_BACKWARD_AUTO, x->s, &dq, &dk, &dv, &di,
+               &df, NULL, NULL, NULL) != ALLOY_OK;
 }
 
 static int run_forward_backward(void *p) {
     bw_ctx *x = p;
     alloy_array *h = x->h;
-    if (alloy_mlstm_chunkwise(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->chunk, 1e-6, x->s, &h, NULL,
-                              NULL, NULL) != ALLOY_OK)
+    if (alloy_mlstm_chunkwise_with_precision(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->chunk, 1e-6,
+                                             x->def ? ALLOY_PRECISION_DEFAULT : ALLOY_PRECISION_HIGH, x->s, &h, NULL,
+                                             NULL, NULL) != ALLOY_OK)
         return 1;
     return run_backward(p);
 }
@@ -233,6 +238,7 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         bw_ctx x;
         memset(&x, 0, sizeof x);
         x.chunk = chunk;
+        x.def = z->def;
         x.s = s;
         alloy_status st = alloy_array_from_host(dev, z->dt, 4, sqk, hbuf[0], &x.q);
         if (st == ALLOY_OK) st = alloy_array_from_host(dev, z->dt, 4, sqk, hbuf[1], &x.k);

@@ -143,6 +143,15 @@ alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_ar
  *     nearly rank one) a gradient element can be off by a fifth of the
  *     largest (bfloat16; 0.22 the worst measured) or 1e-2 of it (float32);
  *     docs/mlstm.md gives the measurements.
+ *   CHUNKED_DEFAULT: CHUNKED for float32 inputs at precision DEFAULT (the
+ *     forward's alloy_precision DEFAULT: TF32's 11 significant bits, as
+ *     mlstm_kernels' float32 kernels): the operands as float16 tiles with a
+ *     power-of-two exponent per row of q, k, v and dh and per tile of the
+ *     chunk states and their gradients, so float32's range stays, at the
+ *     16-bit path's speed; the gradient of the forward computed the same way
+ *     (it runs that forward again). Errors of about 1e-3 of each gradient's
+ *     largest element, up to 1e-2 with hostile gates (docs/mlstm.md). Not
+ *     from a kept record (an error naming `method`), on every backend.
  *   AUTO (0): CHUNKED for bfloat16 inputs (where it takes the sizes: DHQK up
  *     to 512 and the chunk's threadgroup memory; else EXACT), EXACT for
  *     float32, float16 and float64. The environment variable
@@ -151,7 +160,8 @@ alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_ar
 typedef enum alloy_mlstm_backward_method {
     ALLOY_MLSTM_BACKWARD_AUTO = 0,
     ALLOY_MLSTM_BACKWARD_EXACT = 1,
-    ALLOY_MLSTM_BACKWARD_CHUNKED = 2
+    ALLOY_MLSTM_BACKWARD_CHUNKED = 2,
+    ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT = 3
 } alloy_mlstm_backward_method;
 
 /* The gradient of alloy_mlstm_chunkwise, dense or packed — through the

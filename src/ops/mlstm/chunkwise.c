@@ -199,7 +199,7 @@ static const int64_t SPLIT_WINDOW_BYTES = (int64_t)2 << 30;
  * map that the kernel inverts by binary search). The carry is the final state
  * when asked for, else device scratch. keep (the backward's run): one window,
  * whose scratch (c_chunk, n_chunk, m_chunk, g_chunk) goes to keep[0..3]; oh
- * NULL skips phase 2. */
+ * NULL skips phase 2. With sc, keep[4] gets the state tiles' factors (ce_chunk). */
 static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_array **ins, alloy_array *oh,
                               alloy_array *oc, alloy_array *on, alloy_array *om, alloy_array **keep) {
     const size_t tsize = alloy_dtype_size(r->dt);
@@ -262,6 +262,7 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
     if (keep && st == ALLOY_OK) {
         keep[0] = cw, keep[1] = nw, keep[2] = mw, keep[3] = gw;
         cw = nw = mw = gw = NULL;
+        if (r->sc) keep[4] = ew, ew = NULL; /* sc: the state tiles' factors too */
     }
     alloy_array_free(cw);
     alloy_array_free(nw);
@@ -273,31 +274,37 @@ static alloy_status run_split(const chunk_run *r, const split_spec *p, alloy_arr
 }
 
 /* The float32 or float16 q, k, v as float16 rows with a power-of-two exponent each
- * (mlstm_f16_rows.metal): out[0..2] the rows (shapes s_qk, s_qk, s_v),
- * out[3] the exponents (int32, 3 x the rows of q). */
-static alloy_status f16_rows(alloy_array *q, alloy_array *k, alloy_array *v, const int64_t *s_qk, const int64_t *s_v,
-                             alloy_stream *stream, alloy_array **out) {
+ * (mlstm_f16_rows.metal): out[0..2] the rows (q's, k's and v's shapes),
+ * out[3] the exponents (int32, 3 x the rows of q); k and v NULL: q's rows
+ * alone (out[0], out[3] of q's rows; out[1], out[2] NULL). */
+alloy_status alloy_mlstm_f16_rows(alloy_array *q, alloy_array *k, alloy_array *v, alloy_stream *stream,
+                                  alloy_array **out) {
     alloy_device *dev = alloy_array_device(q);
-    const int64_t rows = s_qk[0] * s_qk[1] * s_qk[2], s_xe[1] = {3 * rows};
+    const int np = k ? 3 : 1;
+    const int64_t *s_qk = alloy_array_shape(q), *s_v = alloy_array_shape(v ? v : q);
+    const int64_t rows = s_qk[0] * s_qk[1] * s_qk[2], s_xe[1] = {np * rows > 0 ? np * rows : 1};
+    out[1] = out[2] = NULL;
     alloy_status st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_qk, &out[0]);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_qk, &out[1]);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_v, &out[2]);
+    if (st == ALLOY_OK && k) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_qk, &out[1]);
+    if (st == ALLOY_OK && k) st = alloy_array_new(dev, ALLOY_FLOAT16, 4, s_v, &out[2]);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_INT32, 1, s_xe, &out[3]);
     if (st != ALLOY_OK || rows == 0) return st;
     alloy_kernel *kr = NULL;
     alloy_launch *l = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(ROWS_FILE, &kr);
     if (st == ALLOY_OK) st = alloy_launch_new(&l);
-    for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, out[e]);
+    alloy_array *bound[4] = {out[0], k ? out[1] : out[0], k ? out[2] : out[0], out[3]};
+    for (int e = 0; e < 4 && st == ALLOY_OK; e++) st = alloy_launch_add_output_array(l, bound[e]);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", alloy_array_dtype(q));
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DK", ALLOY_INT32, s_qk[3]);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DV", ALLOY_INT32, s_v[3]);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "T", ALLOY_INT64, rows);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NP", ALLOY_INT32, np);
     /* one SIMD group a row, at most 2^17 of them (rows in a grid-stride loop) */
-    const int64_t groups = 3 * rows < ((int64_t)1 << 17) ? 3 * rows : ((int64_t)1 << 17);
+    const int64_t groups = np * rows < ((int64_t)1 << 17) ? np * rows : ((int64_t)1 << 17);
     if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, groups * 32 < 256 ? (uint32_t)(groups * 32) : 256, 1, 1);
-    alloy_array *ins[3] = {q, k, v}, *res[4] = {NULL, NULL, NULL, NULL};
+    alloy_array *ins[3] = {q, k ? k : q, v ? v : q}, *res[4] = {NULL, NULL, NULL, NULL};
     if (st == ALLOY_OK) st = alloy_kernel_apply(kr, 3, ins, l, stream, res);
     for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
     alloy_launch_free(l);
@@ -441,7 +448,7 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
     alloy_array *cv[4] = {NULL, NULL, NULL, NULL};
     alloy_array *src[3] = {q, k, v};
     if (st == ALLOY_OK && sc) {
-        st = f16_rows(q, k, v, dims.qk, s_v, stream, cv);
+        st = alloy_mlstm_f16_rows(q, k, v, stream, cv);
         for (int e = 0; e < 3 && st == ALLOY_OK; e++) src[e] = cv[e];
     }
     const alloy_dtype kdt = sc ? ALLOY_FLOAT16 : dt; /* the kernels' dtype (h stays the input's) */
@@ -533,7 +540,7 @@ alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_ar
 
 alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                                       alloy_array *cu_seqlens, int64_t L, double eps, alloy_stream *stream,
+                                       alloy_array *cu_seqlens, int64_t L, double eps, int scaled, alloy_stream *stream,
                                        alloy_mlstm_saved *sv) {
     memset(sv, 0, sizeof *sv);
     alloy_device *dev = alloy_array_device(q);
@@ -541,30 +548,39 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
     const int64_t *qs = alloy_array_shape(q);
     const int64_t NH = qs[1], S = qs[2], DHQK = qs[3], DHHV = alloy_array_shape(v)[3];
     const int64_t nseq = cu_seqlens ? alloy_array_shape(cu_seqlens)[0] - 1 : qs[0];
-    const size_t tsize = alloy_dtype_size(dt);
+    /* scaled: the kernels' operands are float16 rows with exponents (the forward of DEFAULT's tiles) */
+    const size_t tsize = scaled ? 2 : alloy_dtype_size(dt);
     split_spec sp = {0};
-    if (DHQK > 512 || !split_choose(tsize, 0, L, DHQK, DHHV, &sp))
+    if (DHQK > 512 || !split_choose(tsize, scaled, L, DHQK, DHHV, &sp))
         return alloy_error(ALLOY_ERROR_UNSUPPORTED, "%s: no split path for DHQK %lld with %s inputs", FN,
                            (long long)DHQK, alloy_dtype_name(dt));
     const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK}, s_m[3] = {nseq, NH, 1};
-    /* 16-bit inputs: no h (the backward takes dh . h from the states) */
+    /* 16-bit operands: no h (the backward takes dh . h from the states) */
     alloy_status st = tsize == 2 ? ALLOY_OK : alloy_array_new(dev, dt, 4, alloy_array_shape(v), &sv->h);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 4, s_c, &sv->c_out);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_n, &sv->n_out);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, s_m, &sv->m_out);
+    alloy_array *src[3] = {q, k, v};
+    if (st == ALLOY_OK && scaled) {
+        alloy_array *cv[4] = {NULL, NULL, NULL, NULL};
+        st = alloy_mlstm_f16_rows(q, k, v, stream, cv);
+        for (int e = 0; e < 3; e++) sv->rows[e] = cv[e];
+        sv->xe = cv[3];
+        for (int e = 0; e < 3 && st == ALLOY_OK; e++) src[e] = cv[e];
+    }
     alloy_kernel *kc = NULL;
     if (st == ALLOY_OK) st = alloy_catalog_kernel(CHUNK_FILE, &kc);
     const int has_init = c_initial != NULL;
-    chunk_run run = {.kc = kc, .stream = stream, .dt = dt, .L = sp.Ls, .has_init = has_init,
+    chunk_run run = {.kc = kc, .stream = stream, .dt = scaled ? ALLOY_FLOAT16 : dt, .L = sp.Ls, .has_init = has_init,
                      .varlen = cu_seqlens != NULL,
-                     .vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize) &&
+                     .vec = st == ALLOY_OK && alloy_mlstm_vec_rows(src[0], src[1], src[2], DHQK, DHHV, tsize) &&
                             (!sv->h || alloy_ops_aligned16(1, &sv->h)),
-                     .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
-    alloy_array *ins[10] = {q, k, v, i, f, has_init ? c_initial : q, has_init ? n_initial : q,
-                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q, q};
-    alloy_array *keep[4] = {NULL};
+                     .sc = scaled, .S = S, .NH = NH, .DHQK = DHQK, .DHHV = DHHV, .nseq = nseq, .eps = eps};
+    alloy_array *ins[10] = {src[0], src[1], src[2], i, f, has_init ? c_initial : q, has_init ? n_initial : q,
+                            has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q, scaled ? sv->xe : q};
+    alloy_array *keep[5] = {NULL};
     if (st == ALLOY_OK) st = run_split(&run, &sp, ins, sv->h, sv->c_out, sv->n_out, sv->m_out, keep);
-    sv->c_chunk = keep[0], sv->n_chunk = keep[1], sv->m_chunk = keep[2], sv->g_chunk = keep[3];
+    sv->c_chunk = keep[0], sv->n_chunk = keep[1], sv->m_chunk = keep[2], sv->g_chunk = keep[3], sv->ce = keep[4];
     sv->L = sp.Ls;
     sv->nslots = alloy_mlstm_split_slots(S, sp.Ls, nseq, cu_seqlens != NULL);
     sv->vec = run.vec;
@@ -573,7 +589,8 @@ alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_arr
 }
 
 void alloy_mlstm_saved_free(alloy_mlstm_saved *sv) {
-    alloy_array *a[8] = {sv->h, sv->c_out, sv->n_out, sv->m_out, sv->c_chunk, sv->n_chunk, sv->m_chunk, sv->g_chunk};
-    for (int e = 0; e < 8; e++) alloy_array_free(a[e]);
+    alloy_array *a[13] = {sv->h,       sv->c_out,   sv->n_out,   sv->m_out, sv->c_chunk, sv->n_chunk, sv->m_chunk,
+                          sv->g_chunk, sv->rows[0], sv->rows[1], sv->rows[2], sv->xe,     sv->ce};
+    for (int e = 0; e < 13; e++) alloy_array_free(a[e]);
     memset(sv, 0, sizeof *sv);
 }

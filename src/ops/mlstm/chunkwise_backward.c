@@ -98,10 +98,11 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
                              alloy_array **dv, alloy_array **di, alloy_array **df, alloy_array **dc_initial,
                              alloy_array **dn_initial, alloy_array **dm_initial) {
     if (method != ALLOY_MLSTM_BACKWARD_AUTO && method != ALLOY_MLSTM_BACKWARD_EXACT &&
-        method != ALLOY_MLSTM_BACKWARD_CHUNKED)
+        method != ALLOY_MLSTM_BACKWARD_CHUNKED && method != ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "%s: method is %d; it must be ALLOY_MLSTM_BACKWARD_AUTO (0), _EXACT (1) or _CHUNKED (2)", FN,
-                           (int)method);
+                           "%s: method is %d; it must be ALLOY_MLSTM_BACKWARD_AUTO (0), _EXACT (1), _CHUNKED (2) or "
+                           "_CHUNKED_DEFAULT (3)",
+                           FN, (int)method);
     if (!q) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: q is NULL", FN);
     const alloy_dtype dt = alloy_array_dtype(q);
     alloy_status st;
@@ -109,6 +110,11 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: method CHUNKED takes bfloat16 or float32 inputs, and q is %s (use EXACT or AUTO)", FN,
                            alloy_dtype_name(dt));
+    if (method == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT && (dt != ALLOY_FLOAT32 || kin))
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                           "%s: method CHUNKED_DEFAULT takes float32 inputs without a kept record, and q is %s%s (use "
+                           "CHUNKED, EXACT or AUTO)",
+                           FN, alloy_dtype_name(dt), kin ? " with a kept record" : "");
     if (dt == ALLOY_FLOAT64) {
         /* the shared check knows the forward's dtypes; float64 is the backward's addition */
         if (alloy_array_ndim(q) != 4 || alloy_array_shape(q)[3] < 1 || alloy_array_shape(q)[3] > INT32_MAX / 2)
@@ -191,18 +197,20 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
     /* The chunk-parallel path (chunkwise_backward_split.c) or the kernel
      * below (alloy/mlstm.h says when each is taken, docs/mlstm.md why). */
     const alloy_mlstm_backward_method use = method == ALLOY_MLSTM_BACKWARD_AUTO ? auto_method(dt) : method;
-    int split = use == ALLOY_MLSTM_BACKWARD_CHUNKED;
+    const int scaled = use == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT;
+    int split = use == ALLOY_MLSTM_BACKWARD_CHUNKED || scaled;
     if (st == ALLOY_OK && split) {
         st = alloy_mlstm_backward_split(q, k, v, i, f, has_init ? c_initial : NULL, has_init ? n_initial : NULL,
                                         has_init ? m_initial : NULL, cu_seqlens, dh, has_dfinal ? dc_final : NULL,
-                                        has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, kin,
-                                        stream, o);
+                                        has_dfinal ? dn_final : NULL, has_dfinal ? dm_final : NULL, L, eps, scaled,
+                                        kin, stream, o);
         if (st == ALLOY_ERROR_UNSUPPORTED) {
-            if (method == ALLOY_MLSTM_BACKWARD_CHUNKED)
+            if (method == ALLOY_MLSTM_BACKWARD_CHUNKED || scaled)
                 st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                                 "%s: method CHUNKED does not take DHQK = %lld, DHHV = %lld (DHQK up to 512 and the "
+                                 "%s: method %s does not take DHQK = %lld, DHHV = %lld (DHQK up to 512 and the "
                                  "chunk's tiles in threadgroup memory; use EXACT or AUTO)",
-                                 FN, (long long)alloy_array_shape(q)[3], (long long)alloy_array_shape(v)[3]);
+                                 FN, scaled ? "CHUNKED_DEFAULT" : "CHUNKED", (long long)alloy_array_shape(q)[3],
+                                 (long long)alloy_array_shape(v)[3]);
             else
                 split = 0, st = ALLOY_OK; /* AUTO: sizes it does not take run the kernel below */
         }

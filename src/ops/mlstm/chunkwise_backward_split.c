@@ -25,7 +25,8 @@ enum { RR = 8 }; /* floats per row record */
 typedef struct grad_run {
     alloy_kernel *kern;
     alloy_stream *stream;
-    alloy_dtype dt;
+    alloy_dtype dt, out_dt; /* the operands' dtype (scaled: float16), the gradients' */
+    int scaled;
     int64_t L, DKP, DS, TV, S, NH, DHQK, DHHV, nseq, WN, VT, KT, VT2, KT2;
     int has_init, has_dfinal, varlen, vec;
     int ct; /* PHASE 3's 64-column tiles per threadgroup */
@@ -38,15 +39,18 @@ static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_
     const alloy_mlstm_named tints[] = {{"L", r->L},   {"DKP", r->DKP},   {"DS", r->DS},
                                        {"TV", r->TV}, {"PHASE", phase}, {"CT", phase == 3 ? r->ct : 1},
                                        {"RB", alloy_mlstm_row_tiles_mode("GRAD", phase)}};
-    const alloy_mlstm_named tbools[] = {
-        {"HAS_INIT", r->has_init}, {"HAS_DFINAL", r->has_dfinal}, {"VARLEN", r->varlen}, {"VEC", r->vec}};
+    const alloy_mlstm_named tbools[] = {{"HAS_INIT", r->has_init},
+                                        {"HAS_DFINAL", r->has_dfinal},
+                                        {"VARLEN", r->varlen},
+                                        {"VEC", r->vec},
+                                        {"SCALED", r->scaled}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV},
                                         {"NSEQ", r->nseq}, {"WN", r->WN}, {"VT", r->VT},     {"KT", r->KT},
                                         {"VT2", r->VT2}, {"KT2", r->KT2}};
     const alloy_mlstm_launch_spec spec = {
-        .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt,
-        .tints = tints, .n_tints = 7, .tbools = tbools, .n_tbools = 4, .consts = consts, .n_consts = 10,
-        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 19, .outs = outs, .n_outs = 15,
+        .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt, .out_dt = r->out_dt, .to_named = 1,
+        .tints = tints, .n_tints = 7, .tbools = tbools, .n_tbools = 5, .consts = consts, .n_consts = 10,
+        .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 22, .outs = outs, .n_outs = 16,
         .groups = groups, .threads = threads, .smem = smem};
     return alloy_mlstm_launch(&spec);
 }
@@ -57,12 +61,14 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                         alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
                                         alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
-                                        int64_t L, double eps, const alloy_mlstm_kept_in *kin, alloy_stream *stream,
-                                        alloy_array *const *g) {
+                                        int64_t L, double eps, int scaled, const alloy_mlstm_kept_in *kin,
+                                        alloy_stream *stream, alloy_array *const *g) {
     const alloy_dtype dt = alloy_array_dtype(q);
-    const size_t ts = alloy_dtype_size(dt);
+    /* scaled: float32 inputs on float16 tiles with exponents (the operands' dtype float16) */
+    if (scaled && (dt != ALLOY_FLOAT32 || kin)) return ALLOY_ERROR_UNSUPPORTED;
+    const size_t ts = scaled ? 2 : alloy_dtype_size(dt);
     const int64_t *qs = alloy_array_shape(q);
-    grad_run r = {.stream = stream, .dt = dt, .S = qs[2], .NH = qs[1], .DHQK = qs[3],
+    grad_run r = {.stream = stream, .dt = scaled ? ALLOY_FLOAT16 : dt, .out_dt = dt, .scaled = scaled, .S = qs[2], .NH = qs[1], .DHQK = qs[3],
                   .DHHV = alloy_array_shape(v)[3], .has_init = c_initial != NULL, .has_dfinal = dc_final != NULL,
                   .varlen = cu_seqlens != NULL, .eps = eps};
     r.nseq = cu_seqlens ? alloy_array_shape(cu_seqlens)[0] - 1 : qs[0];
@@ -75,12 +81,13 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
      * two (dh, v) slice pairs (three with one DHQK slice); float32: dh, v and h slices */
     const int64_t k_elems = ts == 2 && 3 * r.DS * 72 > Ls * (r.DKP + 8) ? 3 * r.DS * 72 : Ls * (r.DKP + 8);
     const int64_t pairs = r.DKP / r.DS == 1 ? 3 : 2;
+    /* scaled: the rows' exponents (phase 1: four of 64 ints), the walk's SIMD group maxima (phase 2: 8) */
     const size_t smem1 =
         (size_t)up((Ls * (r.DKP + 8) + k_elems + (ts == 2 ? 2 * pairs : 3) * Ls * 72) * (int64_t)ts, 16) +
-        4 * (12 * 64 + r.DKP);
+        4 * (12 * 64 + r.DKP) + (scaled ? 4 * 4 * 64 : 0);
     const int64_t wrn = 2 * Ls + 4;
     const size_t smem2 = (size_t)up((2 * Ls * (r.DS + 8) + 2 * Ls * (r.TV + 16) + (ts == 2 ? 4 * 16 * (r.TV + 8) : 0)) *
-                                        (int64_t)ts, 16) + 4 * 2 * (size_t)wrn;
+                                        (int64_t)ts, 16) + 4 * 2 * (size_t)wrn + (scaled ? 4 * 8 : 0);
     /* PHASE 3: two 64-column tiles per threadgroup for 16-bit inputs (each streamed slice of K, dh or v
      * serves both: L2 carried 33.6 GB for the 7B shape's bfloat16 backward at one, its bound), one for
      * float32 (the threadgroup memory); ALLOY_MLSTM_GRAD_CT=1|2|4 for timing (halved while its threadgroup
@@ -90,7 +97,8 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     size_t smem3 = 0;
     for (;; r.ct /= 2) {
         const int64_t W3 = 64 * r.ct;
-        smem3 = (size_t)(Ls * (Ls + 8) + Ls * (W3 + 8) + 3 * Ls * 72 + 3 * W3 * 72) * ts;
+        smem3 = (size_t)up((Ls * (Ls + 8) + Ls * (W3 + 8) + 3 * Ls * 72 + 3 * W3 * 72) * (int64_t)ts, 16);
+        if (scaled) smem3 += 4 * (3 * 64 + 128 * r.ct / Ls * 64); /* FE, PE, XE and the lines' maxima */
         if (smem3 <= SMEM_BUDGET || r.ct == 1) break;
     }
     const size_t smem4 = 4 * 3 * 256;
@@ -112,8 +120,8 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
         sv.nslots = alloy_mlstm_split_slots(r.S, Ls, r.nseq, cu_seqlens != NULL);
         sv.vec = alloy_mlstm_vec_rows(q, k, v, r.DHQK, r.DHHV, ts) && (!sv.h || alloy_ops_aligned16(1, &sv.h));
     } else {
-        st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps, stream,
-                                       &sv);
+        st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps, scaled,
+                                       stream, &sv);
     }
     if (st != ALLOY_OK) return st;
     r.L = sv.L;
@@ -122,37 +130,48 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     r.KT = (r.DHQK + 63) / 64;
     r.VT2 = (r.DHHV + r.TV - 1) / r.TV;
     r.KT2 = (r.DHQK + r.DS - 1) / r.DS;
-    r.vec = sv.vec && alloy_ops_aligned16(1, &dh);
     alloy_device *dev = alloy_array_device(q);
+    /* scaled: dh as float16 rows with exponents too (dr[0], dr[3]) */
+    alloy_array *dr[4] = {NULL, NULL, NULL, NULL};
+    if (st == ALLOY_OK && scaled) st = alloy_mlstm_f16_rows(dh, NULL, NULL, stream, dr);
+    alloy_array *dhx = scaled ? dr[0] : dh;
+    r.vec = st == ALLOY_OK && sv.vec && alloy_ops_aligned16(1, &dhx);
     const int64_t tokens = qs[0] * r.NH * r.S, slots = (r.WN > 0 ? r.WN : 1) * r.NH;
     const int64_t s_rec[1] = {tokens * RR > 0 ? tokens * RR : 1}, s_wrec[1] = {slots * wrn},
                   s_pm[1] = {slots * r.L * r.L}, s_dc[1] = {slots * r.DHQK * r.DHHV}, s_dn[1] = {slots * r.DHQK},
-                  s_part[1] = {tokens * 2 * r.KT > 0 ? tokens * 2 * r.KT : 1};
-    alloy_array *rec = NULL, *wrec = NULL, *pm = NULL, *am = NULL, *dc = NULL, *dn = NULL, *part = NULL;
-    st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_rec, &rec);
+                  s_part[1] = {tokens * 2 * r.KT > 0 ? tokens * 2 * r.KT : 1}, s_dce[1] = {slots * r.KT2 * r.DHHV};
+    alloy_array *rec = NULL, *wrec = NULL, *pm = NULL, *am = NULL, *dc = NULL, *dn = NULL, *part = NULL, *dce = NULL;
+    /* scaled: the L x L matrices in float32 (true units; phase 3 folds and rounds them), dC as float16 tiles
+     * with a factor each (dce) */
+    const alloy_dtype pdt = scaled ? ALLOY_FLOAT32 : dt;
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_rec, &rec);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_wrec, &wrec);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_pm, &pm);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_pm, &am);
-    if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 1, s_dc, &dc);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, pdt, 1, s_pm, &pm);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, pdt, 1, s_pm, &am);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, r.dt, 1, s_dc, &dc);
+    if (st == ALLOY_OK && scaled) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_dce, &dce);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_dn, &dn);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 1, s_part, &part);
     if (st == ALLOY_OK) st = alloy_catalog_kernel(GRAD_FILE, &r.kern);
-    /* absent inputs are bound to q, absent initial-state gradients to dq (never touched) */
-    alloy_array *ins[19] = {q, k, v, i, f, dh, sv.h ? sv.h : sv.c_chunk,
+    /* absent inputs are bound to q, absent initial-state gradients to dq (never touched); scaled: the operands
+     * are the float16 rows, their exponents and the state tiles' factors (else bound to q, dc) */
+    alloy_array *ins[22] = {scaled ? sv.rows[0] : q, scaled ? sv.rows[1] : k, scaled ? sv.rows[2] : v, i, f, dhx,
+                            sv.h ? sv.h : sv.c_chunk,
                             r.has_init ? c_initial : q, r.has_init ? n_initial : q,
                             r.has_dfinal ? dc_final : q, r.has_dfinal ? dn_final : q, r.has_dfinal ? dm_final : q,
                             sv.c_chunk, sv.n_chunk, sv.m_chunk, sv.g_chunk, sv.c_out, sv.n_out,
-                            cu_seqlens ? cu_seqlens : q};
-    alloy_array *outs[15] = {g[0], g[1], g[2], g[3], g[4], r.has_init ? g[5] : g[0], r.has_init ? g[6] : g[0],
-                             r.has_init ? g[7] : g[0], rec, wrec, pm, am, dc, dn, part};
+                            cu_seqlens ? cu_seqlens : q, scaled ? sv.xe : q, scaled ? dr[3] : q,
+                            scaled ? sv.ce : q};
+    alloy_array *outs[16] = {g[0], g[1], g[2], g[3], g[4], r.has_init ? g[5] : g[0], r.has_init ? g[6] : g[0],
+                             r.has_init ? g[7] : g[0], rec, wrec, pm, am, dc, dn, part, scaled ? dce : dc};
     const int64_t nsh = r.nseq * r.NH;
     if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 256, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
     const int64_t jobs3 = (r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct);
     if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * jobs3, (uint32_t)(128 * r.ct), smem3, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 4, nsh, 256, smem4, ins, outs);
-    alloy_array *scratch[7] = {rec, wrec, pm, am, dc, dn, part};
-    for (int e = 0; e < 7; e++) alloy_array_free(scratch[e]);
+    alloy_array *scratch[10] = {rec, wrec, pm, am, dc, dn, part, dce, dr[0], dr[3]};
+    for (int e = 0; e < 10; e++) alloy_array_free(scratch[e]);
     alloy_mlstm_saved_free(&sv);
     return st;
 }

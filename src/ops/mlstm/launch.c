@@ -16,6 +16,7 @@ alloy_status alloy_mlstm_launch(const alloy_mlstm_launch_spec *s) {
     alloy_launch *l = NULL;
     alloy_status st = alloy_launch_new(&l);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", s->dt);
+    if (st == ALLOY_OK && s->to_named) st = alloy_launch_add_template_dtype(l, "TO", s->out_dt);
     for (int e = 0; e < s->n_tints && st == ALLOY_OK; e++)
         st = alloy_launch_add_template_int(l, s->tints[e].name, s->tints[e].value);
     for (int e = 0; e < s->n_tbools && st == ALLOY_OK; e++)

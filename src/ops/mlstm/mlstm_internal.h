@@ -55,8 +55,8 @@ alloy_status alloy_mlstm_prepare_out(const char *fn, const char *name, alloy_arr
 alloy_status alloy_mlstm_check_cu_seqlens(const char *fn, alloy_array *cu, alloy_device *dev, int64_t B, int64_t S,
                                           int64_t *nseq);
 
-/* One launch of an mLSTM kernel file (launch.c): template T = dt, the
- * template ints and bools, the int32 launch constants, float32 `scale` and
+/* One launch of an mLSTM kernel file (launch.c): template T = dt (and TO =
+ * out_dt where to_named is set: the backward's outputs), the template ints and bools, the int32 launch constants, float32 `scale` and
  * `eps`, groups threadgroups of `threads` with `smem` bytes of threadgroup
  * memory (at least 16), the inputs and the outputs (at most
  * ALLOY_MLSTM_MAX_OUTPUTS). No launch for groups <= 0; too many groups is an
@@ -70,7 +70,8 @@ typedef struct alloy_mlstm_launch_spec {
     const char *fn;
     alloy_kernel *kernel;
     alloy_stream *stream;
-    alloy_dtype dt;
+    alloy_dtype dt, out_dt;
+    int to_named;
     const alloy_mlstm_named *tints, *tbools, *consts;
     int n_tints, n_tbools, n_consts;
     double scale, eps;
@@ -88,17 +89,28 @@ alloy_status alloy_mlstm_launch(const alloy_mlstm_launch_spec *spec);
  * in one window, every slot's chunk-start state (c_chunk in q's dtype,
  * n_chunk float32), m (m_chunk) and gate record (g_chunk: w_j, e_last at L,
  * L + 4 floats); L the chunk length it ran (at most 64), vec whether the
- * rows of q, k, v and h take 16-byte accesses. ALLOY_ERROR_UNSUPPORTED where
- * the split path does not take these sizes. Free with alloy_mlstm_saved_free. */
+ * rows of q, k, v and h take 16-byte accesses. scaled (float32 inputs): on
+ * float16 tiles with exponents (the forward of precision DEFAULT; no h,
+ * c_chunk float16 tiles with factors ce, g_chunk the scaled record of 2 L + 4
+ * floats, mlstm_chunkwise.metal). ALLOY_ERROR_UNSUPPORTED where the split path
+ * does not take these sizes. Free with alloy_mlstm_saved_free. */
 typedef struct alloy_mlstm_saved {
     int64_t L, nslots;   /* the chunk length run; slots per head (the scratch's first dimension) */
     int vec;
     alloy_array *h, *c_out, *n_out, *m_out, *c_chunk, *n_chunk, *m_chunk, *g_chunk;
+    /* scaled: q, k, v as float16 rows (rows[0..2]), their exponents (xe) and the state tiles' factors (ce) */
+    alloy_array *rows[3], *xe, *ce;
 } alloy_mlstm_saved;
 alloy_status alloy_mlstm_split_forward(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                        alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
-                                       alloy_array *cu_seqlens, int64_t L, double eps, alloy_stream *stream,
+                                       alloy_array *cu_seqlens, int64_t L, double eps, int scaled, alloy_stream *stream,
                                        alloy_mlstm_saved *sv);
+
+/* q, k and v (or, k and v NULL, q alone) as float16 rows with a power-of-two exponent each
+ * (mlstm_f16_rows.metal, chunkwise.c): out[0..2] the rows, out[3] the exponents (int32, q's rows, then k's,
+ * then v's); queued on stream. */
+alloy_status alloy_mlstm_f16_rows(alloy_array *q, alloy_array *k, alloy_array *v, alloy_stream *stream,
+                                  alloy_array **out);
 void alloy_mlstm_saved_free(alloy_mlstm_saved *sv);
 
 /* The split kernels' template RB (mlstm_tiles.h's mc_row_tiles MODE): 1, or
@@ -128,7 +140,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                         alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *dh,
                                         alloy_array *dc_final, alloy_array *dn_final, alloy_array *dm_final,
-                                        int64_t L, double eps, const alloy_mlstm_kept_in *kin, alloy_stream *stream,
-                                        alloy_array *const *g);
+                                        int64_t L, double eps, int scaled, const alloy_mlstm_kept_in *kin,
+                                        alloy_stream *stream, alloy_array *const *g);
 
 #endif

@@ -36,16 +36,30 @@
 //   then the reverse scans over the tokens (a block of tokens per thread, the
 //   later blocks' sums and the chain's affine carries through threadgroup
 //   memory): di, df, dm0.
-// Template: T (input dtype), L (chunk, <= 64), DKP (DHQK padded to 16, or
+// SCALED (float32 inputs at precision DEFAULT; T = half, TO = float): q, k,
+// v, dh are float16 rows with a power-of-two exponent each (xe: q's, k's,
+// v's rows; xd: dh's), c_chunk the forward's float16 state tiles with their
+// factors in ce, g_chunk the forward's scaled gate records (2 L + 4 floats);
+// phase 1 folds the exponents into S, A' and dh . (q^ C) (one tile's product
+// at a time times its factor), writes pm and am in float32 true units, log
+// wl_r in rec[6] and the walk record scaled as mlstm_walk.h's SC wants it;
+// phase 2 walks with SC (dc_chunk float16 tiles, their factors in dce);
+// phase 3 folds and rounds the L x L matrix per output line (PE) and
+// multiplies the streamed tiles one slice at a time times their factor.
+// Otherwise xe, xd, ce, dce are bound to any array and never touched.
+// Template: T (operand dtype), TO (the gradients' dtype: T, or float with
+// SCALED), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
 // per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
-//! inputs: q k v i f dh h C0 n0 dCf dnf dmf c_chunk n_chunk m_chunk g_chunk C_fin n_fin cu
-//! outputs: dq dk dv di df dC0 dn0 dm0 rec wrec pm am dc_chunk dn_chunk part
+//! inputs: q k v i f dh h C0 n0 dCf dnf dmf c_chunk n_chunk m_chunk g_chunk C_fin n_fin cu xe xd ce
+//! outputs: dq dk dv di df dC0 dn0 dm0 rec wrec pm am dc_chunk dn_chunk part dce
 //! template: T=float32
+//! template: TO=float32
+//! template: SCALED=false
 //! template: L=64
 //! template: DKP=64
 //! template: DS=64
@@ -69,15 +83,18 @@
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
 #include "src/ops/mlstm/kernels/mlstm_chunks.h"
 #include "src/ops/mlstm/kernels/mlstm_walk.h"
+// x into *p in p's own dtype (the L x L matrices: T, or float32 with SCALED)
+template <class P> METAL_FUNC void mc_put(device P *p, float x) { *p = P(x); }
 //! body:
 const int tid = int(thread_index_in_threadgroup);
+const long ROWS = long(VARLEN ? 1 : NSEQ) * NH * S;   // rows of q, k and v (SCALED: xe's thirds)
 const int warp = tid / 32;
 const uint lane = uint(tid % 32);
 const int g = int(lane >> 2), qd = int(lane & 3u);
 constexpr int NT = 128;        // threads of phases 2 and 3 (phase 3: per column tile)
 constexpr int RR = 8;          // floats per row record
 constexpr int WRN = 2 * L + 4; // floats per walk record
-constexpr int GWN = L + 4;     // floats per forward gate record
+constexpr int GWN = SCALED ? 2 * L + 4 : L + 4;   // floats per forward gate record
 if constexpr (PHASE == 1) {
     // 256 threads: SIMD group w takes rows 16 (w % 4) .. + 15 and half w / 4 of
     // every product's columns (keys, or 32 of a slice's 64 columns), so a
@@ -119,6 +136,10 @@ if constexpr (PHASE == 1) {
     threadgroup float *BB = BSUF + 64;
     threadgroup float *NS = BB + 64;
     threadgroup float *XR = NS + DKP;   // [half][row] partial row sums, then again after the slices
+    threadgroup int *EQ = (threadgroup int *)(XR + 4 * 64);   // SCALED: the rows' exponents (64 each)
+    threadgroup int *EK = EQ + 64;
+    threadgroup int *EV = EK + 64;
+    threadgroup int *ED = EV + 64;
     const int rw = warp & 3, half = warp >> 2;
     const long grp = long(threadgroup_position_in_grid.x);
     const int head = int(grp % NH);
@@ -136,6 +157,13 @@ if constexpr (PHASE == 1) {
     mc_load_async<T, L, DKP, NT1, VEC, false>(QS, LDK, q + tb * DHQK, DHQK, Lc, DHQK, tid);
     mc_load_async<T, L, DKP, NT1, VEC>(KS, LDK, k + tb * DHQK, DHQK, Lc, DHQK, tid);
     for (int d = tid; d < DKP; d += NT1) NS[d] = d < DHQK ? n_chunk[wsx * DHQK + d] : 0.0f;
+    if constexpr (SCALED)
+        for (int r = tid; r < 64; r += NT1) {
+            EQ[r] = r < Lc ? int(xe[tb + r]) : 0;
+            EK[r] = r < Lc ? int(xe[ROWS + tb + r]) : 0;
+            EV[r] = r < Lc ? int(xe[2 * ROWS + tb + r]) : 0;
+            ED[r] = r < Lc ? int(xd[tb + r]) : 0;
+        }
     if (warp == 0) {
         float fp0, fp1, ip0, ip1, total;
         mc_gates_raw(f, i, tb, Lc, lane, fp0, fp1, ip0, ip1);
@@ -169,10 +197,11 @@ if constexpr (PHASE == 1) {
     for (int e = 0; e < 2; e++) {
         qn[e] += mc_lane(qn[e], lane ^ 1u);
         qn[e] += mc_lane(qn[e], lane ^ 2u);
+        if constexpr (SCALED) qn[e] = mc_ldexp(qn[e], EQ[r0 + g + 8 * e]);
     }
-    // the weight w_rj (0 outside j <= r < Lc)
-    auto weight = [&](int r, int j) {
-        if (j > r || r >= Lc) return 0.0f;
+    // the weight w_rj as its log (-inf outside j <= r < Lc)
+    auto logw = [&](int r, int j) {
+        if (j > r || r >= Lc) return -INFINITY;
         const int br = r / 8, bj = j / 8;
         float lw = IA[j];
         if (br == bj) {
@@ -180,8 +209,9 @@ if constexpr (PHASE == 1) {
         } else {
             lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
         }
-        return exp(lw);
+        return lw;
     };
+    auto weight = [&](int r, int j) { return exp(logw(r, j)); };
     // S = Q K^T (this half's keys), then P = S scale W with its row sums (float32)
     float sacc[KH][4];
     #pragma unroll
@@ -198,7 +228,8 @@ if constexpr (PHASE == 1) {
         #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int r = r0 + g + 8 * (e >> 1), j = (kt0 + u) * 8 + 2 * qd + (e & 1);
-            sacc[u][e] *= u < slive ? scale * weight(r, j) : 0.0f;
+            // (SCALED: q's and k's exponents folded into the weight, from its log: p in true units)
+            sacc[u][e] *= u < slive ? scale * (SCALED ? mc_exp_ldexp(logw(r, j), EQ[r] + EK[j]) : weight(r, j)) : 0.0f;
             rs[e >> 1] += sacc[u][e];
         }
     }
@@ -268,9 +299,26 @@ if constexpr (PHASE == 1) {
                     #pragma unroll
                     for (int e = 0; e < 4; e++) hq[u][e] = 0.0f;
             }
-            if (hlive > 0)
-                mc_row_tiles<T, 4>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS, 1,
-                                   DS, hlive, lane);
+            if (hlive > 0) {
+                if constexpr (SCALED) {   // this slice's product on its own, then into hq times its tile's factor
+                    float tq[4][4];
+                    #pragma unroll
+                    for (int u = 0; u < 4; u++)
+                        #pragma unroll
+                        for (int e = 0; e < 4; e++) tq[u][e] = 0.0f;
+                    mc_row_tiles<T, 4>(tq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS,
+                                       1, DS, hlive, lane);
+                    const int cc = min(vt * 64 + half * 32, DHHV - 1);   // (every column of the tile holds it)
+                    const float x = float(ce[(wsx * KT2 + sl) * DHHV + cc]);
+                    #pragma unroll
+                    for (int u = 0; u < 4; u++)
+                        #pragma unroll
+                        for (int e = 0; e < 4; e++) hq[u][e] = fma(tq[u][e], x, hq[u][e]);
+                } else {
+                    mc_row_tiles<T, 4>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS,
+                                       1, DS, hlive, lane);
+                }
+            }
             if (sl == NSL - 1 && r0 < L) {
                 #pragma unroll
                 for (int u = 0; u < 4; u++)
@@ -296,6 +344,16 @@ if constexpr (PHASE == 1) {
                 dhh[1] = fma(float(DHS[(r0 + g + 8) * LDS + x]), float(HS[(r0 + g + 8) * LDS + x]), dhh[1]);
             }
         }
+    }
+    if constexpr (SCALED) {   // A' and dh . (q C) in true units: the rows' exponents
+        #pragma unroll
+        for (int u = 0; u < KH; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int r = r0 + g + 8 * (e >> 1), j = (kt0 + u) * 8 + 2 * qd + (e & 1);
+                aacc[u][e] = mc_ldexp(aacc[u][e], ED[r] + EV[j]);
+            }
+        for (int e = 0; e < 2; e++) dhh[e] = mc_ldexp(dhh[e], ED[r0 + g + 8 * e] + EQ[r0 + g + 8 * e]);
     }
     if (HX) {   // dh . h = (scale e_r dh . (q C) + sum_j P_rj (dh . v_j)) / den
         float pa[2] = {0.0f, 0.0f};
@@ -337,11 +395,11 @@ if constexpr (PHASE == 1) {
                     pv[x] = sacc[u][e] * rden[hf];
                     av[x] = w != 0.0f ? (aacc[u][e] * rden[hf] + ds[hf]) * w : 0.0f;
                 }
-                const long at = (wsx * L + r) * L + j;
-                pm[at] = T(pv[0]);
-                pm[at + 1] = T(pv[1]);
-                am[at] = T(av[0]);
-                am[at + 1] = T(av[1]);
+                const long at = (wsx * L + r) * L + j;   // (SCALED: float32, true units)
+                mc_put(pm + at, pv[0]);
+                mc_put(pm + at + 1, pv[1]);
+                mc_put(am + at, av[0]);
+                mc_put(am + at + 1, av[1]);
             }
     }
     // the row records and the walk record (rows past the chunk: zeros), from the first half
@@ -357,19 +415,44 @@ if constexpr (PHASE == 1) {
                 rr[3] = -eps * dhh[e] * rden[e];
                 rr[4] = U[r] == 0.0f ? 1.0f : 0.0f;
                 rr[5] = MR[r];
-                rr[6] = 0.0f;
+                rr[6] = SCALED ? IA[r] + SUF[r] : 0.0f;   // SCALED: log wl_r, the row's weight to the chunk's end
                 rr[7] = 0.0f;
             }
-            wrec[wsx * WRN + r] = live ? scale * er[e] * rden[e] : 0.0f;
-            wrec[wsx * WRN + L + r] = live ? scale * er[e] * ds[e] : 0.0f;
+            float ws = live ? scale * er[e] * rden[e] : 0.0f, wn = live ? scale * er[e] * ds[e] : 0.0f;
+            if constexpr (SCALED) {   // q's and dh's exponents folded in, from the logs (mlstm_walk.h's SC)
+                ws = live ? scale * mc_exp_ldexp(PRE[r] - log(den[e]), EQ[r] + ED[r]) : 0.0f;
+                wn = live ? scale * (ds[e] < 0.0f ? -1.0f : 1.0f) * mc_exp_ldexp(PRE[r] + log(fabs(ds[e])), EQ[r]) : 0.0f;
+                XR[r] = fabs(ws);
+                XR[64 + r] = fabs(wn);
+            }
+            wrec[wsx * WRN + r] = ws;
+            wrec[wsx * WRN + L + r] = wn;
         }
-    if (tid < 4) wrec[wsx * WRN + 2 * L + tid] = tid == 0 ? g_chunk[wsx * GWN + L] : 0.0f;
+    // the record's tail: e_last (SCALED: its log, the forward record's) and, SCALED, the exponents ts and tn
+    // of max |s| and max |nc| (in [0.5, 1) after 2^-ts, 2^-tn) through XR
+    if (tid < (SCALED ? 2 : 4)) wrec[wsx * WRN + 2 * L + tid] = tid == 0 ? g_chunk[wsx * GWN + L] : 0.0f;
+    if constexpr (SCALED) {
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (warp == 0) {
+            const int a = int(lane), b = int(lane) + 32;
+            float smax = max(a < L ? XR[a] : 0.0f, b < L ? XR[b] : 0.0f);
+            float nmax = max(a < L ? XR[64 + a] : 0.0f, b < L ? XR[64 + b] : 0.0f);
+            for (uint d = 1; d < 32; d *= 2) {
+                smax = max(smax, mc_lane(smax, lane ^ d));
+                nmax = max(nmax, mc_lane(nmax, lane ^ d));
+            }
+            if (lane == 0) {
+                wrec[wsx * WRN + 2 * L + 2] = smax > 0.0f && isfinite(smax) ? float(mc_expo(smax) + 1) : 0.0f;
+                wrec[wsx * WRN + 2 * L + 3] = nmax > 0.0f && isfinite(nmax) ? float(mc_expo(nmax) + 1) : 0.0f;
+            }
+        }
+    }
 } else if constexpr (PHASE == 2) {
     // ---- the state gradients: the forward's walk from the last chunk -------
-    mc_walk_states<T, L, DS, TV, VEC, VARLEN, true, WRN, L, 2 * L>(
+    mc_walk_states<T, L, DS, TV, VEC, VARLEN, true, WRN, L, 2 * L, SCALED>(
         alloy_threadgroup_memory, tid, long(threadgroup_position_in_grid.x), q, dh, wrec, dc_chunk, dn_chunk,
         HAS_DFINAL ? 1 : 0, dCf, dnf, dCf, dnf, HAS_INIT, dC0, dn0, cu, S, NH, DHQK, DHHV, NSEQ, 0, WN, VT2, KT2,
-        dc_chunk);
+        dce);
 } else if constexpr (PHASE == 3) {
     // ---- dv, dq, dk of one chunk: 64 CT columns per threadgroup ------------
     constexpr int XT = 8;                          // 16 x 8 tiles per SIMD group: 64 columns
@@ -381,6 +464,13 @@ if constexpr (PHASE == 1) {
     threadgroup T *Y = PI + L * LDP;
     threadgroup T *AS = Y + L * LDY;
     threadgroup T *BS = AS + 3 * L * LDA;
+    // SCALED, after those (int): FE (64: the exponents folded into the L x L matrix), PE (64: the output
+    // rows' scales of the L x L product), XE (64: the dot rows'), XM (NT3 / L x 64: the lines' partial maxima)
+    constexpr int T3_BYTES = ((L * LDP + L * LDY + 3 * L * LDA + 3 * W3 * LDA) * int(sizeof(T)) + 15) / 16 * 16;
+    threadgroup int *FE = (threadgroup int *)(alloy_threadgroup_memory + T3_BYTES);
+    threadgroup int *PE = FE + 64;
+    threadgroup int *XE = PE + 64;
+    threadgroup int *XM = XE + 64;
     const int VTJ = (VT + CT - 1) / CT, KTJ = (KT + CT - 1) / CT;   // jobs of each kind
     long grp = long(threadgroup_position_in_grid.x);
     const int job = int(grp % (VTJ + 2 * KTJ));
@@ -408,7 +498,10 @@ if constexpr (PHASE == 1) {
     // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..];
     // dk: AW, Q[:, t0..]) as one copy group, then the stream's slices in a ring
     // of three, two slices' copies in flight, one group each (empty past the last)
-    mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (kind == 0 ? pm : am) + wsx * L * L, L, L, L, tid);
+    // (the cast: a branch the body compiles for every dtype; SCALED's matrices are float32 and read below)
+    if constexpr (!SCALED)
+        mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (const device T *)(kind == 0 ? pm : am) + wsx * L * L, L, L,
+                                                L, tid);
     const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
     const int yld = kind == 0 ? DHHV : DHQK;
     mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
@@ -434,6 +527,42 @@ if constexpr (PHASE == 1) {
     };
     issue(0);
     issue(1);
+    if constexpr (SCALED) {
+        // The exponents of the chunk's rows: FE, what the L x L matrix folds in (dv: dh's, over r; dq: k's,
+        // over j; dk: q's, over r), and XE, the dot's (dq: q, dk: k)
+        for (int r = tid; r < 64; r += NT3) {
+            const bool in = r < Lc;
+            const int eq = in ? int(xe[tb + r]) : 0, ek = in ? int(xe[ROWS + tb + r]) : 0;
+            const int ed = in ? int(xd[tb + r]) : 0;
+            FE[r] = kind == 0 ? ed : (kind == 1 ? ek : eq);
+            XE[r] = kind == 1 ? eq : ek;
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        // The L x L matrix (float32, true units) into PI as 16-bit values: each element times 2^FE of the
+        // index the product sums over, each output line (dv, dk: a column j; dq: a row r) scaled so that its
+        // largest lands in [2^14, 2^15), the line's exponent in PE (applied to the product's result). Two
+        // passes over the matrix (L2): the lines' largest exponents, then the values.
+        const device float *src = (const device float *)((kind == 0 ? pm : am) + wsx * L * L);
+        constexpr int NPART = NT3 / L;
+        const int ln = tid % L, part = tid / L;
+        const bool by_row = kind == 1;
+        int mx = -100000;
+        for (int a = part; a < L; a += NPART) {
+            const int r = by_row ? ln : a, j = by_row ? a : ln;
+            const float x = src[r * L + j];
+            if (x != 0.0f && isfinite(x)) mx = max(mx, mc_expo(x) + FE[by_row ? j : r]);
+        }
+        XM[part * 64 + ln] = mx;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        mx = XM[ln];
+        for (int p = 1; p < NPART; p++) mx = max(mx, XM[p * 64 + ln]);
+        const int pe = mx > -100000 ? mx - 14 : 0;
+        if (part == 0) PE[ln] = pe;
+        for (int a = part; a < L; a += NPART) {
+            const int r = by_row ? ln : a, j = by_row ? a : ln;
+            PI[r * LDP + j] = T(mc_ldexp(src[r * L + j], FE[by_row ? j : r] - pe));
+        }
+    }
     // (SIMD groups past the chunk's rows or the matrix's columns: nothing to compute)
     const int live = r0 < Lc && t0 < ncols ? XT : 0;
     // What the epilogue reads from device memory, loaded now so that its latency hides behind the
@@ -448,6 +577,12 @@ if constexpr (PHASE == 1) {
                 const device float *rr = rec + (tb + r) * RR;
                 a = rr[2] * rr[0];
                 b = rr[2] * rr[1];
+                if constexpr (SCALED) a = mc_ldexp(a, int(xd[tb + r]));   // dh's rows: their exponents
+            } else if constexpr (SCALED) {   // wl_j from its log, with k's (dv) or v's (dk) exponent
+                const float lwl = rec[(tb + r) * RR + 6];
+                const int ex = int(xe[(kind == 0 ? ROWS : 2 * ROWS) + tb + r]);
+                a = kind == 0 ? mc_exp_ldexp(lwl, ex) : mc_exp_ldexp(lwl, ex) / scale;
+                b = kind == 0 ? 0.0f : exp(lwl) / scale;
             } else {
                 const float wl = g_chunk[wsx * GWN + r];
                 a = kind == 0 ? wl : wl / scale;
@@ -486,8 +621,25 @@ if constexpr (PHASE == 1) {
         const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
         const threadgroup T *Bt = BS + buf * W3 * LDA;
         if (live > 0) {
-            if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
-            else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
+            if constexpr (SCALED) {   // this slice's product on its own, then into acc times its tile's factor
+                float tacc[XT][4];
+                #pragma unroll
+                for (int u = 0; u < XT; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
+                if (kind == 0) mc_row_tiles<T, XT>(tacc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+                else mc_row_tiles<T, XT>(tacc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
+                // dv: dC's tile (DHQK slice s, columns t0); dq: C's (DHQK rows t0, DHHV slice s); dk: dC's likewise
+                const long ti = kind == 0 ? (wsx * KT2 + s) * DHHV + t0 : (wsx * KT2 + t0 / 64) * DHHV + s * 64;
+                const float x = float(kind == 1 ? ce[ti] : dce[ti]);
+                #pragma unroll
+                for (int u = 0; u < XT; u++)
+                    #pragma unroll
+                    for (int e = 0; e < 4; e++) acc[u][e] = fma(tacc[u][e], x, acc[u][e]);
+            } else {
+                if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+                else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
+            }
         }
     }
     mc_wait_copies();
@@ -504,13 +656,29 @@ if constexpr (PHASE == 1) {
             #pragma unroll
             for (int e = 0; e < 4; e++) acc[u][e] *= rsc[e >> 1];
     }
-    // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q
-    if (live > 0) {
+    // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q (SCALED: on its own, then
+    // into acc times its rows' scales)
+    if constexpr (SCALED) {
+        float tacc[XT][4];
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
+        if (live > 0) {
+            if (kind == 1) mc_row_tiles<T, XT>(tacc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
+            else mc_row_tiles<T, XT>(tacc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
+        }
+        const int pr[2] = {PE[r0 + g], PE[r0 + g + 8]};
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[u][e] += mc_ldexp(tacc[u][e], pr[e >> 1]);
+    } else if (live > 0) {
         if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
         else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
     }
     const float fin = kind == 0 ? 1.0f : scale;
-    device T *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
+    device TO *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
     float dot[2] = {0.0f, 0.0f};   // q . dq, k . dk
     #pragma unroll
     for (int u = 0; u < XT; u++)
@@ -519,12 +687,12 @@ if constexpr (PHASE == 1) {
             const int r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd;
             const float x0 = acc[u][2 * hf] * fin, x1 = acc[u][2 * hf + 1] * fin;
             if (r < Lc && col < ncols) {
-                device T *dst = out + (tb + r) * ncols + col;
-                if constexpr (sizeof(T) == 2 && VEC) {   // rows 16-byte aligned: col + 1 < ncols too
-                    *(device uint *)dst = mc_pack2<T>(x0, x1);
+                device TO *dst = out + (tb + r) * ncols + col;
+                if constexpr (sizeof(TO) == 2 && VEC) {   // rows 16-byte aligned: col + 1 < ncols too
+                    *(device uint *)dst = mc_pack2<TO>(x0, x1);
                 } else {
-                    dst[0] = T(x0);
-                    if (col + 1 < ncols) dst[1] = T(x1);
+                    dst[0] = TO(x0);
+                    if (col + 1 < ncols) dst[1] = TO(x1);
                 }
                 if (kind != 0) {
                     const threadgroup T *y = XS + r * LDY + 64 * ch + u * 8 + 2 * qd;
@@ -541,7 +709,8 @@ if constexpr (PHASE == 1) {
         if (qd == 0)
             for (int hf = 0; hf < 2; hf++) {
                 const int r = r0 + g + 8 * hf;
-                if (r < Lc) part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] = dot[hf];
+                // (SCALED: the dot's rows, q or k, are 16-bit rows with an exponent)
+                if (r < Lc) part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] = SCALED ? mc_ldexp(dot[hf], XE[r]) : dot[hf];
             }
     }
 } else if constexpr (PHASE == 4) {
@@ -633,8 +802,8 @@ if constexpr (PHASE == 1) {
             carry = 0.0f;
         }
         const float fp = float(f[tokbase + t]);
-        di[tokbase + t] = T(dig);
-        df[tokbase + t] = T(dlf / (1.0f + exp(fp)));   // d logsigmoid(f) = sigmoid(-f)
+        di[tokbase + t] = TO(dig);
+        df[tokbase + t] = TO(dlf / (1.0f + exp(fp)));   // d logsigmoid(f) = sigmoid(-f)
     }
     // the first block's carry reaches m_0
     if (HAS_INIT && tid == NT4 - 1) dm0[sidx] = x0 + carry;

@@ -18,10 +18,12 @@
 // chunk). A row holding inf or NaN gets xe = 0 and its values converted as
 // they are (inf and NaN go on into h, as they would in float32).
 // q, k and v in one launch: rows r < T of q, then T of k, then T of v
-// (T tokens); xe holds their exponents in that order (3 T).
-// Launch constants: int DK (q and k's row length), int DV (v's), long T.
+// (T tokens); xe holds their exponents in that order (3 T). NP = 1: q's
+// rows alone (the backward's dh; k, v, yk, yv bound to any array, untouched).
+// Launch constants: int DK (q and k's row length), int DV (v's), long T,
+// int NP (3, or 1).
 // Launch: one SIMD group per row, rows in a grid-stride loop: grid =
-// (min(3 T, 2^17) * 32, 1, 1), threadgroup = (256, 1, 1). A row of at most
+// (min(NP T, 2^17) * 32, 1, 1), threadgroup = (256, 1, 1). A row of at most
 // 512 elements is read once into registers (all its loads in flight at
 // once), longer ones twice.
 //! name: alloy_mlstm_f16_rows
@@ -35,7 +37,7 @@ constexpr int NR = 16;   // elements per lane held in registers: rows up to 32 N
 const long sg = long(thread_position_in_grid.x / 32);
 const long nsg = long(threads_per_grid.x / 32);
 const int lane = int(thread_index_in_simdgroup);
-for (long r = sg; r < 3 * T; r += nsg) {
+for (long r = sg; r < NP * T; r += nsg) {
     const int part = int(r / T), D = part == 2 ? DV : DK;
     const long row = r - long(part) * T;
     const device TIN *xr = (part == 0 ? q : part == 1 ? k : v) + row * D;
