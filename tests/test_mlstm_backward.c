@@ -758,14 +758,6 @@ static void test_backward_half_inputs(void) {
     else check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
 }
 
-/* float32 at precision DEFAULT (method CHUNKED_DEFAULT: float16 tiles with exponents per row and per
- * state tile, TF32's 11 significant bits): each gradient within 1e-2 of its own scale (at least 1e-2 of
- * the largest), several DHQK slices and column tiles, the initial states, a packed batch, and tokens whose
- * rows of q, k, v and dh are scaled by powers of two from 2^-20 to 2^20 (the exponents' path: float16
- * alone would flush or overflow them). Hostile gates are not among them: they are built so that q^ . n
- * cancels to 1e-4 of its terms, and a state rounded to 11 bits (TF32's precision, as the forward at DEFAULT
- * stores it) then leaves h, and every gradient through dh . h, without a significant digit — measured up
- * to 80x the gradient's scale (docs/mlstm.md); the exact kernel and CHUNKED are the paths for them. */
 /* How near the inputs come to a kink of max(|q^ . n|, exp(-m)) (branches.margin). */
 static double kink_margin(const problem *p) {
     branches br = {0};
@@ -793,46 +785,62 @@ static void round_rows16(double *x, int64_t rows, int64_t n) {
  * S = 1, moves by percents under an 11-bit rounding of q and k whatever computes it), drawn again while a
  * token comes within 2% of the floor's kink: the gradient jumps there, and which side 11-bit operands put
  * a token on need not be the float64 reference's. */
+static problem make_varlen(int nseq, const int64_t *lens, int64_t NH, int64_t DK, int64_t DV, int init, int dfinal,
+                           int hostile, alloy_dtype dt);
 static problem make_clear(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int init, int dfinal,
-                          int scaled) {
+                          int scaled, int nseq, const int64_t *lens) {
     for (int attempt = 0;; attempt++) {
-        problem p = make(B, NH, S, DK, DV, init, dfinal, 0, ALLOY_FLOAT32);
-        for (int64_t t = 0; scaled && t < B * NH * S; t++) {
+        problem p = lens ? make_varlen(nseq, lens, NH, DK, DV, init, dfinal, 0, ALLOY_FLOAT32)
+                         : make(B, NH, S, DK, DV, init, dfinal, 0, ALLOY_FLOAT32);
+        const int64_t rows = p.B * p.NH * p.S;
+        for (int64_t t = 0; scaled && t < rows; t++) {
             const double a = ldexp(1, (int)harness_uniform(-20, 21)), b = ldexp(1, (int)harness_uniform(-20, 21));
             const double c = ldexp(1, (int)harness_uniform(-20, 21)), d = ldexp(1, (int)harness_uniform(-20, 21));
             for (int64_t x = 0; x < DK; x++) p.x[p.off[XQ] + t * DK + x] *= a, p.x[p.off[XK] + t * DK + x] *= b;
             for (int64_t x = 0; x < DV; x++) p.x[p.off[XV] + t * DV + x] *= c, p.dh[t * DV + x] *= d;
         }
-        round_rows16(p.x + p.off[XQ], B * NH * S, DK);
-        round_rows16(p.x + p.off[XK], B * NH * S, DK);
-        round_rows16(p.x + p.off[XV], B * NH * S, DV);
-        round_rows16(p.dh, B * NH * S, DV);
-        if (kink_margin(&p) >= 2e-2 || attempt == 50) return p;
+        round_rows16(p.x + p.off[XQ], rows, DK);
+        round_rows16(p.x + p.off[XK], rows, DK);
+        round_rows16(p.x + p.off[XV], rows, DV);
+        round_rows16(p.dh, rows, DV);
+        if (kink_margin(&p) >= 2e-2 || attempt == 500) return p;
         problem_free(&p);
     }
 }
 
+/* lens (nseq of them) non-NULL: a packed batch of those lengths (B, S unused) */
 static void check_default(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, int init, int dfinal,
-                          int scaled, int nchunks) {
+                          int scaled, int nchunks, int nseq, const int64_t *lens) {
     /* scaled rows: a few tokens dominate the states (their products' roundings then are the gradients'
      * scale); up to 2e-2 measured over 40 seeds */
     const double bound = scaled ? 5e-2 : 1e-2;
-    problem p = make_clear(B, NH, S, DK, DV, init, dfinal, scaled);
-    CHECK_MSG(kink_margin(&p) >= 2e-2, "no draw of S=%lld DK=%lld kept 2%% from the floor's kink", (long long)S,
+    problem p = make_clear(B, NH, S, DK, DV, init, dfinal, scaled, nseq, lens);
+    CHECK_MSG(kink_margin(&p) >= 2e-2, "no draw of S=%lld DK=%lld kept 2%% from the floor's kink", (long long)p.S,
               (long long)DK);
-    check_ref(&p, 0, ALLOY_FLOAT32, CHUNKS, nchunks, bound, scaled ? "scaled rows" : "dense");
+    check_ref(&p, 0, ALLOY_FLOAT32, CHUNKS, nchunks, bound, scaled ? "scaled rows" : (lens ? "packed" : "dense"));
     problem_free(&p);
 }
 
+/* float32 at precision DEFAULT (method CHUNKED_DEFAULT: float16 tiles with exponents per row and per
+ * state tile, TF32's 11 significant bits) against the float64 backward of the same (pre-pass-rounded)
+ * inputs: each gradient within 1e-2 of its own scale (at least 1e-2 of the largest; 5e-2 for scaled rows),
+ * S = 1 to 90, one to three DHQK slices and column tiles, initial states, a packed batch, and tokens whose
+ * rows of q, k, v and dh are scaled by powers of two from 2^-20 to 2^20 (the exponents' path: float16
+ * alone would flush or overflow them). Hostile gates are not among them: they are built so that q^ . n
+ * cancels to 1e-4 of its terms, and a state rounded to 11 bits (TF32's precision, as the forward at DEFAULT
+ * stores it) then leaves h, and every gradient through dh . h, without a significant digit — measured up
+ * to 80x the gradient's scale (docs/mlstm.md); the exact kernel and CHUNKED are the paths for them. */
 static void test_backward_default_precision(void) {
     g_method = ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT;
-    check_default(1, 2, 37, 5, 3, 1, 1, 0, 3);
-    check_default(1, 1, 1, 3, 2, 0, 0, 0, 1);
-    check_default(1, 2, 70, 16, 24, 1, 1, 0, 3);
-    check_default(2, 1, 90, 72, 136, 1, 1, 0, 3);
-    check_default(1, 1, 70, 130, 66, 0, 1, 0, 2);
-    check_default(1, 2, 61, 8, 6, 1, 1, 1, 3);
-    check_default(1, 1, 70, 72, 70, 1, 1, 1, 2);
+    static const int64_t lens[6] = {5, 0, 70, 1, 33, 16};
+    check_default(1, 2, 37, 5, 3, 1, 1, 0, 3, 0, NULL);
+    check_default(1, 1, 1, 3, 2, 0, 0, 0, 1, 0, NULL);
+    check_default(1, 2, 70, 16, 24, 1, 1, 0, 3, 0, NULL);
+    check_default(2, 1, 90, 72, 136, 1, 1, 0, 3, 0, NULL);
+    check_default(1, 1, 70, 130, 66, 0, 1, 0, 2, 0, NULL);
+    check_default(1, 2, 61, 8, 6, 1, 1, 1, 3, 0, NULL);
+    check_default(1, 1, 70, 72, 70, 1, 1, 1, 2, 0, NULL);
+    check_default(1, 1, 0, 16, 24, 1, 1, 0, 2, 6, lens);
     g_method = ALLOY_MLSTM_BACKWARD_AUTO;
 }
 
@@ -1068,6 +1076,8 @@ static void test_backward_methods(void) {
                                                M, NULL, &a, &b, &c, &d, &e, NULL, NULL, NULL)
     CHECK_FAILS(BWM(ALLOY_MLSTM_BACKWARD_CHUNKED), ALLOY_ERROR_INVALID_ARGUMENT,
                 "method CHUNKED takes bfloat16 or float32 inputs, and q is float16");
+    CHECK_FAILS(BWM(ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT), ALLOY_ERROR_INVALID_ARGUMENT,
+                "method CHUNKED_DEFAULT takes float32 inputs, and q is float16");
     CHECK_FAILS(BWM((alloy_mlstm_backward_method)7), ALLOY_ERROR_INVALID_ARGUMENT, "method is 7");
 #undef BWM
     CHECK(a == NULL && b == NULL && c == NULL && d == NULL && e == NULL);

@@ -8,7 +8,8 @@
  * sequences of random lengths 1..2048 (cu_seqlens) next to one dense batch of
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
  * float32 state updated in place) at B = 1, 16, 256 and 1024, and with the
- * new states into other arrays ("new states": one launch) at B = 1 and 1024;
+ * new states into other arrays ("new states": one launch) and with C in place
+ * and n, m into other arrays ("C in place": one launch) at B = 1 and 1024;
  * the backward
  * and forward+backward rows are cmd_bench_mlstm_bwd.c's. --quick: small
  * shapes only (the CPU's rows).

@@ -12,7 +12,10 @@
  * "fwd+bwd ..." the forward and the backward back to back (h and the
  * gradients given); bfloat16 also "fwd+bwd kept ...": the forward keeping
  * its chunk record and the backward from it (alloy_mlstm_chunkwise_keep,
- * alloy_mlstm_chunkwise_backward_kept). Timing: one
+ * alloy_mlstm_chunkwise_backward_kept). The "f32 ... default" shapes run
+ * both at precision DEFAULT (the forward on float16 tiles, the backward with
+ * ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT); the other float32 rows are the
+ * forward at HIGH and the backward's AUTO choice. Timing: one
  * warm-up call (compiles), one timed call; a call over a second (a quarter of
  * a second on the CPU) is reported from that call alone, else the median of
  * bench_time_calls' batches (3 when a call takes over 0.2 s, else 9). After

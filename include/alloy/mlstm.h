@@ -149,9 +149,11 @@ alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_ar
  *     power-of-two exponent per row of q, k, v and dh and per tile of the
  *     chunk states and their gradients, so float32's range stays, at the
  *     16-bit path's speed; the gradient of the forward computed the same way
- *     (it runs that forward again). Errors of about 1e-3 of each gradient's
- *     largest element, up to 1e-2 with hostile gates (docs/mlstm.md). Not
- *     from a kept record (an error naming `method`), on every backend.
+ *     (it runs that forward again), on every backend. Errors of a few 1e-3
+ *     of each gradient's largest element on ordinary inputs; where q^ . n
+ *     cancels to 1e-4 of its terms (the hostile gates above) an 11-bit state
+ *     leaves no significant digit (docs/mlstm.md): CHUNKED or EXACT there.
+ *     alloy_mlstm_chunkwise_backward_kept runs CHUNKED, not this.
  *   AUTO (0): CHUNKED for bfloat16 inputs (where it takes the sizes: DHQK up
  *     to 512 and the chunk's threadgroup memory; else EXACT), EXACT for
  *     float32, float16 and float64. The environment variable

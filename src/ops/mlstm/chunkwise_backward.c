@@ -110,11 +110,10 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: method CHUNKED takes bfloat16 or float32 inputs, and q is %s (use EXACT or AUTO)", FN,
                            alloy_dtype_name(dt));
-    if (method == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT && (dt != ALLOY_FLOAT32 || kin))
+    if (method == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT && dt != ALLOY_FLOAT32)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                           "%s: method CHUNKED_DEFAULT takes float32 inputs without a kept record, and q is %s%s (use "
-                           "CHUNKED, EXACT or AUTO)",
-                           FN, alloy_dtype_name(dt), kin ? " with a kept record" : "");
+                           "%s: method CHUNKED_DEFAULT takes float32 inputs, and q is %s (use CHUNKED, EXACT or AUTO)",
+                           FN, alloy_dtype_name(dt));
     if (dt == ALLOY_FLOAT64) {
         /* the shared check knows the forward's dtypes; float64 is the backward's addition */
         if (alloy_array_ndim(q) != 4 || alloy_array_shape(q)[3] < 1 || alloy_array_shape(q)[3] > INT32_MAX / 2)

@@ -134,7 +134,8 @@ typedef struct alloy_mlstm_kept_in {
  * prepared gradient arrays g[8] (dq, dk, dv, di, df, and, with the initial
  * states, dc_initial, dn_initial, dm_initial); inputs already checked. kin
  * non-NULL: the forward's record instead of running the forward again.
- * ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
+ * scaled (float32 inputs, kin NULL): on float16 tiles with exponents
+ * (method CHUNKED_DEFAULT). ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
  * sizes: the caller then runs the exact kernel. */
 alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,

@@ -367,18 +367,9 @@ if constexpr (PHASE == 1) {
                 for (int e = 0; e < 4; e++) hacc[u][e] = 0.0f;
         const int hlive = rows_live ? XT : 0;
         if constexpr (SCALED) {   // this slice's product on its own, then into H times its tile's factor
-            float tacc[XT][4];
-            #pragma unroll
-            for (int u = 0; u < XT; u++)
-                #pragma unroll
-                for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
-            mc_row_tiles<T, XT>(tacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
-                                lane);
             const float x = CEB[(st % 3) * TV];   // (every column of the tile holds it)
-            #pragma unroll
-            for (int u = 0; u < XT; u++)
-                #pragma unroll
-                for (int e = 0; e < 4; e++) hacc[u][e] = fma(tacc[u][e], x, hacc[u][e]);
+            mc_row_tiles_scaled<T, XT>(hacc, x, x, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1,
+                                       DS, hlive, lane);
         } else {
             mc_row_tiles<T, XT>(hacc, QS + r0 * LDK + sl * DS, LDK, 1, CB + (st % 3) * DS * LDC, LDC, 1, DS, hlive,
                                 lane);
@@ -390,16 +381,8 @@ if constexpr (PHASE == 1) {
                 for (int e = 0; e < 4; e++)
                     hacc[u][e] *= SCALED ? fqs[e >> 1] : fq[e >> 1];
             if constexpr (SCALED) {   // P V (P scaled per row by 2^-sp) on its own, then into H
-                float tacc[XT][4];
-                #pragma unroll
-                for (int u = 0; u < XT; u++)
-                    #pragma unroll
-                    for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
-                mc_row_tiles<T, XT>(tacc, PS + r0 * LDP, LDP, 1, VB + (vt % VBN) * L * LDC, LDC, 1, L, hlive, lane);
-                #pragma unroll
-                for (int u = 0; u < XT; u++)
-                    #pragma unroll
-                    for (int e = 0; e < 4; e++) hacc[u][e] = fma(tacc[u][e], spf[e >> 1], hacc[u][e]);
+                mc_row_tiles_scaled<T, XT>(hacc, spf[0], spf[1], PS + r0 * LDP, LDP, 1, VB + (vt % VBN) * L * LDC, LDC,
+                                           1, L, hlive, lane);
             } else {
                 mc_row_tiles<T, XT>(hacc, PS + r0 * LDP, LDP, 1, VB + (vt % VBN) * L * LDC, LDC, 1, L, hlive, lane);
             }

@@ -301,19 +301,10 @@ if constexpr (PHASE == 1) {
             }
             if (hlive > 0) {
                 if constexpr (SCALED) {   // this slice's product on its own, then into hq times its tile's factor
-                    float tq[4][4];
-                    #pragma unroll
-                    for (int u = 0; u < 4; u++)
-                        #pragma unroll
-                        for (int e = 0; e < 4; e++) tq[u][e] = 0.0f;
-                    mc_row_tiles<T, 4>(tq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS,
-                                       1, DS, hlive, lane);
                     const int cc = min(vt * 64 + half * 32, DHHV - 1);   // (every column of the tile holds it)
                     const float x = float(ce[(wsx * KT2 + sl) * DHHV + cc]);
-                    #pragma unroll
-                    for (int u = 0; u < 4; u++)
-                        #pragma unroll
-                        for (int e = 0; e < 4; e++) hq[u][e] = fma(tq[u][e], x, hq[u][e]);
+                    mc_row_tiles_scaled<T, 4>(hq, x, x, QS + r0 * LDK + sl * DS, LDK, 1,
+                                              KS + (st % 3) * DS * LDS + half * 32, LDS, 1, DS, hlive, lane);
                 } else {
                     mc_row_tiles<T, 4>(hq, QS + r0 * LDK + sl * DS, LDK, 1, KS + (st % 3) * DS * LDS + half * 32, LDS,
                                        1, DS, hlive, lane);
@@ -622,20 +613,11 @@ if constexpr (PHASE == 1) {
         const threadgroup T *Bt = BS + buf * W3 * LDA;
         if (live > 0) {
             if constexpr (SCALED) {   // this slice's product on its own, then into acc times its tile's factor
-                float tacc[XT][4];
-                #pragma unroll
-                for (int u = 0; u < XT; u++)
-                    #pragma unroll
-                    for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
-                if (kind == 0) mc_row_tiles<T, XT>(tacc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
-                else mc_row_tiles<T, XT>(tacc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
                 // dv: dC's tile (DHQK slice s, columns t0); dq: C's (DHQK rows t0, DHHV slice s); dk: dC's likewise
                 const long ti = kind == 0 ? (wsx * KT2 + s) * DHHV + t0 : (wsx * KT2 + t0 / 64) * DHHV + s * 64;
                 const float x = float(kind == 1 ? ce[ti] : dce[ti]);
-                #pragma unroll
-                for (int u = 0; u < XT; u++)
-                    #pragma unroll
-                    for (int e = 0; e < 4; e++) acc[u][e] = fma(tacc[u][e], x, acc[u][e]);
+                if (kind == 0) mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+                else mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
             } else {
                 if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
                 else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);

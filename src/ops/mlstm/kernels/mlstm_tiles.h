@@ -7,7 +7,8 @@
 //    On CUDA, bfloat16 and float16 run mma.sync.m16n8k16 (float
 //    accumulation, ldmatrix fragments), float32 runs 3xTF32 m16n8k8 (float32
 //    accuracy; one TF32 pass under MC_TF32_ONE_PASS); every other case
-//    computes the same elements with float FMAs in k order;
+//    computes the same elements with float FMAs in k order; mc_row_tiles_scaled
+//    adds a product times a factor per row (sums of parts with their own scales);
 //  - mc_pack2, mc_scale8: 16-bit pairs and rows of eight; mc_pow2, mc_ldexp,
 //    mc_expo: powers of two (the float32 forward's scaled float16 tiles);
 //  - lane shuffles of a whole SIMD group and an exclusive prefix sum;
@@ -280,6 +281,24 @@ METAL_FUNC void mc_row_tiles(thread float (*acc)[4], const threadgroup TT *a, in
 #endif
     for (int u = 0; u < N; u++)
         if (u < live) mc_tile(acc[u], a, am, ak, b + 8 * u * bn, bk, bn, kk, lane);
+}
+/* acc += (A B) times a factor per row (f0 for the lane's rows g, f1 for g +
+ * 8), for mc_row_tiles' arguments: the product in an accumulator of its own,
+ * then into acc — a sum whose parts carry different scales (the float32 path
+ * on float16 tiles: one part per state tile, each with its tile's factor). */
+template <class TT, int N>
+METAL_FUNC void mc_row_tiles_scaled(thread float (*acc)[4], float f0, float f1, const threadgroup TT *a, int am,
+                                    int ak, const threadgroup TT *b, int bk, int bn, int kk, int live, uint lane) {
+    float t[N][4];
+    #pragma unroll
+    for (int u = 0; u < N; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) t[u][e] = 0.0f;
+    mc_row_tiles<TT, N>(t, a, am, ak, b, bk, bn, kk, live, lane);
+    #pragma unroll
+    for (int u = 0; u < N; u++)
+        #pragma unroll
+        for (int e = 0; e < 4; e++) acc[u][e] = fma(t[u][e], e < 2 ? f0 : f1, acc[u][e]);
 }
 /* Two values of a 16-bit TT as one 32-bit word, the first at the lower
  * address (one store instead of two). */
