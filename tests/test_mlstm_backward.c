@@ -823,7 +823,7 @@ static void check_default(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t 
 
 /* float32 at precision DEFAULT (method CHUNKED_DEFAULT: float16 tiles with exponents per row and per
  * state tile, TF32's 11 significant bits) against the float64 backward of the same (pre-pass-rounded)
- * inputs: each gradient within 1e-2 of its own scale (at least 1e-2 of the largest; 5e-2 for scaled rows),
+ * inputs: each gradient within 1e-2 of its own scale (at least a tenth of the largest; 5e-2 for scaled rows),
  * S = 1 to 90, one to three DHQK slices and column tiles, initial states, a packed batch, and tokens whose
  * rows of q, k, v and dh are scaled by powers of two from 2^-20 to 2^20 (the exponents' path: float16
  * alone would flush or overflow them). Hostile gates are not among them: they are built so that q^ . n
