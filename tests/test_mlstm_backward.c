@@ -350,13 +350,20 @@ static double *run_backward(const problem *p, alloy_dtype dt, int chunk) {
     const alloy_mlstm_backward_method method = dt == ALLOY_FLOAT64 ? ALLOY_MLSTM_BACKWARD_AUTO : g_method;
     if (g_kept && dt != ALLOY_FLOAT64) {
         alloy_array *h = NULL, *cf = NULL, *nf = NULL, *mf = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
-        CHECK_OK(alloy_mlstm_chunkwise_keep(q, k, v, i, f, c0, n0, m0, cu, chunk, EPS, ALLOY_PRECISION_HIGH, NULL, &h,
-                                            &cf, &nf, &mf, kept));
+        /* CHUNKED_DEFAULT's record: the forward at DEFAULT (float16 tiles on a GPU, or with ALLOY_MLSTM_PATH=scaled) */
+        const alloy_precision prec =
+            method == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT ? ALLOY_PRECISION_DEFAULT : ALLOY_PRECISION_HIGH;
+        CHECK_OK(alloy_mlstm_chunkwise_keep(q, k, v, i, f, c0, n0, m0, cu, chunk, EPS, prec, NULL, &h, &cf, &nf, &mf,
+                                            kept));
+        CHECK_MSG((kept[4] != NULL) == (method == ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT),
+                  "the record of the forward at %s %s kept[4..8]", prec == ALLOY_PRECISION_DEFAULT ? "DEFAULT" : "HIGH",
+                  kept[4] ? "has" : "lacks");
         CHECK_OK(alloy_mlstm_chunkwise_backward_kept(q, k, v, i, f, c0, n0, m0, cu, h, cf, nf, kept, dh, dC, dn, dm,
                                                      chunk, EPS, NULL, &out[0], &out[1], &out[2], &out[3], &out[4],
                                                      &out[5], &out[6], &out[7]));
-        alloy_array *made[] = {h, cf, nf, mf, kept[0], kept[1], kept[2], kept[3]};
+        alloy_array *made[] = {h, cf, nf, mf};
         for (size_t e = 0; e < sizeof made / sizeof made[0]; e++) alloy_array_free(made[e]);
+        for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) alloy_array_free(kept[e]);
     } else {
         CHECK_OK(alloy_mlstm_chunkwise_backward_with_method(q, k, v, i, f, c0, n0, m0, cu, dh, dC, dn, dm, chunk, EPS,
                                                             method, NULL, &out[0], &out[1], &out[2], &out[3], &out[4],
@@ -999,18 +1006,27 @@ static void test_backward_varlen(void) {
  * the chunk-parallel path with ordinary gates to the issue's 5e-4), whatever
  * ALLOY_MLSTM_BWD_PATH says; then the errors. */
 /* The backward from the forward's kept chunk record (alloy_mlstm_chunkwise_keep,
- * alloy_mlstm_chunkwise_backward_kept) equals the recomputing CHUNKED call bit
- * for bit: bfloat16 and float32, dense with initial states and final
+ * alloy_mlstm_chunkwise_backward_kept) equals the recomputing call bit for
+ * bit: CHUNKED for bfloat16 and float32, dense with initial states and final
  * cotangents over several chunks and column tiles, packed with an empty
- * sequence; then its errors name `kept`. */
+ * sequence; CHUNKED_DEFAULT from the float16-tile record of float32 at
+ * DEFAULT (ALLOY_MLSTM_PATH=scaled puts the CPU's forward on those tiles),
+ * dense over three DHQK slices and packed; then its errors name `kept`. */
 static void test_backward_kept(void) {
     static const int64_t lens[4] = {30, 0, 75, 9};
-    problem ps[3] = {make(1, 2, 70, 72, 136, 1, 1, 0, ALLOY_BFLOAT16), make(2, 1, 45, 16, 24, 1, 1, 0, ALLOY_FLOAT32),
-                     make_varlen(4, lens, 2, 8, 8, 1, 1, 0, ALLOY_BFLOAT16)};
-    const alloy_dtype dts[3] = {ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_BFLOAT16};
-    g_method = ALLOY_MLSTM_BACKWARD_CHUNKED;
-    for (int c = 0; c < 3; c++) {
-        const int chunk = c == 0 ? 32 : 16;
+    enum { NCASE = 5 };
+    problem ps[NCASE] = {make(1, 2, 70, 72, 136, 1, 1, 0, ALLOY_BFLOAT16),
+                         make(2, 1, 45, 16, 24, 1, 1, 0, ALLOY_FLOAT32),
+                         make_varlen(4, lens, 2, 8, 8, 1, 1, 0, ALLOY_BFLOAT16),
+                         make(1, 2, 70, 136, 72, 1, 1, 0, ALLOY_FLOAT32),
+                         make_varlen(4, lens, 2, 16, 8, 1, 1, 0, ALLOY_FLOAT32)};
+    const alloy_dtype dts[NCASE] = {ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_FLOAT32};
+    const char *path = getenv("ALLOY_MLSTM_PATH");
+    char *saved = path ? strdup(path) : NULL;
+    for (int c = 0; c < NCASE; c++) {
+        const int chunk = c == 0 || c == 3 ? 32 : 16;
+        g_method = c < 3 ? ALLOY_MLSTM_BACKWARD_CHUNKED : ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT;
+        if (c >= 3) setenv("ALLOY_MLSTM_PATH", "scaled", 1);
         double *want = run_backward(&ps[c], dts[c], chunk);
         g_kept = 1;
         double *got = run_backward(&ps[c], dts[c], chunk);
@@ -1020,6 +1036,8 @@ static void test_backward_kept(void) {
         free(want), free(got);
         problem_free(&ps[c]);
     }
+    if (saved) setenv("ALLOY_MLSTM_PATH", saved, 1);
+    else unsetenv("ALLOY_MLSTM_PATH");
     g_method = ALLOY_MLSTM_BACKWARD_AUTO;
     /* errors: float16 (no chunk-parallel backward), a kept slot given, no final states, a record of other sizes */
     const int64_t s_qk[4] = {1, 1, 20, 4}, s_g[3] = {1, 1, 20};
@@ -1046,6 +1064,12 @@ static void test_backward_kept(void) {
                                                     NULL, NULL, 32, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
                                                     NULL, NULL),
                 ALLOY_ERROR_INVALID_ARGUMENT, "kept[0] is not the record");
+    /* a bfloat16 record with a float16-tile record's slot given */
+    alloy_array *extra[ALLOY_MLSTM_KEPT] = {kept[0], kept[1], kept[2], kept[3], NULL, q};
+    CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q, q, q, g, g, NULL, NULL, NULL, NULL, h, cf, nf, extra, q, NULL,
+                                                    NULL, NULL, 16, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
+                                                    NULL, NULL),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept[5] is given");
     alloy_array *swapped[ALLOY_MLSTM_KEPT] = {kept[1], kept[0], kept[2], kept[3]};
     CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q, q, q, g, g, NULL, NULL, NULL, NULL, h, cf, nf, swapped, q, NULL,
                                                     NULL, NULL, 16, EPS, NULL, &o[0], &o[1], &o[2], &o[3], &o[4], NULL,
@@ -1058,6 +1082,31 @@ static void test_backward_kept(void) {
     CHECK(o[0] == NULL);
     alloy_array *all[] = {q16, g16, q, g, h, cf, nf, mf, kept[0], kept[1], kept[2], kept[3]};
     for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+    /* a float16-tile record (float32 at DEFAULT) with a row array of other inputs' shape */
+    const int64_t s_q32[4] = {1, 1, 20, 16};
+    alloy_array *q32 = ku_zeros(ALLOY_FLOAT32, 4, s_q32), *g32 = ku_zeros(ALLOY_FLOAT32, 3, s_g);
+    alloy_array *r[ALLOY_MLSTM_KEPT] = {NULL};
+    h = cf = nf = mf = NULL;
+    setenv("ALLOY_MLSTM_PATH", "scaled", 1);
+    CHECK_OK(alloy_mlstm_chunkwise_keep(q32, q32, q32, g32, g32, NULL, NULL, NULL, NULL, 16, EPS,
+                                        ALLOY_PRECISION_DEFAULT, NULL, &h, &cf, &nf, &mf, r));
+    if (saved) setenv("ALLOY_MLSTM_PATH", saved, 1);
+    else unsetenv("ALLOY_MLSTM_PATH");
+    free(saved);
+    CHECK(r[4] != NULL && r[8] != NULL);
+    alloy_array *rows16 = NULL;
+    const int64_t s_r16[4] = {1, 1, 20, 4};
+    CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT16, 4, s_r16, &rows16));
+    alloy_array *wrong[ALLOY_MLSTM_KEPT];
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) wrong[e] = e == 6 ? rows16 : r[e];
+    CHECK_FAILS(alloy_mlstm_chunkwise_backward_kept(q32, q32, q32, g32, g32, NULL, NULL, NULL, NULL, NULL, cf, nf,
+                                                    wrong, q32, NULL, NULL, NULL, 16, EPS, NULL, &o[0], &o[1], &o[2],
+                                                    &o[3], &o[4], NULL, NULL, NULL),
+                ALLOY_ERROR_INVALID_ARGUMENT, "kept[6] is not the record");
+    CHECK(o[0] == NULL);
+    alloy_array *all32[] = {q32, g32, rows16, h, cf, nf, mf};
+    for (size_t e = 0; e < sizeof all32 / sizeof all32[0]; e++) alloy_array_free(all32[e]);
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) alloy_array_free(r[e]);
 }
 
 static void test_backward_methods(void) {

@@ -10,11 +10,13 @@
  * Two rows per shape (three in bfloat16): "bwd ..." times the backward alone
  * (the forward's inputs and dh given, every gradient array given),
  * "fwd+bwd ..." the forward and the backward back to back (h and the
- * gradients given); bfloat16 also "fwd+bwd kept ...": the forward keeping
- * its chunk record and the backward from it (alloy_mlstm_chunkwise_keep,
- * alloy_mlstm_chunkwise_backward_kept). The "f32 ... default" shapes run
- * both at precision DEFAULT (the forward on float16 tiles, the backward with
- * ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT); the other float32 rows are the
+ * gradients given); bfloat16 and the "default" shapes also "fwd+bwd kept
+ * ...": the forward keeping its chunk record and the backward from it
+ * (alloy_mlstm_chunkwise_keep, alloy_mlstm_chunkwise_backward_kept). The
+ * "f32 ... default" shapes run both at precision DEFAULT (the forward on
+ * float16 tiles, the backward with ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT; on
+ * the CPU the forward's products are exact float32 ones, so the kept row's
+ * record is a float32 one and its backward CHUNKED); the other float32 rows are the
  * forward at HIGH and the backward's AUTO choice. Timing: one
  * warm-up call (compiles), one timed call; a call over a second (a quarter of
  * a second on the CPU) is reported from that call alone, else the median of
@@ -101,13 +103,15 @@ static int run_forward_backward_kept(void *p) {
     alloy_array *h = x->h, *c = NULL, *n = NULL, *m = NULL, *kept[ALLOY_MLSTM_KEPT] = {NULL};
     alloy_array *dq = x->dq, *dk = x->dk, *dv = x->dv, *di = x->di, *df = x->df;
     int bad = alloy_mlstm_chunkwise_keep(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, x->chunk, 1e-6,
-                                         ALLOY_PRECISION_HIGH, x->s, &h, &c, &n, &m, kept) != ALLOY_OK;
+                                         x->def ? ALLOY_PRECISION_DEFAULT : ALLOY_PRECISION_HIGH, x->s, &h, &c, &n, &m,
+                                         kept) != ALLOY_OK;
     if (!bad)
         bad = alloy_mlstm_chunkwise_backward_kept(x->q, x->k, x->v, x->i, x->f, NULL, NULL, NULL, NULL, h, c, n, kept,
                                                   x->dh, NULL, NULL, NULL, x->chunk, 1e-6, x->s, &dq, &dk, &dv, &di,
                                                   &df, NULL, NULL, NULL) != ALLOY_OK;
-    alloy_array *made[] = {c, n, m, kept[0], kept[1], kept[2], kept[3]};
+    alloy_array *made[] = {c, n, m};
     for (size_t e = 0; e < sizeof made / sizeof made[0]; e++) alloy_array_free(made[e]);
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) alloy_array_free(kept[e]);
     return bad;
 }
 
@@ -216,8 +220,8 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         snprintf(lfb, sizeof lfb, "fwd+bwd %s", z->label);
         snprintf(lfk, sizeof lfk, "fwd+bwd kept %s", z->label);
         const int want_b = !only || strstr(lb, only), want_fb = !only || strstr(lfb, only);
-        /* the kept record's row where the default backward is the chunk-parallel one (bfloat16) */
-        const int want_fk = z->dt == ALLOY_BFLOAT16 && (!only || strstr(lfk, only));
+        /* the kept record's row where the backward is the chunk-parallel one (bfloat16, float32 at DEFAULT) */
+        const int want_fk = (z->dt == ALLOY_BFLOAT16 || z->def) && (!only || strstr(lfk, only));
         if (!want_b && !want_fb && !want_fk) continue;
         const int chunk = z->chunk ? z->chunk : ALLOY_MLSTM_DEFAULT_CHUNK;
         const int64_t nq = z->B * z->NH * z->S * z->DK, nv = z->B * z->NH * z->S * z->DV, ng = z->B * z->NH * z->S;

@@ -97,9 +97,10 @@ alloy_status alloy_mlstm_chunkwise(alloy_array *q, alloy_array *k, alloy_array *
  * computes exact float32 products whatever is asked (it has no faster
  * ones). HIGHEST (exact float32 products) has no kernel here:
  * ALLOY_ERROR_UNSUPPORTED naming `precision`. 16-bit inputs take any of the
- * three (their products are exact in float32). The backward
- * (alloy_mlstm_chunkwise_backward) always runs at HIGH; a forward that keeps
- * its record for it (_keep) keeps float32 states, and its h is DEFAULT's. */
+ * three (their products are exact in float32). The backward's
+ * alloy_mlstm_backward_method says how its products are rounded (CHUNKED_DEFAULT:
+ * DEFAULT's float16 tiles); a forward that keeps its record (_keep) at DEFAULT
+ * keeps the float16-tile record, for the backward at DEFAULT. */
 alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                                   alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
                                                   alloy_array *m_initial, alloy_array *cu_seqlens, int chunk_size,
@@ -109,17 +110,24 @@ alloy_status alloy_mlstm_chunkwise_with_precision(alloy_array *q, alloy_array *k
 
 /* Training without the backward's recomputation: alloy_mlstm_chunkwise_with_precision
  * that also keeps its chunk record — every chunk's starting state and gate
- * record, which the chunk-parallel backward (CHUNKED below) otherwise
- * computes again — in ALLOY_MLSTM_KEPT new arrays, *kept[0..3] (kept[e]
- * must be NULL; free them with alloy_array_free). Their layout is the
- * library's: pass them unchanged to alloy_mlstm_chunkwise_backward_kept with
- * the same inputs. Memory: per chunk of min(chunk_size, 64) tokens and head,
- * DHQK DHHV elements of q's dtype and DHQK + chunk + 5 floats (the 7B-model
- * heads at B = 8, S = 8192 in bfloat16: 2.2 GB). The final states are
- * required (c_out, n_out, m_out slots: the backward reads them). Takes the
- * inputs CHUNKED takes (bfloat16, and float32 with DHQK up to 256); others
- * are an error naming `kept`. */
-#define ALLOY_MLSTM_KEPT 4
+ * record, which the chunk-parallel backward otherwise computes again — in
+ * ALLOY_MLSTM_KEPT slots kept[0..8] (each must be NULL on entry; free what
+ * they receive with alloy_array_free). Their layout is the library's: pass
+ * them unchanged to alloy_mlstm_chunkwise_backward_kept with the same inputs.
+ * kept[0..3] always receive arrays (the chunk states, n, m and the gate
+ * records); kept[4..8] only for float32 inputs at precision DEFAULT on a GPU
+ * (the forward on float16 tiles: the state tiles' factors, q, k and v as
+ * float16 rows and the rows' exponents — the backward then runs
+ * CHUNKED_DEFAULT on them), else they stay NULL. Memory: per chunk of
+ * min(chunk_size, 64) tokens and head, DHQK DHHV elements of q's dtype
+ * (float16 for the float16-tile record) and DHQK + chunk + 5 floats (twice
+ * chunk for the float16-tile record, and ceil(DHQK / 64) DHHV factors), plus
+ * the float16 rows (half of q, k and v's bytes); the 7B-model heads at B = 8,
+ * S = 8192: 2.2 GB in bfloat16, 3.3 GB in float32 at DEFAULT. The final
+ * states are required (c_out, n_out, m_out slots: the backward reads them).
+ * Takes the inputs the chunk-parallel backward takes (bfloat16, and float32
+ * with DHQK up to 256); others are an error naming `kept`. */
+#define ALLOY_MLSTM_KEPT 9
 alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                                         alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                                         alloy_array *cu_seqlens, int chunk_size, double eps,
@@ -153,7 +161,8 @@ alloy_status alloy_mlstm_chunkwise_keep(alloy_array *q, alloy_array *k, alloy_ar
  *     of each gradient's largest element on ordinary inputs; where q^ . n
  *     cancels to 1e-4 of its terms (the hostile gates above) an 11-bit state
  *     leaves no significant digit (docs/mlstm.md): CHUNKED or EXACT there.
- *     alloy_mlstm_chunkwise_backward_kept runs CHUNKED, not this.
+ *     alloy_mlstm_chunkwise_backward_kept runs this from a record kept at
+ *     DEFAULT on float16 tiles (kept[4..8] given), CHUNKED from others.
  *   AUTO (0): CHUNKED for bfloat16 inputs (where it takes the sizes: DHQK up
  *     to 512 and the chunk's threadgroup memory; else EXACT), EXACT for
  *     float32, float16 and float64. The environment variable
@@ -205,15 +214,16 @@ alloy_status alloy_mlstm_chunkwise_backward_with_method(
     alloy_stream *stream, alloy_array **dq, alloy_array **dk, alloy_array **dv, alloy_array **di, alloy_array **df,
     alloy_array **dc_initial, alloy_array **dn_initial, alloy_array **dm_initial);
 
-/* alloy_mlstm_chunkwise_backward_with_method, method CHUNKED, from the chunk
- * record alloy_mlstm_chunkwise_keep kept (no recomputation of the forward):
- * the same inputs as that forward, its h (read for float32 inputs only; NULL
- * is fine for 16-bit ones), its final states c_final, n_final, and kept; the
- * other arguments and results as alloy_mlstm_chunkwise_backward_with_method.
- * The result is the recomputing call's, bit for bit, when the forward ran at
- * precision HIGH (at DEFAULT: the gradient at the forward's own states).
- * kept arrays of another shape or dtype (a record of other inputs or chunk
- * size) are an error naming `kept`. */
+/* alloy_mlstm_chunkwise_backward_with_method from the chunk record
+ * alloy_mlstm_chunkwise_keep kept (no recomputation of the forward): method
+ * CHUNKED_DEFAULT from a float16-tile record (kept[4..8] given: float32 at
+ * DEFAULT on a GPU), CHUNKED from others. The same inputs as that forward, its
+ * h (read for float32 inputs with a float32 record only; NULL is fine
+ * otherwise), its final states c_final, n_final, and kept; the other
+ * arguments and results as alloy_mlstm_chunkwise_backward_with_method. The
+ * result is the recomputing call's (CHUNKED, or CHUNKED_DEFAULT for a
+ * float16-tile record), bit for bit. kept arrays of another shape or dtype
+ * (a record of other inputs or chunk size) are an error naming `kept`. */
 alloy_status alloy_mlstm_chunkwise_backward_kept(
     alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f, alloy_array *c_initial,
     alloy_array *n_initial, alloy_array *m_initial, alloy_array *cu_seqlens, alloy_array *h, alloy_array *c_final,

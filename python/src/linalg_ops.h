@@ -10,8 +10,8 @@
 #include "alloy_py.h"
 
 /* mlstm chunkwise_backward from a kept record: q, k, v, i, f, c, n, m, cu_seqlens, dh, dc, dn, dm, h,
- * c_last, n_last and the record's 4 arrays */
-#define MAX_OPERANDS 20
+ * c_last, n_last and the record's 9 arrays */
+#define MAX_OPERANDS 25
 
 typedef struct alloypy_op_ctx {
     const char *name;

@@ -102,8 +102,8 @@ done:
 /* _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
  * chunk_size, eps, return_last_states, out, stream, precision, keep) -> h,
  * or (h, c, n, m) when return_last_states, or with keep (h, c, n, m, kept0,
- * kept1, kept2, kept3): alloy_mlstm_chunkwise_keep's chunk record; the
- * optional operands None: absent. */
+ * ..., kept8): alloy_mlstm_chunkwise_keep's chunk record (None where a slot
+ * stayed NULL); the optional operands None: absent. */
 PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",          "k",   "v",     "i",     "f",      "c_initial", "n_initial", "m_initial",
@@ -154,16 +154,25 @@ PyObject *alloypy_mlstm_chunkwise(PyObject *self, PyObject *args, PyObject *kwar
         alloypy_ctx_fail(&c, st);
         goto done;
     }
-    if (keep) { /* (h, c, n, m, kept0, kept1, kept2, kept3) */
-        alloy_array *made[7] = {co, no, mo, kept[0], kept[1], kept[2], kept[3]};
-        PyObject *r[8] = {NULL};
+    if (keep) { /* (h, c, n, m, kept0, ..., kept8) */
+        enum { NMADE = 3 + ALLOY_MLSTM_KEPT };
+        alloy_array *made[NMADE] = {co, no, mo};
+        for (int j = 0; j < ALLOY_MLSTM_KEPT; j++) made[3 + j] = kept[j];
+        PyObject *r[NMADE + 1] = {NULL};
         r[0] = alloypy_ctx_result(&c, &h);
         int ok = r[0] != NULL;
-        for (int j = 0; j < 7; j++)
-            if (ok && !(r[j + 1] = alloypy_ctx_wrap(&c, &made[j]))) ok = 0;
-        if (ok) result = PyTuple_Pack(8, r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
-        for (int j = 0; j < 8; j++) Py_XDECREF(r[j]);
-        for (int j = 0; j < 7; j++) alloy_array_free(made[j]);
+        for (int j = 0; j < NMADE && ok; j++) {
+            if (!made[j]) {
+                Py_INCREF(Py_None);
+                r[j + 1] = Py_None;
+            } else if (!(r[j + 1] = alloypy_ctx_wrap(&c, &made[j]))) {
+                ok = 0;
+            }
+        }
+        if (ok && (result = PyTuple_New(NMADE + 1)) != NULL)
+            for (int j = 0; j <= NMADE; j++) PyTuple_SET_ITEM(result, j, r[j]), r[j] = NULL;
+        for (int j = 0; j <= NMADE; j++) Py_XDECREF(r[j]);
+        for (int j = 0; j < NMADE; j++) alloy_array_free(made[j]);
         alloy_array_free(h);
         goto done;
     }
@@ -189,21 +198,23 @@ done:
  * cu_seqlens, dh, dc_final, dn_final, dm_final, chunk_size, eps, stream,
  * method, h, c_last, n_last, kept) -> (dq, dk, dv, di, df, dc_initial,
  * dn_initial, dm_initial); the last three None without initial states.
- * method: "auto", "exact" or "chunked" (alloy_mlstm_backward_method); kept
- * (the 4-tuple of _mlstm_chunkwise(keep=True)) with h, c_last, n_last: the
- * backward from that record (alloy_mlstm_chunkwise_backward_kept). */
+ * method: "auto", "exact", "chunked" or "chunked_default"
+ * (alloy_mlstm_backward_method); kept (the record tuple of
+ * _mlstm_chunkwise(keep=True), None in its empty slots) with h, c_last,
+ * n_last: the backward from that record (alloy_mlstm_chunkwise_backward_kept). */
 PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
     static char *kw[] = {"q",         "k",          "v",  "i",        "f",        "c_initial",
                          "n_initial", "m_initial",  "cu_seqlens", "dh", "dc_final", "dn_final",
                          "dm_final",  "chunk_size", "eps",        "stream", "method", "h", "c_last", "n_last",
                          "kept",      NULL};
-    /* operands: the 13 above, then h, c_last, n_last and the 4 kept arrays (the forward's record) */
-    PyObject *given[20] = {NULL}, *stream_obj = Py_None, *kept_obj = Py_None;
+    /* operands: the 13 above, then h, c_last, n_last and the kept arrays (the forward's record) */
+    enum { NOPS = 16 + ALLOY_MLSTM_KEPT };
+    PyObject *given[NOPS] = {NULL}, *stream_obj = Py_None, *kept_obj = Py_None;
     int chunk_size = 0;
     double eps = 1e-6;
     const char *method_name = "auto";
-    for (int j = 5; j < 20; j++) given[j] = Py_None;
+    for (int j = 5; j < NOPS; j++) given[j] = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOO|OOOidOsOOOO:_mlstm_chunkwise_backward", kw,
                                      &given[0], &given[1], &given[2], &given[3], &given[4], &given[5], &given[6],
                                      &given[7], &given[8], &given[9], &given[10], &given[11], &given[12], &chunk_size,
@@ -220,29 +231,33 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
             return PyErr_Format(PyExc_ValueError,
                                 "mlstm.chunkwise_backward: with kept, c_last and n_last (the forward's final states) "
                                 "must be given");
-        if (strcmp(method_name, "auto") && strcmp(method_name, "chunked"))
+        if (strcmp(method_name, "auto") && strcmp(method_name, "chunked") && strcmp(method_name, "chunked_default"))
             return PyErr_Format(PyExc_ValueError,
                                 "mlstm.chunkwise_backward: kept is the chunk-parallel backward's record; method is "
-                                "'%s' (it must be 'auto' or 'chunked' with kept)",
+                                "'%s' (with kept it must be 'auto', or 'chunked' / 'chunked_default' as the record "
+                                "was kept)",
                                 method_name);
     }
     alloy_mlstm_backward_method method;
     if (!strcmp(method_name, "auto")) method = ALLOY_MLSTM_BACKWARD_AUTO;
     else if (!strcmp(method_name, "exact")) method = ALLOY_MLSTM_BACKWARD_EXACT;
     else if (!strcmp(method_name, "chunked")) method = ALLOY_MLSTM_BACKWARD_CHUNKED;
+    else if (!strcmp(method_name, "chunked_default")) method = ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT;
     else
         return PyErr_Format(PyExc_ValueError,
-                            "mlstm.chunkwise_backward: method is '%s'; it must be 'auto', 'exact' or 'chunked'",
+                            "mlstm.chunkwise_backward: method is '%s'; it must be 'auto', 'exact', 'chunked' or "
+                            "'chunked_default'",
                             method_name);
     if (given[9] == Py_None) return PyErr_Format(PyExc_ValueError, "mlstm.chunkwise_backward: dh is None");
     static const char *const all_names[] = {"q",         "k",         "v",          "i",       "f",
                                             "c_initial", "n_initial", "m_initial",  "cu_seqlens", "dh",
                                             "dc_final",  "dn_final",  "dm_final",   "h",       "c_last",
-                                            "n_last",    "kept[0]",   "kept[1]",    "kept[2]", "kept[3]"};
-    PyObject *objs[20];
-    const char *names[20];
-    int slot[20], n = 0;
-    for (int j = 0; j < 20; j++) {
+                                            "n_last",    "kept[0]",   "kept[1]",    "kept[2]", "kept[3]",
+                                            "kept[4]",   "kept[5]",   "kept[6]",    "kept[7]", "kept[8]"};
+    PyObject *objs[NOPS];
+    const char *names[NOPS];
+    int slot[NOPS], n = 0;
+    for (int j = 0; j < NOPS; j++) {
         slot[j] = -1;
         if (given[j] == Py_None) continue;
         slot[j] = n;
@@ -252,8 +267,8 @@ PyObject *alloypy_mlstm_chunkwise_backward(PyObject *self, PyObject *args, PyObj
     alloypy_op_ctx c;
     PyObject *result = NULL;
     if (alloypy_ctx_open(&c, "mlstm.chunkwise_backward", n, objs, names, Py_None, stream_obj) < 0) goto done;
-    alloy_array *ops[20];
-    for (int j = 0; j < 20; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
+    alloy_array *ops[NOPS];
+    for (int j = 0; j < NOPS; j++) ops[j] = slot[j] >= 0 ? c.in[slot[j]] : NULL;
     const int states = ops[5] || ops[6] || ops[7];
     alloy_array *g[8] = {NULL};
     alloy_status st;

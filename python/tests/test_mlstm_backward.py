@@ -191,7 +191,8 @@ def test_backward_from_kept_record(rng, device):
         low = [alloy.array(x.astype(np.float32), dtype=dtype, device=device) for x in (*args, cot[0])]
         s32 = [dev(x.astype(np.float32), device) for x in (*st, *cot[1:])]
         h, (c, n, m), record = M.chunkwise(*low[:5], *s32[:3], chunk_size=16, keep=True)
-        assert isinstance(record, M.ChunkRecord) and len(record.arrays) == 4
+        assert isinstance(record, M.ChunkRecord) and len(record.arrays) == 9 and record.method == "chunked"
+        assert all(a is None for a in record.arrays[4:])
         assert np.array_equal(host(h), host(M.chunkwise(*low[:5], *s32[:3], chunk_size=16)))
         want = M.chunkwise_backward(*low[:5], low[5], *s32, chunk_size=16, method="chunked")
         got = M.chunkwise_backward(*low[:5], low[5], *s32, chunk_size=16, kept=record)
@@ -206,6 +207,25 @@ def test_backward_from_kept_record(rng, device):
     a16 = [alloy.array(x.astype(np.float32), dtype="float16", device=device) for x in args]
     with pytest.raises(alloy.InvalidArgumentError, match="kept"):
         M.chunkwise(*a16, keep=True)
+
+
+def test_backward_from_default_record(rng, device, monkeypatch):
+    """float32 at precision "default" keeps the float16-tile record (ALLOY_MLSTM_PATH=scaled puts the
+    CPU's forward on those tiles, as a GPU's always is): nine arrays, and the backward from it equals
+    method "chunked_default" recomputing, bit for bit; asking "chunked" of that record is an error."""
+    monkeypatch.setenv("ALLOY_MLSTM_PATH", "scaled")
+    args, st, cot = problem(rng, S=45, DK=16, DV=24)
+    low = [dev(x.astype(np.float32), device) for x in (*args, cot[0])]
+    s32 = [dev(x.astype(np.float32), device) for x in (*st, *cot[1:])]
+    h, (c, n, m), record = M.chunkwise(*low[:5], *s32[:3], chunk_size=16, keep=True, precision="default")
+    assert record.method == "chunked_default" and all(a is not None for a in record.arrays)
+    assert np.array_equal(host(h), host(M.chunkwise(*low[:5], *s32[:3], chunk_size=16, precision="default")))
+    want = M.chunkwise_backward(*low[:5], low[5], *s32, chunk_size=16, method="chunked_default")
+    got = M.chunkwise_backward(*low[:5], low[5], *s32, chunk_size=16, kept=record)
+    for a, b in zip(want[:5] + want[5], got[:5] + got[5]):
+        assert np.array_equal(host(a), host(b))
+    with pytest.raises(ValueError, match="a record for 'chunked_default'"):
+        M.chunkwise_backward(*low[:5], low[5], *s32, chunk_size=16, kept=record, method="chunked")
 
 
 def worst_each(got, want, floor=1e-2):

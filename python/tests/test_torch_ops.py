@@ -230,6 +230,7 @@ def opcheck_cases():
         ("chunkwise_packed", mt._chunkwise_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "auto", "default")),
         ("chunkwise_keep", mt._chunkwise_keep_op, (*qs, 1e-6, 16, None, "high")),
         ("chunkwise_keep_packed", mt._chunkwise_keep_op, (*qs[:5], *packed_states, 1e-6, 16, cu, "high")),
+        ("chunkwise_keep_default", mt._chunkwise_keep_op, (*qs, 1e-6, 16, None, "default")),
         ("step", mt._step_op, (*[t.detach()[:, :, 0] for t in (q, k, v)], i.detach()[:, :, :1],
                                 f.detach()[:, :, :1], c.detach(), n.detach(), m.detach(), 1e-6)),
         ("softcap", nt._softcap_op, (x, 15.0)),
@@ -334,6 +335,43 @@ def test_chunkwise_keep():
         mt.chunkwise(*[a.half() for a in xs[:5]], keep=True)
 
 
+def test_chunkwise_keep_default(monkeypatch):
+    """float32 at precision "default" keeps the float16-tile record (its nine
+    slots filled; ALLOY_MLSTM_PATH=scaled puts the CPU's forward on those
+    tiles, as a GPU's always is): h, the final states and every gradient
+    equal the recomputing "chunked_default" backward's bit for bit, dense
+    with initial states and packed; "auto" is "chunked_default" there and
+    keeps by default; opcheck passes and torch.compile(fullgraph=True) gives
+    the eager result."""
+    monkeypatch.setenv("ALLOY_MLSTM_PATH", "scaled")
+    cu = torch.tensor([0, 7, 7, 30], dtype=torch.int32)
+    for packed in (False, True):
+        args = mlstm_inputs(18, B=1 if packed else 2, S=30, DK=8, DV=6, dtype=torch.float32, states=True)
+        if packed:
+            args = [*args[:5], *(t.repeat(3, *([1] * (t.dim() - 1))) for t in args[5:])]
+        extra = dict(chunk_size=16, cu_seqlens=cu if packed else None, return_last_states=True, precision="default")
+        out = {}
+        for keep, backward in ((False, "chunked_default"), (True, "chunked_default"), (None, "auto")):
+            xs = [a.clone().requires_grad_() for a in args]
+            h, (c, n, m) = mt.chunkwise(*xs, backward=backward, keep=keep, **extra)
+            (h.square().sum() + c.sum() + n.sum() + m.sum()).backward()
+            out[keep] = [h, c, n, m] + [x.grad for x in xs]
+        for keep in (True, None):
+            assert all(torch.equal(a, b) for a, b in zip(out[False], out[keep])), (packed, keep)
+    xs = [a.clone().requires_grad_() for a in mlstm_inputs(19, S=20, DK=4, DV=6, dtype=torch.float32, states=True)]
+    record = mt._chunkwise_keep_op(*xs, 1e-6, 16, None, "default")[4:]
+    assert len(record) == 9 and all(r.numel() > 0 for r in record)
+    assert record[0].dtype == torch.float16 and record[8].dtype == torch.int32
+    if hasattr(torch.library, "opcheck"):
+        torch.library.opcheck(mt._chunkwise_keep_op, (*xs, 1e-6, 16, None, "default"))
+    layer = lambda *t: mt.chunkwise(*t, chunk_size=16, precision="default")  # noqa: E731
+    ys = [x.detach() for x in xs]
+    assert torch.equal(torch.compile(layer, fullgraph=True)(*ys), layer(*ys))
+    with pytest.raises(alloy.InvalidArgumentError, match="CHUNKED_DEFAULT takes float32"):
+        mt.chunkwise(*[a.bfloat16().requires_grad_() for a in ys[:5]],
+                     backward="chunked_default").float().sum().backward()
+
+
 def test_chunkwise_keeps_by_default(monkeypatch):
     """keep=None keeps the chunk record exactly where a gradient will be taken
     and the backward is chunk-parallel anyway (bfloat16 under "auto", float32
@@ -344,11 +382,14 @@ def test_chunkwise_keeps_by_default(monkeypatch):
     args = mlstm_inputs(17, S=20, DK=4, DV=6, dtype=torch.float32)
     cases = ((torch.bfloat16, "auto", True, True), (torch.bfloat16, "exact", True, False),
              (torch.bfloat16, "auto", False, False), (torch.float32, "auto", True, False),
-             (torch.float32, "chunked", True, True), (torch.float32, "chunked", False, False))
+             (torch.float32, "chunked", True, True), (torch.float32, "chunked", False, False),
+             # precision "default" on the CPU: a float32 record (exact products), which "chunked" reads
+             (torch.float32, "chunked:default", True, True), (torch.float32, "auto:default", True, False))
     for dtype, backward, grad, kept in cases:
         calls.clear()
         xs = [a.to(dtype).clone().requires_grad_(grad) for a in args]
-        h = mt.chunkwise(*xs, chunk_size=16, backward=backward)
+        backward, precision = (backward + ":high").split(":")[:2]
+        h = mt.chunkwise(*xs, chunk_size=16, backward=backward, precision=precision)
         assert calls == ([dtype] if kept else []), (dtype, backward, grad)
         if grad:
             h.float().sum().backward()

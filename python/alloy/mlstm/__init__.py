@@ -67,13 +67,20 @@ class ChunkRecord:
     """What ``chunkwise(..., keep=True)`` keeps for ``chunkwise_backward(...,
     kept=record)``: the forward's h and final states and its chunk record
     (every chunk's starting state and gate record, in the library's layout:
-    four alloy arrays, ``arrays``), so that the chunk-parallel backward does
-    not compute them again (alloy_mlstm_chunkwise_keep)."""
+    nine slots of alloy arrays, ``arrays``, the last five None except in the
+    float16-tile record of float32 at precision "default"), so that the
+    chunk-parallel backward does not compute them again
+    (alloy_mlstm_chunkwise_keep). ``method``: the backward it is for,
+    ``"chunked"`` or ``"chunked_default"``."""
 
     __slots__ = ("h", "c", "n", "arrays")
 
     def __init__(self, h, c, n, arrays):
         self.h, self.c, self.n, self.arrays = h, c, n, tuple(arrays)
+
+    @property
+    def method(self):
+        return "chunked" if self.arrays[4] is None else "chunked_default"
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
@@ -112,7 +119,10 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     recomputing the chunk states (the same gradients; memory: per chunk of
     min(chunk_size, 64) tokens and head a DHQK x DHHV state in q's dtype).
     bfloat16, and float32 with DHQK up to 256 (the chunk-parallel backward's
-    inputs).
+    inputs). float32 at ``precision="default"`` on a GPU keeps the forward's
+    float16-tile record (its states as float16 tiles, and q, k, v as float16
+    rows: half their bytes more), and the backward from it is
+    ``"chunked_default"``'s.
     """
     r = _mlstm_chunkwise(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens,
                          0 if chunk_size is None else int(chunk_size), float(eps), bool(return_last_states), out, stream,
@@ -143,13 +153,23 @@ def chunkwise_backward(q, k, v, i, f, dh, c_initial=None, n_initial=None, m_init
     the tensor cores (bfloat16 and float32 inputs), milliseconds, but with
     the input dtype's rounding left in nearly cancelling gradients (hostile
     gates: up to a fifth of the largest gradient in bfloat16, 1e-2 in
-    float32); ``"auto"`` — chunked for bfloat16, exact otherwise.
+    float32); ``"chunked_default"`` — float32 inputs only: chunked on the
+    float16 tiles of ``chunkwise(..., precision="default")`` (TF32's 11
+    significant bits, as mlstm_kernels' float32 kernels; errors of a few 1e-3
+    of each gradient's largest element on ordinary inputs, no significant
+    digit left with hostile gates), the fastest float32 backward;
+    ``"auto"`` — chunked for bfloat16, exact otherwise.
 
     kept: the ChunkRecord of ``chunkwise(..., keep=True)`` on the same inputs
     and chunk_size — the chunk-parallel backward from it, without computing
-    the chunk states again (method "auto" or "chunked")."""
+    the chunk states again; the record says which one (``"chunked_default"``
+    for float32 kept at ``precision="default"`` on a GPU, else
+    ``"chunked"``), and method must be "auto" or that one."""
     if kept is not None and not isinstance(kept, ChunkRecord):
         raise TypeError("mlstm.chunkwise_backward: kept must be the ChunkRecord of chunkwise(..., keep=True)")
+    if kept is not None and method not in ("auto", kept.method):
+        raise ValueError(f"mlstm.chunkwise_backward: method is {method!r}, and kept is a record for "
+                         f"{kept.method!r} (pass 'auto' or {kept.method!r})")
     rec = {} if kept is None else dict(h=kept.h, c_last=kept.c, n_last=kept.n, kept=kept.arrays)
     r = _mlstm_chunkwise_backward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, dh, dc_final, dn_final,
                                   dm_final, 0 if chunk_size is None else int(chunk_size), float(eps), stream,

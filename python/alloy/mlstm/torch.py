@@ -10,9 +10,10 @@ and inside ``torch.compile(fullgraph=True)`` without graph breaks::
 
 The arguments, shapes and dtypes are alloy.mlstm's (docs/mlstm.md); results
 are torch tensors on the inputs' device. The backward of chunkwise is alloy's
-chunkwise_backward (``chunkwise(..., backward="auto"|"exact"|"chunked")``
-picks its method): the forward saves only its inputs (the states are
-recomputed), and gradients reach the initial states when they are given.
+chunkwise_backward (``chunkwise(..., backward="auto"|"exact"|"chunked"|
+"chunked_default")`` picks its method): the forward saves only its inputs
+(the states are recomputed) unless it keeps its chunk record (``keep``), and
+gradients reach the initial states when they are given.
 float64 (CPU tensors only) is for gradient checks: alloy has no float64
 forward kernel, so that forward is a float64 loop of the recurrence
 (_float64.py), and the backward is alloy's float64 kernel.
@@ -20,6 +21,7 @@ forward kernel, so that forward is a float64 loop of the recurrence
 Operators: ``torch.ops.alloy.mlstm_chunkwise``,
 ``torch.ops.alloy.mlstm_chunkwise_backward``, ``torch.ops.alloy.mlstm_step``.
 """
+import os
 from typing import List, Optional, Tuple
 
 import torch
@@ -155,80 +157,99 @@ _chunkwise_op.register_autograd(_chunkwise_grad, setup_context=_chunkwise_setup)
 # ---- training without the backward's recomputation: the forward keeps its chunk record ----
 
 
-def _record_sizes(q, v, chunk_size, cu_seqlens):
-    """The chunk record's four 1-D sizes (alloy_mlstm_chunkwise_keep's layout:
-    one slot per chunk of min(chunk, 64) tokens, dense ceil(S / L) N, packed
-    S / L + N, at least one)."""
-    NH, S, DK, DV = q.shape[1], q.shape[2], q.shape[3], v.shape[3]
-    N, L = _sequences(q, cu_seqlens), min(chunk_size or 64, 64)
-    slots = S // L + N if cu_seqlens is not None else -(-S // L) * N
-    W = max(slots, 1)
-    return W * NH * DK * DV, W * NH * DK, W * NH, W * NH * (L + 4)
+def _float16_record(q, precision):
+    """Whether alloy_mlstm_chunkwise_keep keeps the float16-tile record (kept[4..8] filled): float32 at
+    precision DEFAULT on a GPU (on the CPU only under ALLOY_MLSTM_PATH=scaled, the tests' switch)."""
+    if q.dtype != torch.float32 or precision != "default":
+        return False
+    path = os.environ.get("ALLOY_MLSTM_PATH")
+    return path == "scaled" if q.device.type == "cpu" else path != "fused"
+
+
+def _record_fakes(q, k, v, chunk_size, cu_seqlens, precision):
+    """The chunk record's nine arrays as empty tensors (alloy_mlstm_chunkwise_keep's layout: one slot per
+    chunk of min(chunk, 64) tokens, dense ceil(S / L) N, packed S / L + N, at least one; slots 4..8 empty
+    unless the float16-tile record fills them)."""
+    B, NH, S, DK = q.shape
+    DV, N, L = v.shape[3], _sequences(q, cu_seqlens), min(chunk_size or 64, 64)
+    W = max(S // L + N if cu_seqlens is not None else -(-S // L) * N, 1)
+    f32, f16 = torch.float32, torch.float16
+    if not _float16_record(q, precision):
+        return [q.new_empty(W * NH * DK * DV), q.new_empty(W * NH * DK, dtype=f32), q.new_empty(W * NH, dtype=f32),
+                q.new_empty(W * NH * (L + 4), dtype=f32)] + [q.new_empty(0, dtype=f32) for _ in range(5)]
+    return [q.new_empty(W * NH * DK * DV, dtype=f16), q.new_empty(W * NH * DK, dtype=f32),
+            q.new_empty(W * NH, dtype=f32), q.new_empty(W * NH * (2 * L + 4), dtype=f32),
+            q.new_empty(W * NH * (-(-DK // 64)) * DV, dtype=f32), q.new_empty(q.shape, dtype=f16),
+            q.new_empty(k.shape, dtype=f16), q.new_empty(v.shape, dtype=f16),
+            q.new_empty(max(3 * B * NH * S, 1), dtype=torch.int32)]
 
 
 @torch.library.custom_op("alloy::mlstm_chunkwise_keep", mutates_args=())
 def _chunkwise_keep_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                        n_initial: Optional[Tensor], m_initial: Optional[Tensor], eps: float, chunk_size: int,
-                       cu_seqlens: Optional[Tensor], precision: str) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor,
-                                                                             Tensor, Tensor, Tensor]:
-    """h, c, n, m and the chunk record's four arrays."""
+                       cu_seqlens: Optional[Tensor], precision: str) -> Tuple[(Tensor,) * 13]:
+    """h, c, n, m and the chunk record's nine arrays (its empty slots as empty tensors)."""
     ins = _bridge.operands("mlstm.chunkwise", float64=False, q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
                            n_initial=n_initial, m_initial=m_initial)
     cu = _bridge.offsets("mlstm.chunkwise", q, cu_seqlens)
     h, states, record = _mlstm.chunkwise(*ins, eps=eps, chunk_size=chunk_size or None, cu_seqlens=cu,
                                          stream=_bridge.stream(q), precision=precision, keep=True)
-    return tuple(_bridge.tensor(x) for x in (h, *states, *record.arrays))
+    kept = [q.new_empty(0, dtype=torch.float32) if x is None else _bridge.tensor(x) for x in record.arrays]
+    return tuple([_bridge.tensor(x) for x in (h, *states)] + kept)
 
 
 @_chunkwise_keep_op.register_fake
 def _(q, k, v, i, f, c_initial, n_initial, m_initial, eps, chunk_size, cu_seqlens, precision):
     B, NH, S, DK = q.shape
     DV, N = v.shape[-1], _sequences(q, cu_seqlens)
-    sizes = _record_sizes(q, v, chunk_size, cu_seqlens)
     f32 = torch.float32
-    return (q.new_empty(B, NH, S, DV), q.new_empty(N, NH, DK, DV, dtype=f32), q.new_empty(N, NH, DK, dtype=f32),
-            q.new_empty(N, NH, 1, dtype=f32), q.new_empty(sizes[0]), *(q.new_empty(z, dtype=f32) for z in sizes[1:]))
+    return tuple([q.new_empty(B, NH, S, DV), q.new_empty(N, NH, DK, DV, dtype=f32), q.new_empty(N, NH, DK, dtype=f32),
+                  q.new_empty(N, NH, 1, dtype=f32)] + _record_fakes(q, k, v, chunk_size, cu_seqlens, precision))
 
 
 @torch.library.custom_op("alloy::mlstm_chunkwise_backward_kept", mutates_args=())
 def _chunkwise_backward_kept_op(q: Tensor, k: Tensor, v: Tensor, i: Tensor, f: Tensor, c_initial: Optional[Tensor],
                                 n_initial: Optional[Tensor], m_initial: Optional[Tensor], h: Tensor, c_last: Tensor,
-                                n_last: Tensor, r0: Tensor, r1: Tensor, r2: Tensor, r3: Tensor, dh: Tensor,
-                                dc_final: Optional[Tensor], dn_final: Optional[Tensor], dm_final: Optional[Tensor],
-                                eps: float, chunk_size: int, cu_seqlens: Optional[Tensor]) -> List[Tensor]:
-    """As mlstm_chunkwise_backward (method chunked), from the forward's chunk record."""
+                                n_last: Tensor, record: List[Tensor], dh: Tensor, dc_final: Optional[Tensor],
+                                dn_final: Optional[Tensor], dm_final: Optional[Tensor], eps: float, chunk_size: int,
+                                cu_seqlens: Optional[Tensor]) -> List[Tensor]:
+    """As mlstm_chunkwise_backward (method chunked, or chunked_default for a float16-tile record), from the
+    forward's chunk record."""
     ins = _bridge.operands("mlstm.chunkwise_backward", float64=False, q=q, k=k, v=v, i=i, f=f, c_initial=c_initial,
                            n_initial=n_initial, m_initial=m_initial, dh=dh, dc_final=dc_final, dn_final=dn_final,
-                           dm_final=dm_final, h=h, c_last=c_last, n_last=n_last, r0=r0, r1=r1, r2=r2, r3=r3)
+                           dm_final=dm_final, h=h, c_last=c_last, n_last=n_last)
     names = ("q", "k", "v", "i", "f", "c_initial", "n_initial", "m_initial", "dh", "dc_final", "dn_final",
              "dm_final")
     cu = _bridge.offsets("mlstm.chunkwise_backward", q, cu_seqlens)
-    record = _mlstm.ChunkRecord(ins[12], ins[13], ins[14], ins[15:19])
+    # the record as the forward made it (alloy checks each array); empty slots 4..8 are absent ones
+    full = len(record) == 9 and record[4].numel() > 0  # the float16-tile record's tile factors are never empty
+    arrays = [x.detach() if e < 4 or full else None for e, x in enumerate(record)]
+    rec = _mlstm.ChunkRecord(ins[12], ins[13], ins[14], arrays)
     dq, dk, dv, di, df, states = _mlstm.chunkwise_backward(**dict(zip(names, ins[:12])), eps=eps,
                                                            chunk_size=chunk_size or None, cu_seqlens=cu,
-                                                           stream=_bridge.stream(q), kept=record)
+                                                           stream=_bridge.stream(q), kept=rec)
     return [_bridge.tensor(x) for x in (dq, dk, dv, di, df, *(states or ()))]
 
 
 @_chunkwise_backward_kept_op.register_fake
-def _(q, k, v, i, f, c_initial, n_initial, m_initial, h, c_last, n_last, r0, r1, r2, r3, dh, dc_final, dn_final,
+def _(q, k, v, i, f, c_initial, n_initial, m_initial, h, c_last, n_last, record, dh, dc_final, dn_final,
       dm_final, eps, chunk_size, cu_seqlens):
     return _fake_grads(q, k, v, i, f, c_initial, n_initial, m_initial)
 
 
 def _chunkwise_keep_setup(ctx, inputs, output):
     q, k, v, i, f, c0, n0, m0, eps, chunk_size, cu, _precision = inputs
-    h, c, n, _m, r0, r1, r2, r3 = output
-    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu, h, c, n, r0, r1, r2, r3)
+    h, c, n, _m, *record = output
+    ctx.save_for_backward(q, k, v, i, f, c0, n0, m0, cu, h, c, n, *record)
     ctx.eps, ctx.chunk_size = eps, chunk_size
 
 
 def _chunkwise_keep_grad(ctx, dh, dc, dn, dm, *_record_grads):
-    q, k, v, i, f, c0, n0, m0, cu, h, c, n, r0, r1, r2, r3 = ctx.saved_tensors
+    q, k, v, i, f, c0, n0, m0, cu, h, c, n, *record = ctx.saved_tensors
     finals = _final_cotangents(q, v, cu, dc, dn, dm)
     if dh is None:
         dh = torch.zeros_like(v)
-    g = _chunkwise_backward_kept_op(q, k, v, i, f, c0, n0, m0, h, c, n, r0, r1, r2, r3, dh, *finals, ctx.eps,
+    g = _chunkwise_backward_kept_op(q, k, v, i, f, c0, n0, m0, h, c, n, record, dh, *finals, ctx.eps,
                                     ctx.chunk_size, cu)
     states = (g[5], g[6], g[7]) if c0 is not None else (None, None, None)
     return g[0], g[1], g[2], g[3], g[4], *states, None, None, None, None
@@ -252,13 +273,26 @@ def _(q, k, v, i, f, c, n, m, eps):
             torch.empty_like(m, memory_format=torch.contiguous_format))
 
 
-def _keep_by_default(q, inputs, backward):
-    """keep=None: whether a gradient will be taken and the backward is chunk-parallel anyway."""
+def _method(q, backward, precision):
+    """backward="auto" resolved: chunked for bfloat16, chunked_default for float32 at precision "default"
+    (the forward's own 11-bit tiles), exact otherwise (alloy's AUTO)."""
+    if backward != "auto":
+        return backward
+    if q.dtype == torch.bfloat16:
+        return "chunked"
+    return "chunked_default" if q.dtype == torch.float32 and precision == "default" else "auto"
+
+
+def _keep_by_default(q, inputs, method, precision):
+    """keep=None: whether a gradient will be taken and the backward is the one a kept record gives anyway
+    (chunked from a bfloat16 or float32 record, chunked_default from the float16-tile record)."""
     if not torch.is_grad_enabled() or not any(t is not None and t.requires_grad for t in inputs):
         return False
     if q.dtype == torch.bfloat16:
-        return backward in ("auto", "chunked")
-    return q.dtype == torch.float32 and backward == "chunked" and q.shape[-1] <= 256
+        return method == "chunked"
+    if q.dtype != torch.float32 or q.shape[-1] > 256:
+        return False
+    return method == ("chunked_default" if _float16_record(q, precision) else "chunked")
 
 
 def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, return_last_states=False, eps=1e-6,
@@ -270,32 +304,40 @@ def chunkwise(q, k, v, i, f, c_initial=None, n_initial=None, m_initial=None, ret
     (float64 with float64 inputs). chunk_size: a power of two from 16 to
     1024 (None: 64). cu_seqlens (int32 offsets on q's device): a packed
     batch, q ``(1, NH, total, DHQK)``, states ``(N, NH, ...)`` per sequence,
-    as alloy.mlstm.chunkwise. backward: how the gradient is computed,
-    alloy.mlstm.chunkwise_backward's ``method`` — ``"auto"`` (chunked for
-    bfloat16, exact otherwise), ``"exact"`` or ``"chunked"``. precision:
-    the forward's float32 products, as alloy.mlstm.chunkwise (``"high"``, or
-    ``"default"``: TF32's precision on float16 tiles); the backward always runs at ``"high"``.
+    as alloy.mlstm.chunkwise. precision: the forward's float32 products, as
+    alloy.mlstm.chunkwise (``"high"``, or ``"default"``: TF32's precision on
+    float16 tiles). backward: how the gradient is computed,
+    alloy.mlstm.chunkwise_backward's ``method`` — ``"exact"``, ``"chunked"``,
+    ``"chunked_default"`` (float32: on the float16 tiles of precision
+    "default"), or ``"auto"``: chunked for bfloat16, chunked_default for
+    float32 at precision "default", exact otherwise.
     keep=True: the forward keeps its chunk record (every chunk's starting
     state: memory per chunk of min(chunk_size, 64) tokens and head, DHQK x
-    DHHV of q's dtype) and the backward — chunk-parallel, whatever
-    ``backward`` says — reads it instead of computing the states again (the
-    operator ``alloy::mlstm_chunkwise_keep``); bfloat16, and float32 with
-    DHQK up to 256. keep=None (the default): kept where a gradient will be
-    taken (grad mode on, an input requiring it) and the backward is
-    chunk-parallel anyway (bfloat16 with ``backward`` "auto" or "chunked",
-    float32 up to DHQK 256 with "chunked") — the gradients are the same bit
-    for bit, the backward skips the states' recomputation (about 1.6 ms of
-    11.7 at xLSTM 7B's heads, B 8, S 8192 on an H100) for the record's
-    memory (2.1 GB there); keep=False recomputes."""
+    DHHV of q's dtype, or float16 for float32 at precision "default" on a
+    GPU, which also keeps q, k and v as float16 rows) and the backward —
+    chunk-parallel, whatever ``backward`` says: chunked_default from the
+    float16-tile record, chunked from others — reads it instead of computing
+    the states again (the operator ``alloy::mlstm_chunkwise_keep``);
+    bfloat16, and float32 with DHQK up to 256. keep=None (the default): kept
+    where a gradient will be taken (grad mode on, an input requiring it) and
+    the backward asked for is the record's anyway (bfloat16 with "auto" or
+    "chunked"; float32 up to DHQK 256 with "chunked" at precision "high", or
+    with "auto" or "chunked_default" at "default" on a GPU) — the gradients
+    are the same bit for bit, the backward skips the states' recomputation
+    (about 1.6 ms of 11.7 in bfloat16 at xLSTM 7B's heads, B 8, S 8192 on an
+    H100) for the record's memory (2.1 GB there in bfloat16, 3.3 GB in float32
+    at "default"); keep=False recomputes."""
     given = [x is not None for x in (c_initial, n_initial, m_initial)]
     if any(given) and not all(given):
         raise ValueError("mlstm.torch.chunkwise: c_initial, n_initial and m_initial go together (all or none)")
-    if backward not in ("auto", "exact", "chunked"):
-        raise ValueError(f"mlstm.torch.chunkwise: backward is {backward!r}; it must be 'auto', 'exact' or 'chunked'")
+    if backward not in ("auto", "exact", "chunked", "chunked_default"):
+        raise ValueError(f"mlstm.torch.chunkwise: backward is {backward!r}; it must be 'auto', 'exact', 'chunked' "
+                         "or 'chunked_default'")
     if precision not in ("high", "default"):
         raise ValueError(f"mlstm.torch.chunkwise: precision is {precision!r}; it must be 'high' or 'default'")
+    backward = _method(q, backward, precision)
     if keep is None:
-        keep = _keep_by_default(q, (q, k, v, i, f, c_initial, n_initial, m_initial), backward)
+        keep = _keep_by_default(q, (q, k, v, i, f, c_initial, n_initial, m_initial), backward, precision)
     if keep:
         h, c, n, m, *_record = _chunkwise_keep_op(q, k, v, i, f, c_initial, n_initial, m_initial, float(eps),
                                                   0 if chunk_size is None else int(chunk_size), cu_seqlens, precision)

@@ -331,7 +331,7 @@ static alloy_status check_states(const char *what, alloy_array *c, alloy_array *
 }
 
 /* Both public forms; kept non-NULL: the split path in one window, its chunk
- * record handed over in kept[0..3] (alloy_mlstm_chunkwise_keep). */
+ * record handed over in kept[0..3] (sc: kept[4..8] too; alloy_mlstm_chunkwise_keep). */
 static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i, alloy_array *f,
                               alloy_array *c_initial, alloy_array *n_initial, alloy_array *m_initial,
                               alloy_array *cu_seqlens, int chunk_size, double eps, alloy_precision precision,
@@ -408,22 +408,19 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
      * too short for them — a state sums k v over every token it remembers,
      * so inputs of about 100 with forget gates near 1 passed it within a few
      * tokens (h was inf) — while the exponents keep float32's range.
-     * kept: the record the backward reads holds float32 states, so a run of
-     * its own (states only, one TF32 product) keeps it, and h comes from the
-     * float16 tiles as without kept — the same h whether or not a gradient
-     * will be taken. The CPU has no faster product than float32's own, so
+     * kept: the float16-tile run keeps its record (the state tiles, their
+     * factors, the float16 rows and their exponents) for the backward on the
+     * same tiles (CHUNKED_DEFAULT). The CPU has no faster product than float32's own, so
      * float32 there computes exact products at any precision (the float16
      * tiles would be twice as slow); ALLOY_MLSTM_PATH=scaled runs them there
      * too (the tests). */
     const int on_cpu = alloy_device_backend(dev) == ALLOY_BACKEND_CPU;
     const int sc = dt == ALLOY_FLOAT16 || (dt == ALLOY_FLOAT32 && precision == ALLOY_PRECISION_DEFAULT &&
                                            !path_is("fused") && (!on_cpu || path_is("scaled")));
-    split_spec sp = {0}, spk = {0};
+    split_spec sp = {0};
     const int split = split_choose(sc ? 2 : tsize, sc, L, DHQK, DHHV, &sp);
-    int ksplit = 0; /* kept: the record's run (its own with sc) */
-    if (kept && sc) ksplit = split_choose(tsize, 0, L, DHQK, DHHV, &spk);
-    else if (kept) spk = sp, ksplit = split;
-    if (kept && (!ksplit || (dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)))
+    if (kept && (!split || DHQK > (dt == ALLOY_FLOAT32 ? 256 : 512) ||
+                 (dt != ALLOY_BFLOAT16 && dt != ALLOY_FLOAT32)))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: kept: the chunk-parallel backward does not take %s inputs with DHQK %lld (bfloat16, "
                            "and float32 with DHQK up to 256)",
@@ -464,17 +461,11 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
     alloy_array *ins[10] = {src[0], src[1], src[2], i, f, has_init ? c_initial : q, has_init ? n_initial : q,
                             has_init ? m_initial : q, cu_seqlens ? cu_seqlens : q, sc ? cv[3] : q};
     if (split) run.L = sp.Ls;
-    alloy_array *record[4] = {NULL, NULL, NULL, NULL};
-    if (st == ALLOY_OK && kept && sc) { /* the record alone, in float32 (no h: phase 2 skipped) */
-        chunk_run rk = run;
-        rk.dt = dt, rk.sc = 0, rk.tf32 = 1, rk.L = spk.Ls;
-        rk.vec = alloy_mlstm_vec_rows(q, k, v, DHQK, DHHV, tsize);
-        alloy_array *kins[10] = {q, k, v, ins[3], ins[4], ins[5], ins[6], ins[7], ins[8], q};
-        st = run_split(&rk, &spk, kins, NULL, NULL, NULL, NULL, record);
-    }
+    /* kept: the split run's scratch (c, n, m, gate records; sc: the tile factors), then sc's rows */
+    alloy_array *record[ALLOY_MLSTM_KEPT] = {NULL};
     if (st == ALLOY_OK && split && (nseq * NH > 0 || kept))
         st = run_split(&run, &sp, ins, oh, states_out ? oc : NULL, states_out ? on : NULL, states_out ? om : NULL,
-                       kept && !sc ? record : NULL);
+                       kept ? record : NULL);
     else if (st == ALLOY_OK && groups > 0) {
         const chunk_launch fused = {.phase = 0, .DKP = DKP, .DS = DS, .TV = TV, .res = res, .states_out = states_out,
                                     .VT = VT, .groups = groups, .threads = 256, .smem = smem};
@@ -483,17 +474,19 @@ static alloy_status chunkwise(alloy_array *q, alloy_array *k, alloy_array *v, al
                                 oh, oh,                   oh,                   oh,                   oh};
         st = launch_chunkwise(&run, &fused, ins, outs);
     }
+    if (st == ALLOY_OK && kept && sc)
+        for (int e = 0; e < 4; e++) record[5 + e] = cv[e], cv[e] = NULL;
     for (int e = 0; e < 4; e++) alloy_array_free(cv[e]); /* (the runtime keeps what queued launches use) */
     if (st != ALLOY_OK) {
         if (ch) alloy_array_free(oh);
         if (cc) alloy_array_free(oc);
         if (cn) alloy_array_free(on);
         if (cm) alloy_array_free(om);
-        for (int e = 0; e < 4; e++) alloy_array_free(record[e]);
+        for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) alloy_array_free(record[e]);
         return st;
     }
     if (kept)
-        for (int e = 0; e < 4; e++) kept[e] = record[e];
+        for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) kept[e] = record[e];
     if (ch) *h = oh;
     if (cc) *c_out = oc;
     if (cn) *n_out = on;

@@ -60,29 +60,55 @@ static alloy_mlstm_backward_method auto_method(alloy_dtype dt) {
 }
 
 /* The chunk record kin against what the forward of these inputs keeps:
- * h (float32 inputs) and the final states as the forward returns them, the
- * four record arrays 1-D of their sizes (chunkwise.c's run_split: one window
- * of max(slots, 1) slots). */
+ * h (float32 inputs, float32 record) and the final states as the forward
+ * returns them, the record arrays of their sizes (chunkwise.c's run_split:
+ * one window of max(slots, 1) slots). A float16-tile record (float32 inputs
+ * at DEFAULT: kept[4] given) also holds each state tile's factor (KT tiles
+ * of at most 64 rows per column), q, k and v as float16 rows and the rows'
+ * exponents; *scaled says which record it is. */
 static alloy_status check_kept(const alloy_mlstm_kept_in *kin, alloy_device *dev, alloy_dtype dt, int64_t nseq,
                                int64_t NH, int64_t S, int64_t DHQK, int64_t DHHV, int64_t L, int packed,
-                               const int64_t *s_v) {
+                               const int64_t *s_qk, const int64_t *s_v, int *scaled) {
+    const int sc = *scaled = dt == ALLOY_FLOAT32 && kin->kept[4] != NULL;
     const int64_t s_c[4] = {nseq, NH, DHQK, DHHV}, s_n[3] = {nseq, NH, DHQK};
-    alloy_status st = dt == ALLOY_FLOAT32 ? alloy_mlstm_check(FN, "h", kin->h, dev, dt, 4, s_v) : ALLOY_OK;
+    alloy_status st = dt == ALLOY_FLOAT32 && !sc ? alloy_mlstm_check(FN, "h", kin->h, dev, dt, 4, s_v) : ALLOY_OK;
     if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "c_final", kin->c_final, dev, ALLOY_FLOAT32, 4, s_c);
     if (st == ALLOY_OK) st = alloy_mlstm_check(FN, "n_final", kin->n_final, dev, ALLOY_FLOAT32, 3, s_n);
     if (st != ALLOY_OK) return st;
     const int64_t Ls = L < 64 ? L : 64, slots = alloy_mlstm_split_slots(S, Ls, nseq, packed);
-    const int64_t WN = slots > 0 ? slots : 1;
-    const int64_t size[4] = {WN * NH * DHQK * DHHV, WN * NH * DHQK, WN * NH, WN * NH * (Ls + 4)};
-    const alloy_dtype type[4] = {dt, ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT32};
-    for (int e = 0; e < 4; e++) {
+    const int64_t WN = slots > 0 ? slots : 1, KT = (DHQK + 63) / 64, rows = s_qk[0] * s_qk[1] * s_qk[2];
+    const int64_t size[ALLOY_MLSTM_KEPT][4] = {{WN * NH * DHQK * DHHV},
+                                               {WN * NH * DHQK},
+                                               {WN * NH},
+                                               {WN * NH * (sc ? 2 * Ls + 4 : Ls + 4)},
+                                               {WN * NH * KT * DHHV},
+                                               {s_qk[0], s_qk[1], s_qk[2], s_qk[3]},
+                                               {s_qk[0], s_qk[1], s_qk[2], s_qk[3]},
+                                               {s_v[0], s_v[1], s_v[2], s_v[3]},
+                                               {3 * rows > 0 ? 3 * rows : 1}};
+    const int nd[ALLOY_MLSTM_KEPT] = {1, 1, 1, 1, 1, 4, 4, 4, 1};
+    const alloy_dtype type[ALLOY_MLSTM_KEPT] = {sc ? ALLOY_FLOAT16 : dt, ALLOY_FLOAT32, ALLOY_FLOAT32,
+                                                ALLOY_FLOAT32, ALLOY_FLOAT32, ALLOY_FLOAT16,
+                                                ALLOY_FLOAT16, ALLOY_FLOAT16, ALLOY_INT32};
+    for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) {
         const alloy_array *a = kin->kept[e];
-        if (!a || alloy_array_device(a) != dev || alloy_array_dtype(a) != type[e] || alloy_array_ndim(a) != 1 ||
-            alloy_array_shape(a)[0] != size[e] || !alloy_array_is_row_contiguous(a))
+        if (e >= 4 && !sc) {
+            if (a)
+                return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                                   "%s: kept[%d] is given, and kept[4] is %s for %s inputs (the float16-tile record "
+                                   "of float32 inputs at DEFAULT fills kept[4..8], other records leave them NULL)",
+                                   FN, e, kin->kept[4] ? "given" : "NULL", alloy_dtype_name(dt));
+            continue;
+        }
+        int ok = a && alloy_array_device(a) == dev && alloy_array_dtype(a) == type[e] &&
+                 alloy_array_ndim(a) == nd[e] && alloy_array_is_row_contiguous(a);
+        for (int d = 0; ok && d < nd[e]; d++) ok = alloy_array_shape(a)[d] == size[e][d];
+        if (!ok)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "%s: kept[%d] is not the record alloy_mlstm_chunkwise_keep keeps for these inputs and "
-                               "chunk_size (a 1-D %s array of %lld elements on q's device)",
-                               FN, e, alloy_dtype_name(type[e]), (long long)size[e]);
+                               "chunk_size (a %d-D %s array of %lld elements on q's device)",
+                               FN, e, nd[e], alloy_dtype_name(type[e]),
+                               (long long)(nd[e] == 1 ? size[e][0] : size[e][0] * size[e][1] * size[e][2] * size[e][3]));
     }
     return ALLOY_OK;
 }
@@ -147,8 +173,11 @@ static alloy_status backward(alloy_array *q, alloy_array *k, alloy_array *v, all
     if ((st = check_triple("dc_final", "dn_final", "dm_final", dc_final, dn_final, dm_final, dev, sdt, s_c, s_n, s_m,
                            &has_dfinal)) != ALLOY_OK)
         return st;
-    if (kin && (st = check_kept(kin, dev, dt, nseq, NH, S, DHQK, DHHV, L, cu_seqlens != NULL, s_v)) != ALLOY_OK)
+    int kept_scaled = 0; /* a float16-tile record: CHUNKED_DEFAULT from it */
+    if (kin && (st = check_kept(kin, dev, dt, nseq, NH, S, DHQK, DHHV, L, cu_seqlens != NULL, s_qk, s_v,
+                                &kept_scaled)) != ALLOY_OK)
         return st;
+    if (kept_scaled) method = ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT;
     if (has_init && (!dc_initial || !dn_initial || !dm_initial))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "%s: the initial states are given, so dc_initial, dn_initial and dm_initial must be slots "

@@ -64,7 +64,7 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
                                         int64_t L, double eps, int scaled, const alloy_mlstm_kept_in *kin,
                                         alloy_stream *stream, alloy_array *const *g) {
     const alloy_dtype dt = alloy_array_dtype(q);
-    /* scaled (float32 inputs, no kin: the caller's checks): on float16 tiles with exponents */
+    /* scaled (float32 inputs; kin: a float16-tile record, the caller's checks): on float16 tiles with exponents */
     const size_t ts = scaled ? 2 : alloy_dtype_size(dt);
     const int64_t *qs = alloy_array_shape(q);
     grad_run r = {.stream = stream, .dt = scaled ? ALLOY_FLOAT16 : dt, .out_dt = dt, .scaled = scaled,
@@ -116,9 +116,16 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
         sv.n_chunk = alloy_array_retain(kin->kept[1]);
         sv.m_chunk = alloy_array_retain(kin->kept[2]);
         sv.g_chunk = alloy_array_retain(kin->kept[3]);
+        if (scaled) { /* the tile factors, the float16 rows and their exponents */
+            sv.ce = alloy_array_retain(kin->kept[4]);
+            for (int e = 0; e < 3; e++) sv.rows[e] = alloy_array_retain(kin->kept[5 + e]);
+            sv.xe = alloy_array_retain(kin->kept[8]);
+        }
         sv.L = Ls;
         sv.nslots = alloy_mlstm_split_slots(r.S, Ls, r.nseq, cu_seqlens != NULL);
-        sv.vec = alloy_mlstm_vec_rows(q, k, v, r.DHQK, r.DHHV, ts) && (!sv.h || alloy_ops_aligned16(1, &sv.h));
+        sv.vec = (scaled ? alloy_mlstm_vec_rows(sv.rows[0], sv.rows[1], sv.rows[2], r.DHQK, r.DHHV, ts)
+                         : alloy_mlstm_vec_rows(q, k, v, r.DHQK, r.DHHV, ts)) &&
+                 (!sv.h || alloy_ops_aligned16(1, &sv.h));
     } else {
         st = alloy_mlstm_split_forward(q, k, v, i, f, c_initial, n_initial, m_initial, cu_seqlens, L, eps, scaled,
                                        stream, &sv);

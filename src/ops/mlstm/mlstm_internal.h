@@ -125,17 +125,18 @@ int alloy_mlstm_vec_rows(alloy_array *q, alloy_array *k, alloy_array *v, int64_t
 
 /* A forward's chunk record for the backward (alloy_mlstm_chunkwise_backward_kept),
  * checked by the caller: the forward's h (float32 inputs), final C and n, and
- * kept[0..3] = c_chunk, n_chunk, m_chunk, g_chunk (alloy_mlstm_saved's). */
+ * kept[0..3] = c_chunk, n_chunk, m_chunk, g_chunk (alloy_mlstm_saved's); a
+ * float16-tile record also kept[4..8] = ce, rows[0..2], xe. */
 typedef struct alloy_mlstm_kept_in {
-    alloy_array *h, *c_final, *n_final, *kept[4];
+    alloy_array *h, *c_final, *n_final, *kept[ALLOY_MLSTM_KEPT];
 } alloy_mlstm_kept_in;
 
 /* The chunk-parallel backward (chunkwise_backward_split.c) into the
  * prepared gradient arrays g[8] (dq, dk, dv, di, df, and, with the initial
  * states, dc_initial, dn_initial, dm_initial); inputs already checked. kin
  * non-NULL: the forward's record instead of running the forward again.
- * scaled (float32 inputs, kin NULL): on float16 tiles with exponents
- * (method CHUNKED_DEFAULT). ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
+ * scaled (float32 inputs; with kin, a float16-tile record): on float16 tiles
+ * with exponents (method CHUNKED_DEFAULT). ALLOY_ERROR_UNSUPPORTED (nothing written) where it does not take these
  * sizes: the caller then runs the exact kernel. */
 alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_array *v, alloy_array *i,
                                         alloy_array *f, alloy_array *c_initial, alloy_array *n_initial,
