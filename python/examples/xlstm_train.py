@@ -12,6 +12,7 @@ log(vocab) towards the chain's entropy).
     python python/examples/xlstm_train.py                      # CPU, float32, 300 steps
     python python/examples/xlstm_train.py --device cuda --dtype bfloat16
     python python/examples/xlstm_train.py --steps 20 --compile # torch.compile(fullgraph=True)
+    python python/examples/xlstm_train.py --device cuda --precision default  # float32 at TF32's precision
 
 Three runs from one initialisation and one data stream: alloy in --dtype
 (float32 parameters cast for each product, as under autocast), the
@@ -36,7 +37,9 @@ FLOOR = {"float64": 1e-6, "float32": 1e-3, "bfloat16": 3e-2, "float16": 1e-2}
 
 
 class AlloyOps:
-    """The layer's fused operations as alloy's operators."""
+    """The layer's fused operations as alloy's operators; `precision` is the
+    mLSTM cell's for float32 (--precision)."""
+    precision = "high"
     softcap = staticmethod(nt.softcap)
     rms_norm = staticmethod(nt.rms_norm)
     layer_norm = staticmethod(nt.layer_norm)
@@ -44,7 +47,7 @@ class AlloyOps:
 
     @staticmethod
     def mlstm(q, k, v, i, f):
-        return mt.chunkwise(q, k, v, i, f)
+        return mt.chunkwise(q, k, v, i, f, precision=AlloyOps.precision)
 
 
 def _wide(*xs):
@@ -190,8 +193,15 @@ def main(argv=None):
     ap.add_argument("--window", type=int, default=20, help="steps averaged before curves are compared")
     ap.add_argument("--compile", action="store_true", help="alloy's model under torch.compile(fullgraph=True)")
     ap.add_argument("--every", type=int, default=25, help="print every N steps")
+    ap.add_argument("--precision", default="high", choices=["high", "default"],
+                    help="the mLSTM cell's float32 products: high (float32's accuracy) or default (TF32's 11 "
+                         "significant bits on float16 tiles, forward and backward: the fast float32 path; its "
+                         "floor is float16's)")
     args = ap.parse_args(argv)
     dtype = getattr(torch, args.dtype)
+    AlloyOps.precision = args.precision
+    # an 11-bit cell in float32 training: float16's floor
+    floor = FLOOR["float16"] if args.precision == "default" and args.dtype == "float32" else FLOOR[args.dtype]
 
     torch.manual_seed(args.seed)
     init = Model(args.vocab, args.d, args.heads)
@@ -206,7 +216,8 @@ def main(argv=None):
     native = run(TorchOps, torch.float32, dtype) if dtype != torch.float64 else exact
     mine = run(AlloyOps, torch.float32 if dtype != torch.float64 else torch.float64, dtype, args.compile)
 
-    print(f"# {args.steps} steps on {args.device}: alloy in {args.dtype}{' (compiled)' if args.compile else ''}, "
+    cell = " (the cell at precision default)" if args.precision == "default" and args.dtype == "float32" else ""
+    print(f"# {args.steps} steps on {args.device}: alloy in {args.dtype}{cell}{' (compiled)' if args.compile else ''}, "
           f"PyTorch in {args.dtype} and in float64; vocab {args.vocab} (log = {math.log(args.vocab):.3f})")
     print(f"{'step':>6} {'float64':>10} {'torch':>10} {'alloy':>10} {'alloy-f64':>10}")
     for s in range(args.steps):
@@ -214,10 +225,10 @@ def main(argv=None):
             print(f"{s:>6} {exact[s]:>10.5f} {native[s]:>10.5f} {mine[s]:>10.5f} {mine[s] - exact[s]:>10.2e}")
     noise = gap(native, exact, args.window)
     got = gap(mine, exact, args.window)
-    tol = max(3 * noise, FLOOR[args.dtype])
+    tol = max(3 * noise, floor)
     ok = got <= tol and all(math.isfinite(x) for x in mine)
     print(f"over {args.window}-step means: alloy - float64 {got:.3e}, PyTorch {args.dtype} - float64 {noise:.3e} "
-          f"(the dtype's noise); tolerance max(3 x noise, {FLOOR[args.dtype]:.0e}) = {tol:.3e}: "
+          f"(the dtype's noise); tolerance max(3 x noise, {floor:.0e}) = {tol:.3e}: "
           f"{'agree' if ok else 'DISAGREE'}")
     return 0 if ok else 1
 

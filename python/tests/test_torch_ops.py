@@ -474,9 +474,14 @@ def test_example_layer_compiles_to_the_eager_result():
     assert torch.allclose(y_eager, y_ref, rtol=1e-4, atol=1e-4)
 
 
-def test_example_trains_a_few_steps(capsys):
+@pytest.mark.parametrize("precision", ["high", "default"])
+def test_example_trains_a_few_steps(capsys, monkeypatch, precision):
+    # (precision default: ALLOY_MLSTM_PATH=scaled puts the CPU's cell on the float16 tiles a GPU's runs on)
+    monkeypatch.setenv("ALLOY_MLSTM_PATH", "scaled")
     X = example()
-    rc = X.main(["--steps", "6", "--batch", "2", "--seq", "17", "--d", "16", "--heads", "2", "--every", "5"])
+    rc = X.main(["--steps", "6", "--batch", "2", "--seq", "17", "--d", "16", "--heads", "2", "--every", "5",
+                 "--precision", precision])
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "agree" in out
+    assert ("precision default" in out) == (precision == "default")
