@@ -573,6 +573,10 @@ static void test_bench_nn_and_mlstm_backward(void) {
     CHECK(json_case("fwd+bwd f32 small", "error") < 1e-4);
     CHECK(json_case("bwd f32 small default", "error") < 1e-2);
     CHECK(json_case("fwd+bwd f32 small default", "error") < 1e-2);
+    /* the kept record's row (on the CPU a float32 record: exact products), its error from its own run */
+    CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--json", "--only", "kept f32"), 0);
+    rows = json_rows("mlstm", "error", -INFINITY, 1e-4);
+    CHECK_MSG(rows == 1, "%d kept rows in: %s", rows, run_out);
 }
 
 /* `alloy bench --once` (for sanitizers): each row's call made once, its

@@ -230,7 +230,7 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
             else
             {
                 const double r = flops / t;
-                printf("%-26s %-30s %9.3f ms %8.1f %s %9.1f ns %10.2e\n", z->label, size, t * 1e3,
+                printf("%-30s %-30s %9.3f ms %8.1f %s %9.1f ns %10.2e\n", z->label, size, t * 1e3,
                        r > 1e12 ? r / 1e12 : r / 1e9, r > 1e12 ? "TF/s" : "GF/s", t / (double)(rows * T) * 1e9, err);
             }
             fflush(stdout);
@@ -328,7 +328,7 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
                 printf("\"peer\": null}\n");
             } else {
                 char share[16];
-                printf("%-26s %-30s %9.4f ms %8.1f GB/s  %6s copy\n", z->label, size, t * 1e3, bytes / t / 1e9,
+                printf("%-30s %-30s %9.4f ms %8.1f GB/s  %6s copy\n", z->label, size, t * 1e3, bytes / t / 1e9,
                        bench_copy_share(bytes / t, cr, share, sizeof share));
             }
         }
@@ -349,7 +349,7 @@ int bench_mlstm(alloy_device *dev, int quick, const char *only, int json) {
     alloy_stream *s = NULL;
     if (alloy_stream_default(dev, &s) != ALLOY_OK) return cli_alloy_error(ALLOY_ERROR_INTERNAL);
     if (!json)
-        printf("%-26s %-30s %12s %13s %12s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
+        printf("%-30s %-30s %12s %13s %12s %10s\n", "mlstm", "size (B x NH x S, DHQK/DHHV)", "time", "rate",
                "per token", "error f64");
     int failures = bench_chunkwise(dev, s, quick, only, json);
     failures += bench_mlstm_backward(dev, s, quick, only, json);

@@ -32,8 +32,9 @@
  * not counted. TFLA's rows (bench/bench_mlstm_tfla.py) use the same counts,
  * so the rate ratios are the time ratios.
  *
- * Error: the gradients of the first (sequence, head) over its first
- * CHECK_TOKENS tokens against alloy's float64 backward on the CPU device
+ * Error, each row from its own run's gradients: the gradients of the first
+ * (sequence, head) over its first CHECK_TOKENS tokens against alloy's
+ * float64 backward on the CPU device
  * (tests/test_mlstm_backward.c checks that one against finite differences).
  * The dh of that (sequence, head) is zero after those tokens, so its
  * gradients there are exactly those of the sequence cut after CHECK_TOKENS
@@ -140,14 +141,16 @@ static alloy_status f64_array(alloy_device *cpu, alloy_dtype dt, const void *raw
     return st;
 }
 
-/* The error measure of the file's comment: host inputs (dtype dt, full
- * arrays; the slice is their first elements), host gradients of the run. -1
- * when the reference could not run (why on stderr). */
-static double backward_error(const bw_size *z, int64_t n, int chunk, void *const in[6], void *const grads[5]) {
+/* The float64 reference of the file's comment: the gradients of the first
+ * (sequence, head) over its first n tokens, from host inputs (dtype dt, full
+ * arrays; the slice is their first elements), into ref[0..4] (malloc'd, q k v
+ * i f's). Nonzero when it could not run (why on stderr). */
+static int reference_grads(const bw_size *z, int64_t n, int chunk, void *const in[6], double *ref[5]) {
+    for (int e = 0; e < 5; e++) ref[e] = NULL;
     alloy_device *cpu = NULL;
     if (alloy_device_get("cpu", &cpu) != ALLOY_OK) {
         fprintf(stderr, "alloy: bench mlstm: no float64 reference (the CPU device: %s)\n", alloy_last_error());
-        return -1;
+        return 1;
     }
     const int64_t sqk[4] = {1, 1, n, z->DK}, sv[4] = {1, 1, n, z->DV}, sg[3] = {1, 1, n};
     const int64_t count[6] = {n * z->DK, n * z->DK, n * z->DV, n, n, n * z->DV}; /* q k v i f dh */
@@ -159,32 +162,48 @@ static double backward_error(const bw_size *z, int64_t n, int chunk, void *const
     if (st == ALLOY_OK)
         st = alloy_mlstm_chunkwise_backward(a[0], a[1], a[2], a[3], a[4], NULL, NULL, NULL, NULL, a[5], NULL, NULL, NULL,
                                             chunk, 1e-6, NULL, &g[0], &g[1], &g[2], &g[3], &g[4], NULL, NULL, NULL);
-    double worst = -1;
-    if (st == ALLOY_OK) {
-        worst = 0;
-        for (int e = 0; e < 5 && worst >= 0; e++) {
-            const int64_t m = count[e];
-            double *ref = malloc(sizeof(double) * (size_t)(m > 0 ? m : 1)), *got = malloc(sizeof(double) * (size_t)(m > 0 ? m : 1));
-            if (!ref || !got || alloy_array_copy_to_host(g[e], ref, sizeof(double) * (size_t)m) != ALLOY_OK) {
-                worst = -1;
-            } else {
-                cli_convert(z->dt, grads[e], ALLOY_FLOAT64, got, m);
-                double emax = 0, rmax = 0;
-                for (int64_t j = 0; j < m; j++) {
-                    const double d = fabs(got[j] - ref[j]);
-                    if (!(d <= emax)) emax = d; /* NaN wins */
-                    rmax = fmax(rmax, fabs(ref[j]));
-                }
-                const double r = rmax > 0 ? emax / rmax : emax;
-                if (!(r <= worst)) worst = r;
-            }
-            free(ref), free(got);
-        }
+    for (int e = 0; e < 5 && st == ALLOY_OK; e++) {
+        ref[e] = malloc(sizeof(double) * (size_t)(count[e] > 0 ? count[e] : 1));
+        st = ref[e] ? alloy_array_copy_to_host(g[e], ref[e], sizeof(double) * (size_t)count[e])
+                    : ALLOY_ERROR_OUT_OF_MEMORY;
     }
-    if (worst < 0 && st != ALLOY_OK)
+    if (st != ALLOY_OK) {
         fprintf(stderr, "alloy: bench mlstm: no float64 reference for %s: %s\n", z->label, alloy_last_error());
+        for (int e = 0; e < 5; e++) free(ref[e]), ref[e] = NULL;
+    }
     for (int e = 0; e < 6; e++) alloy_array_free(a[e]);
     for (int e = 0; e < 5; e++) alloy_array_free(g[e]);
+    return st != ALLOY_OK;
+}
+
+/* The error measure of the file's comment for one row's gradients: the
+ * device arrays ga[0..4] copied to the host buffers grads[0..4] (their full
+ * size cnt[e] elements of dtype dt), their first slice against ref. -1 when
+ * there is no reference or a copy failed. */
+static double row_error(const bw_size *z, int64_t n, double *const ref[5], alloy_array *const ga[5],
+                        void *const grads[5], const int64_t cnt[5]) {
+    if (!ref[0]) return -1;
+    const int64_t count[5] = {n * z->DK, n * z->DK, n * z->DV, n, n};
+    const size_t es = alloy_dtype_size(z->dt);
+    double worst = 0;
+    for (int e = 0; e < 5 && worst >= 0; e++) {
+        const int64_t m = count[e];
+        double *got = malloc(sizeof(double) * (size_t)(m > 0 ? m : 1));
+        if (!got || alloy_array_copy_to_host(ga[e], grads[e], (size_t)cnt[e] * es) != ALLOY_OK) {
+            worst = -1;
+        } else {
+            cli_convert(z->dt, grads[e], ALLOY_FLOAT64, got, m);
+            double emax = 0, rmax = 0;
+            for (int64_t j = 0; j < m; j++) {
+                const double d = fabs(got[j] - ref[e][j]);
+                if (!(d <= emax)) emax = d; /* NaN wins */
+                rmax = fmax(rmax, fabs(ref[e][j]));
+            }
+            const double r = rmax > 0 ? emax / rmax : emax;
+            if (!(r <= worst)) worst = r;
+        }
+        free(got);
+    }
     return worst;
 }
 
@@ -202,7 +221,7 @@ static void print_row(const char *label, const char *size, alloy_device *dev, do
         char e[16];
         if (err >= 0) snprintf(e, sizeof e, "%.2e", err);
         else snprintf(e, sizeof e, "-");
-        printf("%-26s %-30s %9.3f ms %8.1f %s %9.1f ns %10s\n", label, size, t * 1e3, r > 1e12 ? r / 1e12 : r / 1e9,
+        printf("%-30s %-30s %9.3f ms %8.1f %s %9.1f ns %10s\n", label, size, t * 1e3, r > 1e12 ? r / 1e12 : r / 1e9,
                r > 1e12 ? "TF/s" : "GF/s", t / tokens * 1e9, e);
     }
     fflush(stdout);
@@ -262,7 +281,11 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         const double tokens = (double)(z->B * z->S);
         const double fwd_flops = tokens * (double)z->NH *
                                  (4.0 * (double)z->DK * (double)z->DV + (double)chunk * (double)(z->DK + z->DV));
-        double tb = -1, tfb = -1, tfk = -1, err = -1;
+        double tb = -1, tfb = -1, tfk = -1, eb = -1, efb = -1, efk = -1;
+        /* each row's error from its own run's gradients (the rows may take different paths) */
+        alloy_array *ga[5] = {x.dq, x.dk, x.dv, x.di, x.df};
+        double *ref[5] = {NULL};
+        if (st == ALLOY_OK) reference_grads(z, ncheck, chunk, hbuf, ref);
         /* one forward first: compiles it, so no timed fwd+bwd call below includes a compile */
         if (st == ALLOY_OK && (want_fb || want_fk)) {
             alloy_array *h = x.h;
@@ -270,28 +293,27 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
                                        NULL, NULL);
             if (st == ALLOY_OK) st = alloy_stream_synchronize(s);
         }
-        if (st == ALLOY_OK && want_b) tb = time_call(run_backward, &x, s, is_cuda, 1);
+        if (st == ALLOY_OK && want_b && (tb = time_call(run_backward, &x, s, is_cuda, 1)) >= 0)
+            eb = row_error(z, ncheck, ref, ga, hbuf + 6, cnt + 6);
         /* after a slow backward both kernels are compiled: no second warm-up call */
-        if (st == ALLOY_OK && want_fb && (!want_b || tb >= 0))
-            tfb = time_call(run_forward_backward, &x, s, is_cuda, !(tb > (is_cuda ? 1.0 : 0.25)));
-        if (st == ALLOY_OK && want_fk && (!want_b || tb >= 0) && (!want_fb || tfb >= 0))
-            tfk = time_call(run_forward_backward_kept, &x, s, is_cuda, 1);
+        if (st == ALLOY_OK && want_fb && (!want_b || tb >= 0) &&
+            (tfb = time_call(run_forward_backward, &x, s, is_cuda, !(tb > (is_cuda ? 1.0 : 0.25)))) >= 0)
+            efb = row_error(z, ncheck, ref, ga, hbuf + 6, cnt + 6);
+        if (st == ALLOY_OK && want_fk && (!want_b || tb >= 0) && (!want_fb || tfb >= 0) &&
+            (tfk = time_call(run_forward_backward_kept, &x, s, is_cuda, 1)) >= 0)
+            efk = row_error(z, ncheck, ref, ga, hbuf + 6, cnt + 6);
+        for (int e = 0; e < 5; e++) free(ref[e]);
         if ((want_b && tb < 0) || (want_fb && tfb < 0) || (want_fk && tfk < 0)) {
             fprintf(stderr, "alloy: bench mlstm %s: %s\n", want_b && tb < 0 ? lb : want_fb && tfb < 0 ? lfb : lfk,
                     alloy_last_error());
             failures++;
         } else {
-            alloy_array *ga[5] = {x.dq, x.dk, x.dv, x.di, x.df};
-            int copied = 1;
-            for (int e = 0; e < 5; e++)
-                copied &= alloy_array_copy_to_host(ga[e], hbuf[6 + e], (size_t)cnt[6 + e] * es) == ALLOY_OK;
-            if (copied) err = backward_error(z, ncheck, chunk, hbuf, hbuf + 6);
             char size[96];
             snprintf(size, sizeof size, "%lldx%lldx%lld %lld/%lld c%d", (long long)z->B, (long long)z->NH,
                      (long long)z->S, (long long)z->DK, (long long)z->DV, chunk);
-            if (want_b) print_row(lb, size, dev, tb, 2.0 * fwd_flops, tokens, err, json);
-            if (want_fb) print_row(lfb, size, dev, tfb, 3.0 * fwd_flops, tokens, err, json);
-            if (want_fk) print_row(lfk, size, dev, tfk, 3.0 * fwd_flops, tokens, err, json);
+            if (want_b) print_row(lb, size, dev, tb, 2.0 * fwd_flops, tokens, eb, json);
+            if (want_fb) print_row(lfb, size, dev, tfb, 3.0 * fwd_flops, tokens, efb, json);
+            if (want_fk) print_row(lfk, size, dev, tfk, 3.0 * fwd_flops, tokens, efk, json);
         }
         alloy_array *all[] = {x.q, x.k, x.v, x.i, x.f, x.h, x.dh, x.dq, x.dk, x.dv, x.di, x.df};
         for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
