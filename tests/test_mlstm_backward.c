@@ -1109,6 +1109,35 @@ static void test_backward_kept(void) {
     for (int e = 0; e < ALLOY_MLSTM_KEPT; e++) alloy_array_free(r[e]);
 }
 
+/* ALLOY_MLSTM_GRAD_PERSIST=1 (the chunk-parallel backward's phase 3 as resident threadgroups taking the
+ * jobs in turn, each issuing the next job's first copies during its epilogue) gives the one-job-per-
+ * threadgroup results bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
+ * tiles (CHUNKED_DEFAULT, three DHQK slices, a short last chunk), a packed batch with an empty sequence
+ * (jobs of empty slots skipped between live ones). */
+static void test_backward_persistent(void) {
+    static const int64_t lens[4] = {30, 0, 75, 9};
+    enum { NCASE = 3 };
+    problem ps[NCASE] = {make(1, 2, 70, 72, 136, 1, 1, 0, ALLOY_BFLOAT16),
+                         make(1, 2, 61, 136, 72, 1, 1, 0, ALLOY_FLOAT32),
+                         make_varlen(4, lens, 2, 8, 8, 1, 1, 0, ALLOY_BFLOAT16)};
+    const alloy_dtype dts[NCASE] = {ALLOY_BFLOAT16, ALLOY_FLOAT32, ALLOY_BFLOAT16};
+    const alloy_mlstm_backward_method ms[NCASE] = {ALLOY_MLSTM_BACKWARD_CHUNKED, ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT,
+                                                   ALLOY_MLSTM_BACKWARD_CHUNKED};
+    for (int c = 0; c < NCASE; c++) {
+        g_method = ms[c];
+        unsetenv("ALLOY_MLSTM_GRAD_PERSIST");
+        double *want = run_backward(&ps[c], dts[c], 16);
+        setenv("ALLOY_MLSTM_GRAD_PERSIST", "1", 1);
+        double *got = run_backward(&ps[c], dts[c], 16);
+        unsetenv("ALLOY_MLSTM_GRAD_PERSIST");
+        CHECK_MSG(memcmp(want, got, sizeof(double) * (size_t)ps[c].off[XEND]) == 0,
+                  "case %d: the persistent phase 3 differs from one job per threadgroup", c);
+        free(want), free(got);
+        problem_free(&ps[c]);
+    }
+    g_method = ALLOY_MLSTM_BACKWARD_AUTO;
+}
+
 static void test_backward_methods(void) {
     g_method = ALLOY_MLSTM_BACKWARD_EXACT;
     check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
@@ -1205,5 +1234,6 @@ int main(void) {
     RUN(test_backward_varlen);
     RUN(test_backward_methods);
     RUN(test_backward_kept);
+    RUN(test_backward_persistent);
     return harness_finish();
 }

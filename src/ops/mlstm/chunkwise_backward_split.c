@@ -29,7 +29,8 @@ typedef struct grad_run {
     int scaled;
     int64_t L, DKP, DS, TV, S, NH, DHQK, DHHV, nseq, WN, VT, KT, VT2, KT2;
     int has_init, has_dfinal, varlen, vec;
-    int ct; /* PHASE 3's 64-column tiles per threadgroup */
+    int ct;      /* PHASE 3's 64-column tiles per threadgroup */
+    int persist; /* PHASE 3's threadgroups take the jobs in turn (ALLOY_MLSTM_GRAD_PERSIST) */
     double eps;
 } grad_run;
 
@@ -43,13 +44,14 @@ static alloy_status launch(const grad_run *r, int phase, int64_t groups, uint32_
                                         {"HAS_DFINAL", r->has_dfinal},
                                         {"VARLEN", r->varlen},
                                         {"VEC", r->vec},
-                                        {"SCALED", r->scaled}};
+                                        {"SCALED", r->scaled},
+                                        {"PERSIST", phase == 3 && r->persist}};
     const alloy_mlstm_named consts[] = {{"S", r->S},   {"NH", r->NH}, {"DHQK", r->DHQK}, {"DHHV", r->DHHV},
                                         {"NSEQ", r->nseq}, {"WN", r->WN}, {"VT", r->VT},     {"KT", r->KT},
                                         {"VT2", r->VT2}, {"KT2", r->KT2}};
     const alloy_mlstm_launch_spec spec = {
         .fn = FN, .kernel = r->kern, .stream = r->stream, .dt = r->dt, .out_dt = r->out_dt, .to_named = 1,
-        .tints = tints, .n_tints = 7, .tbools = tbools, .n_tbools = 5, .consts = consts, .n_consts = 10,
+        .tints = tints, .n_tints = 7, .tbools = tbools, .n_tbools = 6, .consts = consts, .n_consts = 10,
         .scale = 1.0 / sqrt((double)r->DHQK), .eps = r->eps, .ins = ins, .n_ins = 22, .outs = outs, .n_outs = 16,
         .groups = groups, .threads = threads, .smem = smem};
     return alloy_mlstm_launch(&spec);
@@ -174,8 +176,15 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t nsh = r.nseq * r.NH;
     if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 256, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
-    const int64_t jobs3 = (r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct);
-    if (st == ALLOY_OK) st = launch(&r, 3, r.WN * r.NH * jobs3, (uint32_t)(128 * r.ct), smem3, ins, outs);
+    /* PHASE 3: a threadgroup per job, or with ALLOY_MLSTM_GRAD_PERSIST=1 (for timing) as many as are
+     * resident (two an SM; three on the CPU, so that each takes several) taking the jobs in turn, each
+     * job's copies for the next issued during its epilogue */
+    const int64_t jobs3 = r.WN * r.NH * ((r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct));
+    r.persist = (int)alloy_ops_env_int("ALLOY_MLSTM_GRAD_PERSIST", 0, 1, 0);
+    const int nsm = alloy_device_multiprocessor_count(dev);
+    const int64_t resident = nsm > 0 ? 2 * (int64_t)nsm : 3;
+    const int64_t groups3 = r.persist && resident < jobs3 ? resident : jobs3;
+    if (st == ALLOY_OK) st = launch(&r, 3, groups3, (uint32_t)(128 * r.ct), smem3, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 4, nsh, 256, smem4, ins, outs);
     alloy_array *scratch[10] = {rec, wrec, pm, am, dc, dn, part, dce, dr[0], dr[3]};
     for (int e = 0; e < 10; e++) alloy_array_free(scratch[e]);

@@ -71,6 +71,7 @@
 //! template: PHASE=1
 //! template: CT=1
 //! template: RB=1
+//! template: PERSIST=false
 //! header:
 #define MC_ROW_TILES_MODE ALLOY_TEMPLATE_RB /* mlstm_tiles.h's B-fragment batching (chunkwise_backward_split.c) */
 #if defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 2
@@ -79,6 +80,9 @@
 #elif defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 1
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups of 256 an SM: what its threadgroup memory allows */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#elif defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 3 && ALLOY_TEMPLATE_PERSIST
+#undef ALLOY_CUDA_LAUNCH_BOUNDS /* the two resident threadgroups the host sizes the grid for (SCALED took 167 without) */
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128 * ALLOY_TEMPLATE_CT, 2)
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
 #include "src/ops/mlstm/kernels/mlstm_chunks.h"
@@ -463,61 +467,93 @@ if constexpr (PHASE == 1) {
     threadgroup int *XE = PE + 64;
     threadgroup int *XM = XE + 64;
     const int VTJ = (VT + CT - 1) / CT, KTJ = (KT + CT - 1) / CT;   // jobs of each kind
-    long grp = long(threadgroup_position_in_grid.x);
-    const int job = int(grp % (VTJ + 2 * KTJ));
-    grp /= VTJ + 2 * KTJ;
-    const int head = int(grp % NH);
-    const long slot = grp / NH;
-    long seq, tokbase;
-    int len, c;
-    mc_slot_chunk<L, VARLEN>(cu, slot, head, S, NH, NSEQ, seq, tokbase, len, c);
-    if (c < 0 || c >= (len + L - 1) / L) return;
-    const int Lc = min(L, len - c * L);
-    const long tb = tokbase + long(c) * L;
-    const long wsx = slot * NH + head;
     const int r0 = 16 * (warp % 4), ch = warp / 4;   // this SIMD group's rows and column tile
-    const int kind = job < VTJ ? 0 : (job < VTJ + KTJ ? 1 : 2);   // dv, dq, dk
-    const int tj = (kind == 0 ? job : (kind == 1 ? job - VTJ : job - VTJ - KTJ)) * W3;   // the group's first column
-    const int t0 = tj + 64 * ch;                                                          // this SIMD group's
-    const int ncols = kind == 0 ? DHHV : DHQK;
-    // the stream: kind 0: A = K (slices of DHQK), B = dC_{c+1}[slice rows][t0..] (k = rows);
-    // kind 1: A = dh (slices of DHHV), B = C_c[t0.. rows][slice] (k = columns);
-    // kind 2: A = v, B = dC_{c+1}[t0.. rows][slice]
-    const device T *asrc = kind == 0 ? k : (kind == 1 ? dh : v);
-    const int ald = kind == 0 ? DHQK : DHHV;
-    const int nsl = kind == 0 ? KT : VT;
-    // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..];
-    // dk: AW, Q[:, t0..]) as one copy group, then the stream's slices in a ring
-    // of three, two slices' copies in flight, one group each (empty past the last)
+    // One job: a (slot, head)'s chunk and one of its column tiles of dv, dq or dk. Job j: kind = its place
+    // among the chunk's jobs, then head, then slot (so a chunk's jobs are consecutive).
+    struct p3_job {
+        int kind, tj, ncols, ald, nsl, Lc;
+        long tb, wsx;
+        bool live;
+    };
+    auto job_of = [&](long jj) {
+        p3_job J;
+        const int job = int(jj % (VTJ + 2 * KTJ));
+        jj /= VTJ + 2 * KTJ;
+        const int head = int(jj % NH);
+        const long slot = jj / NH;
+        long seq, tokbase;
+        int len, c;
+        mc_slot_chunk<L, VARLEN>(cu, slot, head, S, NH, NSEQ, seq, tokbase, len, c);
+        J.live = c >= 0 && c < (len + L - 1) / L;
+        J.Lc = J.live ? min(L, len - c * L) : 0;
+        J.tb = tokbase + long(c) * L;
+        J.wsx = slot * NH + head;
+        J.kind = job < VTJ ? 0 : (job < VTJ + KTJ ? 1 : 2);   // dv, dq, dk
+        J.tj = (J.kind == 0 ? job : (J.kind == 1 ? job - VTJ : job - VTJ - KTJ)) * W3;   // the group's first column
+        J.ncols = J.kind == 0 ? DHHV : DHQK;
+        J.ald = J.kind == 0 ? DHQK : DHHV;
+        J.nsl = J.kind == 0 ? KT : VT;
+        return J;
+    };
+    // Slice s of job J's stream into the ring's buffer (s + off) % 3, committed as one group (empty past the
+    // last). The stream: kind 0: A = K (slices of DHQK), B = dC_{c+1}[slice rows][tj..] (k = rows);
+    // kind 1: A = dh (slices of DHHV), B = C_c[tj.. rows][slice] (k = columns); kind 2: A = v,
+    // B = dC_{c+1}[tj.. rows][slice].
+    auto issue_of = [&](const thread p3_job &J, int s, int off) {
+        if (s < J.nsl) {
+            const int x0 = s * 64, buf = (s + off) % 3;
+            const device T *as = J.kind == 0 ? k : (J.kind == 1 ? dh : v);
+            mc_load_async<T, L, 64, NT3, VEC, false>(AS + buf * L * LDA, LDA, as + J.tb * J.ald + x0, J.ald, J.Lc,
+                                                     J.ald - x0, tid);
+            if (J.kind == 0)
+                mc_load_async<T, 64, W3, NT3, VEC, false>(BS + buf * W3 * LDA, LDY,
+                                                          dc_chunk + (J.wsx * DHQK + x0) * DHHV + J.tj, DHHV,
+                                                          DHQK - x0, DHHV - J.tj, tid);
+            else if (J.kind == 1)
+                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
+                                                          c_chunk + (J.wsx * DHQK + J.tj) * DHHV + x0, DHHV,
+                                                          DHQK - J.tj, DHHV - x0, tid);
+            else
+                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
+                                                          dc_chunk + (J.wsx * DHQK + J.tj) * DHHV + x0, DHHV,
+                                                          DHQK - J.tj, DHHV - x0, tid);
+        }
+        mc_copies_commit();
+    };
+    // PERSIST: threadgroups_per_grid groups take the jobs in turn (job g, g + G, ...), each issuing its next
+    // job's first two slices into the two ring buffers its epilogue leaves free, so that the copies run
+    // while it finishes; otherwise one job per threadgroup.
+    const long njobs = long(WN) * NH * (VTJ + 2 * KTJ);
+    const long jstep = PERSIST ? long(threadgroups_per_grid.x) : njobs;
+    int off = 0;           // the ring offset of this job's slices
+    bool ahead = false;    // whether this job's slices 0 and 1 were issued by the job before
+    for (long jj = long(threadgroup_position_in_grid.x); jj < njobs; jj += jstep) {
+    const p3_job J = job_of(jj);
+    if (!J.live) {
+        ahead = false;
+        continue;
+    }
+    const int kind = J.kind, tj = J.tj, ncols = J.ncols, nsl = J.nsl, Lc = J.Lc;
+    const long tb = J.tb, wsx = J.wsx;
+    const int t0 = tj + 64 * ch;   // this SIMD group's first column
+    // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..]; dk: AW, Q[:, t0..]) as one
+    // copy group with slice 0 (ahead: after slices 0 and 1, issued by the job before), then the stream's
+    // slices in a ring of three, two slices' copies in flight, one group each
     // (the cast: a branch the body compiles for every dtype; SCALED's matrices are float32 and read below)
     if constexpr (!SCALED)
         mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (const device T *)(kind == 0 ? pm : am) + wsx * L * L, L, L,
                                                 L, tid);
     const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
     const int yld = kind == 0 ? DHHV : DHQK;
-    mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
-    auto issue = [&](int s) {
-        if (s < nsl) {
-            const int x0 = s * 64, buf = s % 3;
-            mc_load_async<T, L, 64, NT3, VEC, false>(AS + buf * L * LDA, LDA, asrc + tb * ald + x0, ald, Lc,
-                                                     ald - x0, tid);
-            if (kind == 0)
-                mc_load_async<T, 64, W3, NT3, VEC, false>(BS + buf * W3 * LDA, LDY,
-                                                          dc_chunk + (wsx * DHQK + x0) * DHHV + tj, DHHV, DHQK - x0,
-                                                          DHHV - tj, tid);
-            else if (kind == 1)
-                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
-                                                          c_chunk + (wsx * DHQK + tj) * DHHV + x0, DHHV, DHQK - tj,
-                                                          DHHV - x0, tid);
-            else
-                mc_load_async<T, W3, 64, NT3, VEC, false>(BS + buf * W3 * LDA, LDA,
-                                                          dc_chunk + (wsx * DHQK + tj) * DHHV + x0, DHHV, DHQK - tj,
-                                                          DHHV - x0, tid);
-        }
-        mc_copies_commit();
-    };
-    issue(0);
-    issue(1);
+    if (ahead) {
+        mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
+    } else {
+        off = 0;
+        mc_load_async<T, L, W3, NT3, VEC, false>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
+        issue_of(J, 0, off);
+        issue_of(J, 1, off);
+    }
+    auto issue = [&](int s) { issue_of(J, s, off); };
     if constexpr (SCALED) {
         // The exponents of the chunk's rows: FE, what the L x L matrix folds in (dv: dh's, over r; dq: k's,
         // over j; dk: q's, over r), and XE, the dot's (dq: q, dk: k)
@@ -594,12 +630,15 @@ if constexpr (PHASE == 1) {
         #pragma unroll
         for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
     for (int s = 0; s < nsl; s++) {
-        const int buf = s % 3;
-        mc_wait_copies_but<1>();   // slice s (and the first group) landed; s + 1 may fly
+        const int buf = (s + off) % 3;
+        // slice s (and the first group) landed; s + 1 may fly (ahead, at s = 0: slice 1 and the group of the
+        // L x L matrix and Y, committed after it)
+        if (ahead && s == 0) mc_wait_copies_but<2>();
+        else mc_wait_copies_but<1>();
         threadgroup_barrier(mem_flags::mem_threadgroup);
         issue(s + 2);   // into the slot slice s - 1 used
         if (kind != 0 && s == nsl - 1) {   // the free slot: what the epilogue reads
-            const int fb = (s + 2) % 3;
+            const int fb = (s + 2 + off) % 3;
             threadgroup T *xs = BS + fb * W3 * LDA;
             threadgroup float *nv = (threadgroup float *)(AS + fb * L * LDA);
             mc_load_async<T, L, W3, NT3, VEC>(xs, LDY, dotx + tb * DHQK + tj, DHQK, Lc, DHQK - tj, tid);
@@ -625,8 +664,23 @@ if constexpr (PHASE == 1) {
         }
     }
     mc_wait_copies();
+    // PERSIST: the next job's slices 0 and 1 go into the two buffers other than the one holding XS and NV
+    // (slot (nsl + 1 + off) % 3), once every SIMD group is done with the last slices (the barrier)
+    bool next_ahead = false;
+    if (PERSIST || kind != 0) threadgroup_barrier(mem_flags::mem_threadgroup);   // XS and NV are in
+    if constexpr (PERSIST) {
+        if (jj + jstep < njobs) {
+            const p3_job N = job_of(jj + jstep);
+            if (N.live) {
+                const int noff = (nsl + 2 + off) % 3;   // after the free slot
+                issue_of(N, 0, noff);
+                issue_of(N, 1, noff);
+                off = noff;
+                next_ahead = true;
+            }
+        }
+    }
     if (kind != 0) {
-        threadgroup_barrier(mem_flags::mem_threadgroup);   // XS and NV are in
         #pragma unroll
         for (int u = 0; u < XT; u++)
             #pragma unroll
@@ -694,6 +748,10 @@ if constexpr (PHASE == 1) {
                 // (SCALED: the dot's rows, q or k, are 16-bit rows with an exponent)
                 if (r < Lc) part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] = SCALED ? mc_ldexp(dot[hf], XE[r]) : dot[hf];
             }
+    }
+    ahead = next_ahead;
+    // (PERSIST: the next job rewrites PI, Y and the exponents only after every SIMD group's epilogue)
+    if constexpr (PERSIST) threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 } else if constexpr (PHASE == 4) {
     // ---- the gates: reverse scans per (sequence, head) ---------------------
