@@ -17,7 +17,8 @@
 // int has_state, int want_state. Template: T (data), A (accumulation; part
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
-// threadgroups per SM). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// threadgroups per SM), RING (1: the windows span the block of NB steps, moved by
+// renaming; 0: shifted by a copy each step). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -28,6 +29,7 @@
 //! template: KT=4
 //! template: NB=4
 //! template: MINB=2
+//! template: RING=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
@@ -79,6 +81,38 @@ if (cc < CC) {
                 const long t = tb + s, ta = t + (KT - 1);
                 rx[s] = t < t1 ? nn_ldbits(&x[(b * S + t) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
                 rd[s] = t < t1 && ta < S ? nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
+            }
+            if constexpr (RING != 0) {
+                // the windows over the whole block (xe[(s + j) V]: x at tb + s - KT + 1 + j; de[(s + i) V]: dy at
+                // tb + s + i), every step's indices constants of the unrolled loop, so the window moves by
+                // renaming, not by copies (KT - 1 of them per block instead of per step); steps past t1 do
+                // nothing (their dy may be the next block of timesteps', counted there)
+                A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
+                for (int k = 0; k < (KT - 1) * V; k++) {
+                    xe[k] = xw[k];
+                    de[k] = dyw[k];
+                }
+                #pragma unroll
+                for (int s = 0; s < NB; s++) {
+                    nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
+                    nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
+                    if (tb + s >= t1) continue;
+                    A o[V];
+                    for (int e = 0; e < V; e++) {
+                        A acc = A(0);
+                        for (int j = 0; j < KT; j++) acc += wr[j * V + e] * de[(s + KT - 1 - j) * V + e];
+                        o[e] = acc;
+                        const A d0 = de[s * V + e]; // dy at t
+                        for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
+                        gb[e] += d0;
+                    }
+                    nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
+                }
+                for (int k = 0; k < (KT - 1) * V; k++) {
+                    xw[k] = xe[NB * V + k];
+                    dyw[k] = de[NB * V + k];
+                }
+                continue;
             }
             for (int s = 0; s < NB; s++) {
                 if (tb + s >= t1) break;
