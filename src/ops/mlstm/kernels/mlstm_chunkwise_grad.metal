@@ -528,230 +528,233 @@ if constexpr (PHASE == 1) {
     int off = 0;           // the ring offset of this job's slices
     bool ahead = false;    // whether this job's slices 0 and 1 were issued by the job before
     for (long jj = long(threadgroup_position_in_grid.x); jj < njobs; jj += jstep) {
-    const p3_job J = job_of(jj);
-    if (!J.live) {
-        ahead = false;
-        continue;
-    }
-    const int kind = J.kind, tj = J.tj, ncols = J.ncols, nsl = J.nsl, Lc = J.Lc;
-    const long tb = J.tb, wsx = J.wsx;
-    const int t0 = tj + 64 * ch;   // this SIMD group's first column
-    // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..]; dk: AW, Q[:, t0..]) as one
-    // copy group with slice 0 (ahead: after slices 0 and 1, issued by the job before), then the stream's
-    // slices in a ring of three, two slices' copies in flight, one group each
-    // (the cast: a branch the body compiles for every dtype; SCALED's matrices are float32 and read below)
-    if constexpr (!SCALED)
-        mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (const device T *)(kind == 0 ? pm : am) + wsx * L * L, L, L,
-                                                L, tid);
-    const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
-    const int yld = kind == 0 ? DHHV : DHQK;
-    if (ahead) {
-        mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
-    } else {
-        off = 0;
-        mc_load_async<T, L, W3, NT3, VEC, false>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
-        issue_of(J, 0, off);
-        issue_of(J, 1, off);
-    }
-    auto issue = [&](int s) { issue_of(J, s, off); };
-    if constexpr (SCALED) {
-        // The exponents of the chunk's rows: FE, what the L x L matrix folds in (dv: dh's, over r; dq: k's,
-        // over j; dk: q's, over r), and XE, the dot's (dq: q, dk: k)
-        for (int r = tid; r < 64; r += NT3) {
-            const bool in = r < Lc;
-            const int eq = in ? int(xe[tb + r]) : 0, ek = in ? int(xe[ROWS + tb + r]) : 0;
-            const int ed = in ? int(xd[tb + r]) : 0;
-            FE[r] = kind == 0 ? ed : (kind == 1 ? ek : eq);
-            XE[r] = kind == 1 ? eq : ek;
+        const p3_job J = job_of(jj);
+        if (!J.live) {
+            ahead = false;
+            continue;
         }
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        // The L x L matrix (float32, true units) into PI as 16-bit values: each element times 2^FE of the
-        // index the product sums over, each output line (dv, dk: a column j; dq: a row r) scaled so that its
-        // largest lands in [2^14, 2^15), the line's exponent in PE (applied to the product's result). Two
-        // passes over the matrix (L2): the lines' largest exponents, then the values.
-        const device float *src = (const device float *)((kind == 0 ? pm : am) + wsx * L * L);
-        constexpr int NPART = NT3 / L;
-        const int ln = tid % L, part = tid / L;
-        const bool by_row = kind == 1;
-        int mx = -100000;
-        for (int a = part; a < L; a += NPART) {
-            const int r = by_row ? ln : a, j = by_row ? a : ln;
-            const float x = src[r * L + j];
-            if (x != 0.0f && isfinite(x)) mx = max(mx, mc_expo(x) + FE[by_row ? j : r]);
+        const int kind = J.kind, tj = J.tj, ncols = J.ncols, nsl = J.nsl, Lc = J.Lc;
+        const long tb = J.tb, wsx = J.wsx;
+        const int t0 = tj + 64 * ch;   // this SIMD group's first column
+        // the L x L matrix and the tile Y (dv: P', dh[:, t0..]; dq: AW, K[:, t0..]; dk: AW, Q[:, t0..]) as one
+        // copy group with slice 0 (ahead: after slices 0 and 1, issued by the job before), then the stream's
+        // slices in a ring of three, two slices' copies in flight, one group each
+        // (the cast: a branch the body compiles for every dtype; SCALED's matrices are float32 and read below)
+        if constexpr (!SCALED)
+            mc_load_async<T, L, L, NT3, VEC, false>(PI, LDP, (const device T *)(kind == 0 ? pm : am) + wsx * L * L,
+                                                    L, L, L, tid);
+        const device T *ysrc = kind == 0 ? dh : (kind == 1 ? k : q);
+        const int yld = kind == 0 ? DHHV : DHQK;
+        if (ahead) {
+            mc_load_async<T, L, W3, NT3, VEC>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
+        } else {
+            off = 0;
+            mc_load_async<T, L, W3, NT3, VEC, false>(Y, LDY, ysrc + tb * yld + tj, yld, Lc, yld - tj, tid);
+            issue_of(J, 0, off);
+            issue_of(J, 1, off);
         }
-        XM[part * 64 + ln] = mx;
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        mx = XM[ln];
-        for (int p = 1; p < NPART; p++) mx = max(mx, XM[p * 64 + ln]);
-        const int pe = mx > -100000 ? mx - 14 : 0;
-        if (part == 0) PE[ln] = pe;
-        for (int a = part; a < L; a += NPART) {
-            const int r = by_row ? ln : a, j = by_row ? a : ln;
-            PI[r * LDP + j] = T(mc_ldexp(src[r * L + j], FE[by_row ? j : r] - pe));
-        }
-    }
-    // (SIMD groups past the chunk's rows or the matrix's columns: nothing to compute)
-    const int live = r0 < Lc && t0 < ncols ? XT : 0;
-    // What the epilogue reads from device memory, loaded now so that its latency hides behind the
-    // stream. The row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c; dk:
-    // wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q).
-    float rsc[2], ron[2];
-    for (int hf = 0; hf < 2; hf++) {
-        const int r = r0 + g + 8 * hf;
-        float a = 0.0f, b = 0.0f;
-        if (r < Lc) {
-            if (kind == 1) {
-                const device float *rr = rec + (tb + r) * RR;
-                a = rr[2] * rr[0];
-                b = rr[2] * rr[1];
-                if constexpr (SCALED) a = mc_ldexp(a, int(xd[tb + r]));   // dh's rows: their exponents
-            } else if constexpr (SCALED) {   // wl_j from its log, with k's (dv) or v's (dk) exponent
-                const float lwl = rec[(tb + r) * RR + 6];
-                const int ex = int(xe[(kind == 0 ? ROWS : 2 * ROWS) + tb + r]);
-                a = kind == 0 ? mc_exp_ldexp(lwl, ex) : mc_exp_ldexp(lwl, ex) / scale;
-                b = kind == 0 ? 0.0f : exp(lwl) / scale;
-            } else {
-                const float wl = g_chunk[wsx * GWN + r];
-                a = kind == 0 ? wl : wl / scale;
-                b = kind == 0 ? 0.0f : wl / scale;
+        auto issue = [&](int s) { issue_of(J, s, off); };
+        if constexpr (SCALED) {
+            // The exponents of the chunk's rows: FE, what the L x L matrix folds in (dv: dh's, over r; dq: k's,
+            // over j; dk: q's, over r), and XE, the dot's (dq: q, dk: k)
+            for (int r = tid; r < 64; r += NT3) {
+                const bool in = r < Lc;
+                const int eq = in ? int(xe[tb + r]) : 0, ek = in ? int(xe[ROWS + tb + r]) : 0;
+                const int ed = in ? int(xd[tb + r]) : 0;
+                FE[r] = kind == 0 ? ed : (kind == 1 ? ek : eq);
+                XE[r] = kind == 1 ? eq : ek;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            // The L x L matrix (float32, true units) into PI as 16-bit values: each element times 2^FE of the
+            // index the product sums over, each output line (dv, dk: a column j; dq: a row r) scaled so that its
+            // largest lands in [2^14, 2^15), the line's exponent in PE (applied to the product's result). Two
+            // passes over the matrix (L2): the lines' largest exponents, then the values.
+            const device float *src = (const device float *)((kind == 0 ? pm : am) + wsx * L * L);
+            constexpr int NPART = NT3 / L;
+            const int ln = tid % L, part = tid / L;
+            const bool by_row = kind == 1;
+            int mx = -100000;
+            for (int a = part; a < L; a += NPART) {
+                const int r = by_row ? ln : a, j = by_row ? a : ln;
+                const float x = src[r * L + j];
+                if (x != 0.0f && isfinite(x)) mx = max(mx, mc_expo(x) + FE[by_row ? j : r]);
+            }
+            XM[part * 64 + ln] = mx;
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            mx = XM[ln];
+            for (int p = 1; p < NPART; p++) mx = max(mx, XM[p * 64 + ln]);
+            const int pe = mx > -100000 ? mx - 14 : 0;
+            if (part == 0) PE[ln] = pe;
+            for (int a = part; a < L; a += NPART) {
+                const int r = by_row ? ln : a, j = by_row ? a : ln;
+                PI[r * LDP + j] = T(mc_ldexp(src[r * L + j], FE[by_row ? j : r] - pe));
             }
         }
-        rsc[hf] = a;
-        ron[hf] = b;
-    }
-    // q (dq) or k (dk) at the group's outputs (for q . dq and k . dk) and n_c (dq) or dn_{c+1} (dk) at its
-    // columns go into the ring's free slot during the last slice (XS: L x LDY of T; NV: W3 floats)
-    const device T *dotx = kind == 1 ? q : k;
-    const threadgroup T *XS = nullptr;
-    const threadgroup float *NV = nullptr;
-    float acc[XT][4];
-    #pragma unroll
-    for (int u = 0; u < XT; u++)
-        #pragma unroll
-        for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
-    for (int s = 0; s < nsl; s++) {
-        const int buf = (s + off) % 3;
-        // slice s (and the first group) landed; s + 1 may fly (ahead, at s = 0: slice 1 and the group of the
-        // L x L matrix and Y, committed after it)
-        if (ahead && s == 0) mc_wait_copies_but<2>();
-        else mc_wait_copies_but<1>();
-        threadgroup_barrier(mem_flags::mem_threadgroup);
-        issue(s + 2);   // into the slot slice s - 1 used
-        if (kind != 0 && s == nsl - 1) {   // the free slot: what the epilogue reads
-            const int fb = (s + 2 + off) % 3;
-            threadgroup T *xs = BS + fb * W3 * LDA;
-            threadgroup float *nv = (threadgroup float *)(AS + fb * L * LDA);
-            mc_load_async<T, L, W3, NT3, VEC>(xs, LDY, dotx + tb * DHQK + tj, DHQK, Lc, DHQK - tj, tid);
-            const long nb = wsx * DHQK + tj;
-            for (int x = tid; x < W3; x += NT3)
-                nv[x] = tj + x < DHQK ? (kind == 1 ? n_chunk[nb + x] : dn_chunk[nb + x]) : 0.0f;
-            XS = xs;
-            NV = nv;
-        }
-        const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
-        const threadgroup T *Bt = BS + buf * W3 * LDA;
-        if (live > 0) {
-            if constexpr (SCALED) {   // this slice's product on its own, then into acc times its tile's factor
-                // dv: dC's tile (DHQK slice s, columns t0); dq: C's (DHQK rows t0, DHHV slice s); dk: dC's likewise
-                const long ti = kind == 0 ? (wsx * KT2 + s) * DHHV + t0 : (wsx * KT2 + t0 / 64) * DHHV + s * 64;
-                const float x = float(kind == 1 ? ce[ti] : dce[ti]);
-                if (kind == 0) mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
-                else mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
-            } else {
-                if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
-                else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
-            }
-        }
-    }
-    mc_wait_copies();
-    // PERSIST: the next job's slices 0 and 1 go into the two buffers other than the one holding XS and NV
-    // (slot (nsl + 1 + off) % 3), once every SIMD group is done with the last slices (the barrier)
-    bool next_ahead = false;
-    if (PERSIST || kind != 0) threadgroup_barrier(mem_flags::mem_threadgroup);   // XS and NV are in
-    if constexpr (PERSIST) {
-        if (jj + jstep < njobs) {
-            const p3_job N = job_of(jj + jstep);
-            if (N.live) {
-                const int noff = (nsl + 2 + off) % 3;   // after the free slot
-                issue_of(N, 0, noff);
-                issue_of(N, 1, noff);
-                off = noff;
-                next_ahead = true;
-            }
-        }
-    }
-    if (kind != 0) {
-        #pragma unroll
-        for (int u = 0; u < XT; u++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++)
-                acc[u][e] = fma(acc[u][e], rsc[e >> 1], ron[e >> 1] * NV[64 * ch + u * 8 + 2 * qd + (e & 1)]);
-    } else {
-        #pragma unroll
-        for (int u = 0; u < XT; u++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++) acc[u][e] *= rsc[e >> 1];
-    }
-    // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q (SCALED: on its own, then
-    // into acc times its rows' scales)
-    if constexpr (SCALED) {
-        float tacc[XT][4];
-        #pragma unroll
-        for (int u = 0; u < XT; u++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
-        if (live > 0) {
-            if (kind == 1) mc_row_tiles<T, XT>(tacc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
-            else mc_row_tiles<T, XT>(tacc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
-        }
-        const int pr[2] = {PE[r0 + g], PE[r0 + g + 8]};
-        #pragma unroll
-        for (int u = 0; u < XT; u++)
-            #pragma unroll
-            for (int e = 0; e < 4; e++) acc[u][e] += mc_ldexp(tacc[u][e], pr[e >> 1]);
-    } else if (live > 0) {
-        if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
-        else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
-    }
-    const float fin = kind == 0 ? 1.0f : scale;
-    device TO *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
-    float dot[2] = {0.0f, 0.0f};   // q . dq, k . dk
-    #pragma unroll
-    for (int u = 0; u < XT; u++)
-        #pragma unroll
+        // (SIMD groups past the chunk's rows or the matrix's columns: nothing to compute)
+        const int live = r0 < Lc && t0 < ncols ? XT : 0;
+        // What the epilogue reads from device memory, loaded now so that its latency hides behind the
+        // stream. The row scaling and the rank-one term: dv: wl_j; dq: e_r / den_r, + e_r ds_r n_c; dk:
+        // wl_j / scale, + wl_j dn_{c+1} / scale (the whole is scaled after AW^T Q).
+        float rsc[2], ron[2];
         for (int hf = 0; hf < 2; hf++) {
-            const int r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd;
-            const float x0 = acc[u][2 * hf] * fin, x1 = acc[u][2 * hf + 1] * fin;
-            if (r < Lc && col < ncols) {
-                device TO *dst = out + (tb + r) * ncols + col;
-                if constexpr (sizeof(TO) == 2 && VEC) {   // rows 16-byte aligned: col + 1 < ncols too
-                    *(device uint *)dst = mc_pack2<TO>(x0, x1);
+            const int r = r0 + g + 8 * hf;
+            float a = 0.0f, b = 0.0f;
+            if (r < Lc) {
+                if (kind == 1) {
+                    const device float *rr = rec + (tb + r) * RR;
+                    a = rr[2] * rr[0];
+                    b = rr[2] * rr[1];
+                    if constexpr (SCALED) a = mc_ldexp(a, int(xd[tb + r]));   // dh's rows: their exponents
+                } else if constexpr (SCALED) {   // wl_j from its log, with k's (dv) or v's (dk) exponent
+                    const float lwl = rec[(tb + r) * RR + 6];
+                    const int ex = int(xe[(kind == 0 ? ROWS : 2 * ROWS) + tb + r]);
+                    a = kind == 0 ? mc_exp_ldexp(lwl, ex) : mc_exp_ldexp(lwl, ex) / scale;
+                    b = kind == 0 ? 0.0f : exp(lwl) / scale;
                 } else {
-                    dst[0] = TO(x0);
-                    if (col + 1 < ncols) dst[1] = TO(x1);
+                    const float wl = g_chunk[wsx * GWN + r];
+                    a = kind == 0 ? wl : wl / scale;
+                    b = kind == 0 ? 0.0f : wl / scale;
                 }
-                if (kind != 0) {
-                    const threadgroup T *y = XS + r * LDY + 64 * ch + u * 8 + 2 * qd;
-                    dot[hf] = fma(float(y[0]), x0, dot[hf]);
-                    if (col + 1 < ncols) dot[hf] = fma(float(y[1]), x1, dot[hf]);
+            }
+            rsc[hf] = a;
+            ron[hf] = b;
+        }
+        // q (dq) or k (dk) at the group's outputs (for q . dq and k . dk) and n_c (dq) or dn_{c+1} (dk) at its
+        // columns go into the ring's free slot during the last slice (XS: L x LDY of T; NV: W3 floats)
+        const device T *dotx = kind == 1 ? q : k;
+        const threadgroup T *XS = nullptr;
+        const threadgroup float *NV = nullptr;
+        float acc[XT][4];
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
+            for (int e = 0; e < 4; e++) acc[u][e] = 0.0f;
+        for (int s = 0; s < nsl; s++) {
+            const int buf = (s + off) % 3;
+            // slice s (and the first group) landed; s + 1 may fly (ahead, at s = 0: slice 1 and the group of the
+            // L x L matrix and Y, committed after it)
+            if (ahead && s == 0) mc_wait_copies_but<2>();
+            else mc_wait_copies_but<1>();
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            issue(s + 2);   // into the slot slice s - 1 used
+            if (kind != 0 && s == nsl - 1) {   // the free slot: what the epilogue reads
+                const int fb = (s + 2 + off) % 3;
+                threadgroup T *xs = BS + fb * W3 * LDA;
+                threadgroup float *nv = (threadgroup float *)(AS + fb * L * LDA);
+                mc_load_async<T, L, W3, NT3, VEC>(xs, LDY, dotx + tb * DHQK + tj, DHQK, Lc, DHQK - tj, tid);
+                const long nb = wsx * DHQK + tj;
+                for (int x = tid; x < W3; x += NT3)
+                    nv[x] = tj + x < DHQK ? (kind == 1 ? n_chunk[nb + x] : dn_chunk[nb + x]) : 0.0f;
+                XS = xs;
+                NV = nv;
+            }
+            const threadgroup T *A = AS + buf * L * LDA + r0 * LDA;
+            const threadgroup T *Bt = BS + buf * W3 * LDA;
+            if (live > 0) {
+                if constexpr (SCALED) {   // this slice's product on its own, then into acc times its tile's factor
+                    // dv: dC's tile (DHQK slice s, columns t0); dq: C's (DHQK rows t0, DHHV slice s); dk: dC's likewise
+                    const long ti = kind == 0 ? (wsx * KT2 + s) * DHHV + t0 : (wsx * KT2 + t0 / 64) * DHHV + s * 64;
+                    const float x = float(kind == 1 ? ce[ti] : dce[ti]);
+                    if (kind == 0)
+                        mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+                    else mc_row_tiles_scaled<T, XT>(acc, x, x, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
+                } else {
+                    if (kind == 0) mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch, LDY, 1, 64, live, lane);
+                    else mc_row_tiles<T, XT>(acc, A, LDA, 1, Bt + 64 * ch * LDA, 1, LDA, 64, live, lane);
                 }
             }
         }
-    if (kind != 0 && t0 < ncols) {
-        for (int hf = 0; hf < 2; hf++) {
-            dot[hf] += mc_lane(dot[hf], lane ^ 1u);
-            dot[hf] += mc_lane(dot[hf], lane ^ 2u);
+        mc_wait_copies();
+        // PERSIST: the next job's slices 0 and 1 go into the two buffers other than the one holding XS and NV
+        // (slot (nsl + 1 + off) % 3), once every SIMD group is done with the last slices (the barrier)
+        bool next_ahead = false;
+        if (PERSIST || kind != 0) threadgroup_barrier(mem_flags::mem_threadgroup);   // XS and NV are in
+        if constexpr (PERSIST) {
+            if (jj + jstep < njobs) {
+                const p3_job N = job_of(jj + jstep);
+                if (N.live) {
+                    const int noff = (nsl + 2 + off) % 3;   // after the free slot
+                    issue_of(N, 0, noff);
+                    issue_of(N, 1, noff);
+                    off = noff;
+                    next_ahead = true;
+                }
+            }
         }
-        if (qd == 0)
+        if (kind != 0) {
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++)
+                    acc[u][e] = fma(acc[u][e], rsc[e >> 1], ron[e >> 1] * NV[64 * ch + u * 8 + 2 * qd + (e & 1)]);
+        } else {
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) acc[u][e] *= rsc[e >> 1];
+        }
+        // + the L x L product: dv: P'^T dh (A(j, r) = PI[r][j]); dq: AW K; dk: AW^T Q (SCALED: on its own, then
+        // into acc times its rows' scales)
+        if constexpr (SCALED) {
+            float tacc[XT][4];
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) tacc[u][e] = 0.0f;
+            if (live > 0) {
+                if (kind == 1) mc_row_tiles<T, XT>(tacc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
+                else mc_row_tiles<T, XT>(tacc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
+            }
+            const int pr[2] = {PE[r0 + g], PE[r0 + g + 8]};
+            #pragma unroll
+            for (int u = 0; u < XT; u++)
+                #pragma unroll
+                for (int e = 0; e < 4; e++) acc[u][e] += mc_ldexp(tacc[u][e], pr[e >> 1]);
+        } else if (live > 0) {
+            if (kind == 1) mc_row_tiles<T, XT>(acc, PI + r0 * LDP, LDP, 1, Y + 64 * ch, LDY, 1, L, live, lane);
+            else mc_row_tiles<T, XT>(acc, PI + r0, 1, LDP, Y + 64 * ch, LDY, 1, L, live, lane);
+        }
+        const float fin = kind == 0 ? 1.0f : scale;
+        device TO *out = kind == 0 ? dv : (kind == 1 ? dq : dk);
+        float dot[2] = {0.0f, 0.0f};   // q . dq, k . dk
+        #pragma unroll
+        for (int u = 0; u < XT; u++)
+            #pragma unroll
             for (int hf = 0; hf < 2; hf++) {
-                const int r = r0 + g + 8 * hf;
-                // (SCALED: the dot's rows, q or k, are 16-bit rows with an exponent)
-                if (r < Lc) part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] = SCALED ? mc_ldexp(dot[hf], XE[r]) : dot[hf];
+                const int r = r0 + g + 8 * hf, col = t0 + u * 8 + 2 * qd;
+                const float x0 = acc[u][2 * hf] * fin, x1 = acc[u][2 * hf + 1] * fin;
+                if (r < Lc && col < ncols) {
+                    device TO *dst = out + (tb + r) * ncols + col;
+                    if constexpr (sizeof(TO) == 2 && VEC) {   // rows 16-byte aligned: col + 1 < ncols too
+                        *(device uint *)dst = mc_pack2<TO>(x0, x1);
+                    } else {
+                        dst[0] = TO(x0);
+                        if (col + 1 < ncols) dst[1] = TO(x1);
+                    }
+                    if (kind != 0) {
+                        const threadgroup T *y = XS + r * LDY + 64 * ch + u * 8 + 2 * qd;
+                        dot[hf] = fma(float(y[0]), x0, dot[hf]);
+                        if (col + 1 < ncols) dot[hf] = fma(float(y[1]), x1, dot[hf]);
+                    }
+                }
             }
-    }
-    ahead = next_ahead;
-    // (PERSIST: the next job rewrites PI, Y and the exponents only after every SIMD group's epilogue)
-    if constexpr (PERSIST) threadgroup_barrier(mem_flags::mem_threadgroup);
+        if (kind != 0 && t0 < ncols) {
+            for (int hf = 0; hf < 2; hf++) {
+                dot[hf] += mc_lane(dot[hf], lane ^ 1u);
+                dot[hf] += mc_lane(dot[hf], lane ^ 2u);
+            }
+            if (qd == 0)
+                for (int hf = 0; hf < 2; hf++) {
+                    const int r = r0 + g + 8 * hf;
+                    // (SCALED: the dot's rows, q or k, are 16-bit rows with an exponent)
+                    if (r < Lc)
+                        part[(tb + r) * (2 * KT) + (kind == 1 ? 0 : KT) + t0 / 64] =
+                            SCALED ? mc_ldexp(dot[hf], XE[r]) : dot[hf];
+                }
+        }
+        ahead = next_ahead;
+        // (PERSIST: the next job rewrites PI, Y and the exponents only after every SIMD group's epilogue)
+        if constexpr (PERSIST) threadgroup_barrier(mem_flags::mem_threadgroup);
     }
 } else if constexpr (PHASE == 4) {
     // ---- the gates: reverse scans per (sequence, head) ---------------------
