@@ -31,7 +31,9 @@
 //   64-wide slices (one slice of the A operand shared by the CT column
 //   tiles: CT = 2 halves what L2 carries of it), a row scaling, then + (an
 //   L x L matrix) x (a tile). dq and dk also write their rows' q . dq and
-//   k . dk over each 64 columns into part (per token, 2 KT floats).
+//   k . dk over each 64 columns into part (per token, 2 KT floats). With
+//   PERSIST the grid is the resident threadgroups, each taking jobs g, g + G,
+//   ... and issuing its next job's first two slices during its epilogue.
 // PHASE 4, per (sequence, head), 256 threads: <dX_S, X_S> and <dX_0, X_0>,
 //   then the reverse scans over the tokens (a block of tokens per thread, the
 //   later blocks' sums and the chain's affine carries through threadgroup
@@ -51,7 +53,8 @@
 // SCALED), L (chunk, <= 64), DKP (DHQK padded to 16, or
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
-// per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing).
+// per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing),
+// PERSIST (PHASE 3's jobs taken in turn; timing, chunkwise_backward_split.c).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
@@ -473,7 +476,7 @@ if constexpr (PHASE == 1) {
     struct p3_job {
         int kind, tj, ncols, ald, nsl, Lc;
         long tb, wsx;
-        bool live;
+        bool has_chunk;   // the slot holds a chunk (packed batches leave some empty)
     };
     auto job_of = [&](long jj) {
         p3_job J;
@@ -484,8 +487,8 @@ if constexpr (PHASE == 1) {
         long seq, tokbase;
         int len, c;
         mc_slot_chunk<L, VARLEN>(cu, slot, head, S, NH, NSEQ, seq, tokbase, len, c);
-        J.live = c >= 0 && c < (len + L - 1) / L;
-        J.Lc = J.live ? min(L, len - c * L) : 0;
+        J.has_chunk = c >= 0 && c < (len + L - 1) / L;
+        J.Lc = J.has_chunk ? min(L, len - c * L) : 0;
         J.tb = tokbase + long(c) * L;
         J.wsx = slot * NH + head;
         J.kind = job < VTJ ? 0 : (job < VTJ + KTJ ? 1 : 2);   // dv, dq, dk
@@ -529,7 +532,7 @@ if constexpr (PHASE == 1) {
     bool ahead = false;    // whether this job's slices 0 and 1 were issued by the job before
     for (long jj = long(threadgroup_position_in_grid.x); jj < njobs; jj += jstep) {
         const p3_job J = job_of(jj);
-        if (!J.live) {
+        if (!J.has_chunk) {
             ahead = false;
             continue;
         }
@@ -672,7 +675,7 @@ if constexpr (PHASE == 1) {
         if constexpr (PERSIST) {
             if (jj + jstep < njobs) {
                 const p3_job N = job_of(jj + jstep);
-                if (N.live) {
+                if (N.has_chunk) {
                     const int noff = (nsl + 2 + off) % 3;   // after the free slot
                     issue_of(N, 0, noff);
                     issue_of(N, 1, noff);
