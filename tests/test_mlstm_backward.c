@@ -1110,8 +1110,8 @@ static void test_backward_kept(void) {
 }
 
 /* ALLOY_MLSTM_GRAD_PERSIST=1 (the chunk-parallel backward's phase 3 as resident threadgroups taking the
- * jobs in turn, each issuing the next job's first copies during its epilogue) gives the one-job-per-
- * threadgroup results bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
+ * jobs in turn, each issuing the next job's first copies during its epilogue; float16 tiles' default) gives
+ * the one-job-per-threadgroup results (=0, 16-bit inputs' default) bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
  * tiles (CHUNKED_DEFAULT, three DHQK slices, a short last chunk), a packed batch with an empty sequence
  * (jobs of empty slots skipped between live ones). */
 static void test_backward_persistent(void) {
@@ -1125,7 +1125,7 @@ static void test_backward_persistent(void) {
                                                    ALLOY_MLSTM_BACKWARD_CHUNKED};
     for (int c = 0; c < NCASE; c++) {
         g_method = ms[c];
-        unsetenv("ALLOY_MLSTM_GRAD_PERSIST");
+        setenv("ALLOY_MLSTM_GRAD_PERSIST", "0", 1);
         double *want = run_backward(&ps[c], dts[c], 16);
         setenv("ALLOY_MLSTM_GRAD_PERSIST", "1", 1);
         double *got = run_backward(&ps[c], dts[c], 16);

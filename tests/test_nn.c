@@ -552,15 +552,18 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
-/* The backward's block-wide windows (ALLOY_NN_CONV_BWD_RING=1, a timing variant; moved by renaming
- * instead of a copy each step) on test_conv's cases: partial last blocks, kernel sizes 1 to 8, decoding
- * states, several workers a sequence. */
+/* The backward's two window forms forced in turn on every dtype (ALLOY_NN_CONV_BWD_RING=1: block-wide
+ * windows moved by renaming, float32's default; =0: shifted by a copy each step, 16-bit data's) on
+ * test_conv's cases: partial last blocks, kernel sizes 1 to 8, decoding states, several workers a
+ * sequence. */
 static void test_conv_ring(void) {
     const conv_case cases[6] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {3, 17, 130, 8}, {2, 70, 16, 4}, {3, 100, 24, 2},
                                 {8500, 1, 8, 3}};
-    setenv("ALLOY_NN_CONV_BWD_RING", "1", 1);
-    for (int ci = 0; ci < 6; ci++)
-        for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
+    for (int ring = 0; ring < 2; ring++) {
+        setenv("ALLOY_NN_CONV_BWD_RING", ring ? "1" : "0", 1);
+        for (int ci = 0; ci < 6; ci++)
+            for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
+    }
     unsetenv("ALLOY_NN_CONV_BWD_RING");
 }
 

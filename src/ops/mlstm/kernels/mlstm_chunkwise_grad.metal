@@ -54,7 +54,7 @@
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
 // per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing),
-// PERSIST (PHASE 3's jobs taken in turn; timing, chunkwise_backward_split.c).
+// PERSIST (PHASE 3's jobs taken in turn; float16 tiles' default, chunkwise_backward_split.c).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad

@@ -17,7 +17,7 @@
 // int has_state, int want_state. Template: T (data), A (accumulation; part
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
-// threadgroups per SM), RING (1: the windows span the block of NB steps, moved by
+// threadgroups per SM), RING (1, float32's: the windows span the block of NB steps, moved by
 // renaming; 0: shifted by a copy each step). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
