@@ -84,7 +84,8 @@
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups of 256 an SM: what its threadgroup memory allows */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
 #elif defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 3 && ALLOY_TEMPLATE_PERSIST
-#undef ALLOY_CUDA_LAUNCH_BOUNDS /* the two resident threadgroups the host sizes the grid for (SCALED took 167 without) */
+#undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups an SM, what its threadgroup memory allows and PERSIST's grid is
+                                   sized for (without the bound SCALED took 159-167 registers: one an SM) */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128 * ALLOY_TEMPLATE_CT, 2)
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
@@ -530,11 +531,13 @@ if constexpr (PHASE == 1) {
     const long jstep = PERSIST ? long(threadgroups_per_grid.x) : njobs;
     int off = 0;           // the ring offset of this job's slices
     bool ahead = false;    // whether this job's slices 0 and 1 were issued by the job before
-    for (long jj = long(threadgroup_position_in_grid.x); jj < njobs; jj += jstep) {
+    // Job jj (a lambda, so that one job a threadgroup runs as straight code: as the body of a loop that runs
+    // once, ptxas for sm_90a gave SCALED 159-165 registers against 120 — one threadgroup an SM, not two)
+    auto run_job = [&](long jj) {
         const p3_job J = job_of(jj);
         if (!J.has_chunk) {
             ahead = false;
-            continue;
+            return;
         }
         const int kind = J.kind, tj = J.tj, ncols = J.ncols, nsl = J.nsl, Lc = J.Lc;
         const long tb = J.tb, wsx = J.wsx;
@@ -758,6 +761,11 @@ if constexpr (PHASE == 1) {
         ahead = next_ahead;
         // (PERSIST: the next job rewrites PI, Y and the exponents only after every SIMD group's epilogue)
         if constexpr (PERSIST) threadgroup_barrier(mem_flags::mem_threadgroup);
+    };
+    if constexpr (PERSIST) {
+        for (long jj = long(threadgroup_position_in_grid.x); jj < njobs; jj += jstep) run_job(jj);
+    } else {
+        run_job(long(threadgroup_position_in_grid.x));
     }
 } else if constexpr (PHASE == 4) {
     // ---- the gates: reverse scans per (sequence, head) ---------------------
