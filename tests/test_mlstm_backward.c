@@ -1110,8 +1110,8 @@ static void test_backward_kept(void) {
 }
 
 /* ALLOY_MLSTM_GRAD_PERSIST=1 (the chunk-parallel backward's phase 3 as resident threadgroups taking the
- * jobs in turn, each issuing the next job's first copies during its epilogue; float16 tiles' default) gives
- * the one-job-per-threadgroup results (=0, 16-bit inputs' default) bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
+ * jobs in turn, each issuing the next job's first copies during its epilogue; for timing) gives
+ * the one-job-per-threadgroup results (=0, the default) bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
  * tiles (CHUNKED_DEFAULT, three DHQK slices, a short last chunk), a packed batch with an empty sequence
  * (jobs of empty slots skipped between live ones). */
 static void test_backward_persistent(void) {

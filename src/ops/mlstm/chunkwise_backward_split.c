@@ -176,12 +176,12 @@ alloy_status alloy_mlstm_backward_split(alloy_array *q, alloy_array *k, alloy_ar
     const int64_t nsh = r.nseq * r.NH;
     if (st == ALLOY_OK) st = launch(&r, 1, r.WN * r.NH, 256, smem1, ins, outs);
     if (st == ALLOY_OK) st = launch(&r, 2, nsh * r.KT2 * r.VT2, 128, smem2, ins, outs);
-    /* PHASE 3: as many threadgroups as are resident (two an SM; three on the CPU, so that each takes
-     * several) taking the jobs in turn, each job's copies for the next issued during its epilogue — for
-     * float16 tiles with factors (H200, 7B shape: backward 13.6 ms against 16.5) —, or a threadgroup per
-     * job — for 16-bit inputs (8.1 ms against 9.0 persistent); ALLOY_MLSTM_GRAD_PERSIST=0|1 overrides */
+    /* PHASE 3: a threadgroup per job, or with ALLOY_MLSTM_GRAD_PERSIST=1 (for timing: slower, H200, 7B
+     * shape, same call: backward f32 DEFAULT 13.50 ms against 12.06, bf16 9.06 against 8.31) as many as are
+     * resident (two an SM; three on the CPU, so that each takes several) taking the jobs in turn, each job's
+     * copies for the next issued during its epilogue */
     const int64_t jobs3 = r.WN * r.NH * ((r.VT + r.ct - 1) / r.ct + 2 * ((r.KT + r.ct - 1) / r.ct));
-    r.persist = (int)alloy_ops_env_int("ALLOY_MLSTM_GRAD_PERSIST", 0, 1, r.scaled);
+    r.persist = (int)alloy_ops_env_int("ALLOY_MLSTM_GRAD_PERSIST", 0, 1, 0);
     const int nsm = alloy_device_multiprocessor_count(dev);
     const int64_t resident = nsm > 0 ? 2 * (int64_t)nsm : 3;
     const int64_t groups3 = r.persist && resident < jobs3 ? resident : jobs3;

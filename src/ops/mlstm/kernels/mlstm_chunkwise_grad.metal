@@ -54,7 +54,7 @@
 // to 64 above 64), DS, TV (PHASE 2's tile), HAS_INIT, HAS_DFINAL, VARLEN,
 // VEC (rows 16-byte aligned: cp.async), PHASE, CT (PHASE 3's column tiles
 // per threadgroup: 1, 2 or 4), RB (mc_row_tiles' MODE: 1; 0 or 2 for timing),
-// PERSIST (PHASE 3's jobs taken in turn; float16 tiles' default, chunkwise_backward_split.c).
+// PERSIST (PHASE 3's jobs taken in turn; timing, chunkwise_backward_split.c).
 // Launch constants: int S, NH, DHQK, DHHV, NSEQ, WN (slots), VT (64-column
 // tiles of DHHV), KT (of DHQK), VT2, KT2 (PHASE 2's tiles), float scale, eps.
 //! name: alloy_mlstm_chunkwise_grad
@@ -84,8 +84,7 @@
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups of 256 an SM: what its threadgroup memory allows */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
 #elif defined(ALLOY_BACKEND_CUDA) && ALLOY_TEMPLATE_PHASE == 3 && ALLOY_TEMPLATE_PERSIST
-#undef ALLOY_CUDA_LAUNCH_BOUNDS /* two threadgroups an SM, what its threadgroup memory allows and PERSIST's grid is
-                                   sized for (without the bound SCALED took 159-167 registers: one an SM) */
+#undef ALLOY_CUDA_LAUNCH_BOUNDS /* the two resident threadgroups the host sizes the grid for (SCALED took 167 without) */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(128 * ALLOY_TEMPLATE_CT, 2)
 #endif
 #include "src/ops/mlstm/kernels/mlstm_tiles.h"
