@@ -152,6 +152,41 @@ static void test_softcap(void) {
         }
 }
 
+/* Several 16-byte chunks a thread per round (ALLOY_NN_SOFTCAP_U = 2, 3, 8), forward and backward, on sizes
+ * whose last round is partial (some of a thread's chunks past the end) and whose tail is scalar. */
+static void test_softcap_rounds(void) {
+    static const char *us[3] = {"2", "3", "8"};
+    const int64_t sizes[2] = {5003, 40001};
+    const double cap = 15;
+    for (int ui = 0; ui < 3; ui++) {
+        setenv("ALLOY_NN_SOFTCAP_U", us[ui], 1);
+        for (int di = 0; di < 4; di++)
+            for (int si = 0; si < 2; si++) {
+                const alloy_dtype dt = DTYPES[di];
+                const int64_t n = sizes[si];
+                double *x = random_vec(dt, n, -60, 60), *dy = random_vec(dt, n, -2, 2);
+                double *ry = malloc(sizeof(double) * (size_t)n), *rdx = malloc(sizeof(double) * (size_t)n);
+                for (int64_t e = 0; e < n; e++) {
+                    const double t = tanh(x[e] / cap);
+                    ry[e] = round_to(dt, cap * t);
+                    rdx[e] = round_to(dt, dy[e] * (1 - t * t));
+                }
+                alloy_array *X = dev_array(dt, 1, &n, x), *DY = dev_array(dt, 1, &n, dy);
+                alloy_array *Y = nan_array(dt, 1, &n), *DX = nan_array(dt, 1, &n);
+                CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+                CHECK_OK(alloy_nn_softcap_backward(X, DY, cap, NULL, &DX));
+                double *y = host_of(Y), *dx = host_of(DX);
+                /* (the outputs start as NaN: an element no round wrote fails) */
+                CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt) && rel_err(dx, rdx, n) <= 2 * tol(dt),
+                          "softcap U=%s n=%lld %s: y error %.3g, dx error %.3g", us[ui], (long long)n,
+                          alloy_dtype_name(dt), rel_err(y, ry, n), rel_err(dx, rdx, n));
+                alloy_array_free(X), alloy_array_free(DY), alloy_array_free(Y), alloy_array_free(DX);
+                free(x), free(dy), free(ry), free(rdx), free(y), free(dx);
+            }
+    }
+    unsetenv("ALLOY_NN_SOFTCAP_U");
+}
+
 /* One unit in the last place of v as dtype dt (float16, bfloat16: normal and subnormal). */
 static double ulp_of(alloy_dtype dt, double v) {
     const int mant = dt == ALLOY_FLOAT16 ? 10 : 7, emin = dt == ALLOY_FLOAT16 ? -14 : -126;
@@ -552,19 +587,22 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
-/* The backward's two window forms forced in turn on every dtype (ALLOY_NN_CONV_BWD_RING=1: block-wide
- * windows moved by renaming, float32's default; =0: shifted by a copy each step, 16-bit data's) on
- * test_conv's cases: partial last blocks, kernel sizes 1 to 8, decoding states, several workers a
- * sequence. */
+/* The two forms of each pass forced in turn on every dtype — the backward's windows
+ * (ALLOY_NN_CONV_BWD_RING=1: block-wide, moved by renaming, float32's default; =0: shifted by a copy
+ * each step, 16-bit data's) and the forward's loads (ALLOY_NN_CONV_FWD_PIPE=1: in halves, each issued
+ * before the previous half's math) — on test_conv's cases: partial last blocks and halves, kernel sizes
+ * 1 to 8, decoding states, several workers a sequence. */
 static void test_conv_ring(void) {
-    const conv_case cases[6] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {3, 17, 130, 8}, {2, 70, 16, 4}, {3, 100, 24, 2},
-                                {8500, 1, 8, 3}};
-    for (int ring = 0; ring < 2; ring++) {
-        setenv("ALLOY_NN_CONV_BWD_RING", ring ? "1" : "0", 1);
-        for (int ci = 0; ci < 6; ci++)
+    const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3},   {3, 17, 130, 8}, {2, 70, 16, 4},
+                                {3, 100, 24, 2}, {8500, 1, 8, 3}, {2, 45, 9, 4}};
+    for (int form = 0; form < 2; form++) {
+        setenv("ALLOY_NN_CONV_BWD_RING", form ? "1" : "0", 1);
+        setenv("ALLOY_NN_CONV_FWD_PIPE", form ? "1" : "0", 1);
+        for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
     unsetenv("ALLOY_NN_CONV_BWD_RING");
+    unsetenv("ALLOY_NN_CONV_FWD_PIPE");
 }
 
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup
@@ -654,6 +692,7 @@ int main(void) {
     harness_seed();
     RUN(test_errors);
     RUN(test_softcap);
+    RUN(test_softcap_rounds);
     RUN(test_softcap_16bit);
     RUN(test_norms);
     RUN(test_norms_grid);

@@ -14,7 +14,9 @@
 // Launch constants: long S, int C, long NTB, long NBLK, long NW,
 // int has_bias, int has_state. Template: T (data), A (accumulation), KT
 // (taps), VEC (vector accesses; a template, so the kernel carries one
-// path's registers). Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
+// path's registers), PIPE (1: the block's timesteps in halves of NB, each
+// half's loads issued before the previous half's math; causal_conv.c).
+// Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_forward
 //! inputs: x w bias state
@@ -23,6 +25,7 @@
 //! template: A=float32
 //! template: VEC=1
 //! template: KT=4
+//! template: PIPE=0
 //! header:
 // at most 128 registers a thread: two threadgroups of 256 threads per SM
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
@@ -51,11 +54,13 @@ if (cc < CC) {
             else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + tau) * C + c0], m, vec);
             nn_unpack<T>(u, &hw[j * V]);
         }
-        for (long tb = t0; tb < t1; tb += NB) {
-            uint4 raw[NB];
-            for (int s = 0; s < NB; s++)
+        // G timesteps from tb loaded into raw, then used (outputs stored)
+        auto load = [&](thread uint4 *raw, long tb, int G) {
+            for (int s = 0; s < G; s++)
                 raw[s] = tb + s < t1 ? nn_ldbits(&x[(b * S + tb + s) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
-            for (int s = 0; s < NB; s++) {
+        };
+        auto use = [&](const thread uint4 *raw, long tb, int G) {
+            for (int s = 0; s < G; s++) {
                 if (tb + s >= t1) break;
                 nn_unpack<T>(raw[s], &hw[(KT - 1) * V]);
                 A o[V];
@@ -66,6 +71,25 @@ if (cc < CC) {
                 }
                 nn_stbits(&y[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
                 for (int k = 0; k < (KT - 1) * V; k++) hw[k] = hw[k + V];
+            }
+        };
+        if constexpr (PIPE != 0) {
+            // two halves of NB in turn: the next half's loads issued before this half's math and stores
+            constexpr int H = NB / 2;
+            uint4 ra[H], rb[H];
+            load(ra, t0, H);
+            for (long tb = t0; tb < t1; tb += 2 * H) {
+                if (tb + H < t1) load(rb, tb + H, H);
+                use(ra, tb, H);
+                if (tb + H >= t1) break;
+                if (tb + 2 * H < t1) load(ra, tb + 2 * H, H);
+                use(rb, tb + H, H);
+            }
+        } else {
+            for (long tb = t0; tb < t1; tb += NB) {
+                uint4 raw[NB];
+                load(raw, tb, NB);
+                use(raw, tb, NB);
             }
         }
     }

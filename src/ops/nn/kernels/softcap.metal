@@ -13,13 +13,15 @@
 // Launch constants: long n (elements), long nv (16-byte chunks done by
 // vectors: n / V with vec, else 0), long stride (threads in the grid), A cap,
 // A rc (1 / cap).
-// Template: T (data), A (accumulation).
+// Template: T (data), A (accumulation), U (16-byte chunks a thread per round,
+// loaded together: softcap.c).
 // Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_softcap
 //! inputs: x
 //! outputs: y
 //! template: T=float32
 //! template: A=float32
+//! template: U=1
 //! header:
 // 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
 // one vector load or store whatever T is (bit operations, no per-element loads).
@@ -49,14 +51,19 @@ template <class T, class A> inline void nn_st16(T *p, const A *v) {
 }
 //! body:
 constexpr int V = 16 / int(sizeof(T));
-for (long c = long(thread_position_in_grid.x); c < nv; c += stride) {
-    A v[V];
-    nn_ld16(&x[c * V], v);
-    for (int e = 0; e < V; e++) {
-        if constexpr (sizeof(T) == 2) v[e] = cap * tanh(v[e] * rc);
-        else v[e] = cap * tanh(v[e] / cap);
+// U chunks a thread per round (c, c + stride, ...), all loaded before the first one's math
+for (long c0 = long(thread_position_in_grid.x); c0 < nv; c0 += stride * U) {
+    A v[U][V];
+    for (int u = 0; u < U; u++)
+        if (c0 + u * stride < nv) nn_ld16(&x[(c0 + u * stride) * V], v[u]);
+    for (int u = 0; u < U; u++) {
+        if (c0 + u * stride >= nv) break;
+        for (int e = 0; e < V; e++) {
+            if constexpr (sizeof(T) == 2) v[u][e] = cap * tanh(v[u][e] * rc);
+            else v[u][e] = cap * tanh(v[u][e] / cap);
+        }
+        nn_st16(&y[(c0 + u * stride) * V], v[u]);
     }
-    nn_st16(&y[c * V], v);
 }
 for (long e = nv * V + long(thread_position_in_grid.x); e < n; e += stride) {
     if constexpr (sizeof(T) == 2) y[e] = T(cap * tanh(A(x[e]) * rc));
