@@ -98,6 +98,17 @@ static double rel_err(const double *got, const double *ref, int64_t n) {
 
 /* ---- soft-cap ------------------------------------------------------------- */
 
+/* The float64 soft-cap and its gradient, rounded to dt, into fresh arrays. */
+static void softcap_ref(alloy_dtype dt, int64_t n, const double *x, const double *dy, double cap, double **ry,
+                        double **rdx) {
+    *ry = malloc(sizeof(double) * (size_t)n), *rdx = malloc(sizeof(double) * (size_t)n);
+    for (int64_t e = 0; e < n; e++) {
+        const double t = tanh(x[e] / cap);
+        (*ry)[e] = round_to(dt, cap * t);
+        (*rdx)[e] = round_to(dt, dy[e] * (1 - t * t));
+    }
+}
+
 static void test_softcap(void) {
     const int64_t sizes[3] = {1, 33, 1000};
     const double cap = 15;
@@ -112,12 +123,8 @@ static void test_softcap(void) {
                 x[5] = NAN;
                 dy[6] = NAN;
             }
-            double *ry = malloc(sizeof(double) * (size_t)n), *rdx = malloc(sizeof(double) * (size_t)n);
-            for (int64_t e = 0; e < n; e++) {
-                const double t = tanh(x[e] / cap);
-                ry[e] = round_to(dt, cap * t);
-                rdx[e] = round_to(dt, dy[e] * (1 - t * t));
-            }
+            double *ry, *rdx;
+            softcap_ref(dt, n, x, dy, cap, &ry, &rdx);
             alloy_array *X = dev_array(dt, 1, &n, x), *DY = dev_array(dt, 1, &n, dy);
             alloy_array *Y = nan_array(dt, 1, &n), *DX = nan_array(dt, 1, &n), *gy = Y, *gdx = DX;
             CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
@@ -165,12 +172,8 @@ static void test_softcap_rounds(void) {
                 const alloy_dtype dt = DTYPES[di];
                 const int64_t n = sizes[si];
                 double *x = random_vec(dt, n, -60, 60), *dy = random_vec(dt, n, -2, 2);
-                double *ry = malloc(sizeof(double) * (size_t)n), *rdx = malloc(sizeof(double) * (size_t)n);
-                for (int64_t e = 0; e < n; e++) {
-                    const double t = tanh(x[e] / cap);
-                    ry[e] = round_to(dt, cap * t);
-                    rdx[e] = round_to(dt, dy[e] * (1 - t * t));
-                }
+                double *ry, *rdx;
+                softcap_ref(dt, n, x, dy, cap, &ry, &rdx);
                 alloy_array *X = dev_array(dt, 1, &n, x), *DY = dev_array(dt, 1, &n, dy);
                 alloy_array *Y = nan_array(dt, 1, &n), *DX = nan_array(dt, 1, &n);
                 CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
