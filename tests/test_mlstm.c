@@ -169,6 +169,17 @@ static void test_mlstm_wide_batches(void) {
     both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "wide D=33/260");
 }
 
+/* ALLOY_MLSTM_STEP_TL=1: one threadgroup per (sequence, head) walking its tiles of columns, n' and m'
+ * written in the same launch, in place too: one column per lane over three tiles; 16-byte columns over
+ * three tiles (the last partial) with DHQK 33 and 300 (n's elements past the threadgroup's threads). */
+static void test_mlstm_step_tiles_in_one_group(void) {
+    setenv("ALLOY_MLSTM_STEP_TL", "1", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "TL D=17/72");
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "TL wide D=33/260");
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "TL wide D=300/132");
+    unsetenv("ALLOY_MLSTM_STEP_TL");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -319,6 +330,7 @@ int main(void) {
     RUN(test_mlstm_shapes);
     RUN(test_mlstm_grid);
     RUN(test_mlstm_wide_batches);
+    RUN(test_mlstm_step_tiles_in_one_group);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

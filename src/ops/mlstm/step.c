@@ -7,7 +7,8 @@
  * head, 32 or 128 columns of C), coalesced over DHHV) and, into other arrays,
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
- * old ones. The same kernels run on every backend; sizes, scale and eps are
+ * old ones — or, with ALLOY_MLSTM_STEP_TL=1 (timing), one threadgroup per
+ * (sequence, head) walks all of its columns and writes them itself. The same kernels run on every backend; sizes, scale and eps are
  * launch constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
@@ -73,7 +74,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * columns (W = 4) when aligned and the batch gives enough threadgroups,
          * else one column per lane and 16 rows of threads (one sequence's
          * state spread over the GPU) */
-        const int nm = !overlaps(on, n) && !overlaps(om, m);
+        const int in_place = overlaps(on, n) || overlaps(om, m);
+        /* ALLOY_MLSTM_STEP_TL=1 (for timing): a threadgroup per (sequence, head) walking its tiles of
+         * columns, so that n' and m' are written in this launch even in place (mlstm_step.metal) */
+        const int tl = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_TL", 0, 1, 0);
+        const int nm = !in_place || tl;
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
@@ -89,11 +94,12 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RY", RY);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * tiles * 32), (uint32_t)RY, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * (tl ? 1 : tiles) * 32), (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHHV", ALLOY_INT32, DHHV);

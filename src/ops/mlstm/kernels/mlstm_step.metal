@@ -21,12 +21,17 @@
 // and n's. The RY
 // partial sums of q^ . C' meet in threadgroup memory. fp32 state and sums.
 // Every thread reaches every barrier (no early return).
+// With TL one threadgroup per (b*NH + head) walks all its tiles in turn, so
+// n' and m' may go to n and m themselves in this one launch (each element of
+// n is read and written by the same thread; m is written after the last
+// barrier) — for batches large enough to fill the GPU that way.
 // Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV / (32 W))),
 // float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
 // 4; 4 needs DHHV % 4 == 0 and C, C_out 16-byte aligned), RY (rows of
 // threads: 8 or 16), NM (write n' and m'), RB (rows loaded before the first
-// store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`).
-// Launch: grid = (BH * tiles * 32, RY, 1), threadgroup = (32, RY, 1).
+// store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`),
+// TL (a threadgroup per head, all its tiles).
+// Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
 //! outputs: h C_out n_out m_out
@@ -35,6 +40,7 @@
 //! template: RY=8
 //! template: NM=false
 //! template: RB=16
+//! template: TL=false
 //! header:
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
@@ -77,67 +83,95 @@ constexpr int NT = 32 * RY;   // threads
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
-const long bh = grp / tiles;
-const int tile = int(grp % tiles), col = tile * 32 * W + W * tx;
-const bool live = col < DHHV;
-const int wl = live ? min(W, DHHV - col) : 0;   // W = 1 or DHHV % 4 == 0: wl == W when live
-const long qo = bh * long(DHQK), co = bh * long(DHQK) * long(DHHV) + col;
+const long bh = TL ? grp : grp / tiles;
+const int tile0 = TL ? 0 : int(grp % tiles);   // the (first) tile of columns this threadgroup serves
+const long qo = bh * long(DHQK);
+// this thread's first column in a tile, whether it lies in DHHV, how many of its W do, and its offset in C
+auto col_of = [&](int tile) { return tile * 32 * W + W * tx; };
+auto co_of = [&](int col) { return bh * long(DHQK) * long(DHHV) + col; };
 threadgroup float part[RY][32 * W + 1];
 threadgroup float qn_part[NT / 32];
 // every load of the first batch at once, before any arithmetic (at B = 1
 // the step is a few memory round trips: the first one carries all of them)
 float cv[RB][W], kv[RB], qv[RB], vv[W];
-st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
-for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+{
+    const int col = col_of(tile0);
+    const int wl = col < DHHV ? min(W, DHHV - col) : 0;   // W = 1 or DHHV % 4 == 0: wl == W when live
+    st_load_rows<T, W, RB, RY>(C, co_of(col), DHHV, DHQK, ty, col < DHHV, k, q, qo, scale, cv, kv, qv);
+    for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+}
 const float n0 = tid < DHQK ? n[qo + tid] : 0.0f, k0 = tid < DHQK ? float(k[qo + tid]) : 0.0f;
 const float q0 = tid < DHQK ? float(q[qo + tid]) : 0.0f;
 const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
 const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
 const float m_new = max(lf + m_old, ip);
 const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
-// q^ . n' over the whole group (and n' itself, by the first tile, with NM)
+// q^ . n' over the whole group (and n' itself, by the first tile, with NM; with TL each element of n is
+// read and written by the same thread, so n_out may be n)
+const bool writes_nm = NM && tile0 == 0;
 float qn = 0.0f;
 if (tid < DHQK) {
     const float nn = fa * n0 + ia * k0;
     qn = q0 * scale * nn;
-    if (NM && tile == 0) n_out[qo + tid] = nn;
+    if (writes_nm) n_out[qo + tid] = nn;
 }
 for (int j = tid + NT; j < DHQK; j += NT) {
     const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
     qn += float(q[qo + j]) * scale * nn;
-    if (NM && tile == 0) n_out[qo + j] = nn;
+    if (writes_nm) n_out[qo + j] = nn;
 }
 qn = simd_sum(qn);
 if (tx == 0) qn_part[ty] = qn;
-if (NM && tile == 0 && tid == 0) m_out[bh] = m_new;
-// this thread's W columns of C' and its part of q^ . C', batch by batch
-// (C_out may be C: each element is read before its own thread writes it)
-float acc[W], ia_v[W];
-for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
-for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
-    if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
-    #pragma unroll
-    for (int u = 0; u < RB; u++) {
-        const int j = j0 + RY * u;
-        if (j < DHQK) {
-            float cn[W];
-            for (int e = 0; e < W; e++) {
-                cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
-                acc[e] += qv[u] * cn[e];
+if (writes_nm && !TL && tid == 0) m_out[bh] = m_new;
+// One tile: this thread's W columns of C' and its part of q^ . C', batch by batch (C_out may be C: each
+// element is read before its own thread writes it), then h's columns of the tile. loaded: the first batch
+// and v are in cv, kv, qv, vv already. (A lambda, so that one tile a threadgroup stays straight code.)
+auto run_tile = [&](int tile, bool loaded) {
+    const int col = col_of(tile);
+    const bool live = col < DHHV;
+    const int wl = live ? min(W, DHHV - col) : 0;
+    const long co = co_of(col);
+    if (!loaded) {
+        st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
+        for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+    }
+    float acc[W], ia_v[W];
+    for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
+    for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
+        if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
+        #pragma unroll
+        for (int u = 0; u < RB; u++) {
+            const int j = j0 + RY * u;
+            if (j < DHQK) {
+                float cn[W];
+                for (int e = 0; e < W; e++) {
+                    cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
+                    acc[e] += qv[u] * cn[e];
+                }
+                st_store<W>(C_out + co + long(j) * DHHV, cn);
             }
-            st_store<W>(C_out + co + long(j) * DHHV, cn);
         }
     }
-}
-for (int e = 0; e < W; e++) part[ty][W * tx + e] = acc[e];
-threadgroup_barrier(mem_flags::mem_threadgroup);
-if (ty == 0 && live) {
-    float qs = 0.0f;
-    for (int r = 0; r < NT / 32; r++) qs += qn_part[r];
-    const float den = max(fabs(qs), exp(-m_new)) + eps;
-    for (int e = 0; e < wl; e++) {
-        float num = 0.0f;
-        for (int r = 0; r < RY; r++) num += part[r][W * tx + e];
-        h[bh * long(DHHV) + col + e] = T(num / den);
+    for (int e = 0; e < W; e++) part[ty][W * tx + e] = acc[e];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (ty == 0 && live) {
+        float qs = 0.0f;
+        for (int r = 0; r < NT / 32; r++) qs += qn_part[r];
+        const float den = max(fabs(qs), exp(-m_new)) + eps;
+        for (int e = 0; e < wl; e++) {
+            float num = 0.0f;
+            for (int r = 0; r < RY; r++) num += part[r][W * tx + e];
+            h[bh * long(DHHV) + col + e] = T(num / den);
+        }
     }
+};
+if constexpr (TL) {
+    for (int tile = 0; tile < tiles; tile++) {
+        run_tile(tile, tile == 0);
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // part is read before the next tile writes it
+    }
+    // every thread read m before the barriers above (m_out may be m)
+    if (writes_nm && tid == 0) m_out[bh] = m_new;
+} else {
+    run_tile(tile0, true);
 }
