@@ -94,6 +94,7 @@ const int tid = int(thread_index_in_threadgroup);
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long D = long(G) * long(DH), hw = long(h) * long(DH);
+const A rdh = A(1) / A(DH);
 threadgroup A tred[2][ONEPASS != 0 ? 5 : 4][8];
 // this SIMD group's sums: word (k * NE + i * V + e) * 32 + lane, k = 0 (dy x^) or 1 (dy)
 threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
@@ -268,9 +269,11 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
         }
     }
     par ^= 1;
-    const A rstd = A(1) / sqrt(s2 / A(DH) + eps);
+    // (the means of the sums by rdh = 1 / DH, one division a thread instead of three a row; LayerNorm's mean
+    // above stays a division, so that a constant row's mean is its value exactly)
+    const A rstd = A(1) / sqrt(s2 * rdh + eps);
     // dx = rstd (g - mean(g) - x^ mean(g x^)), mean(g x^) = rstd mean(g (x - mu))
-    const A mg = RMS == 0 ? sg1 / A(DH) : A(0), mgx = rstd * (sgx / A(DH));
+    const A mg = RMS == 0 ? sg1 * rdh : A(0), mgx = rstd * (sgx * rdh);
     if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
