@@ -283,10 +283,13 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
     double *x = random_vec(dt, n, -3, 3), *w = random_vec(dt, D, 0.5, 1.5), *b = random_vec(dt, D, -1, 1);
     double *dy = random_vec(dt, n, -1, 1);
     if (!with_bias || rms) free(b), b = NULL; /* RMSNorm has no bias */
-    if (hostile && R >= 3) {
+    if (hostile == 1 && R >= 3) {
         for (int64_t j = 0; j < D; j++) x[j] = round_to(dt, 2.5); /* a constant row */
         x[2 * D + 1] = NAN;                                       /* NaN in row 2's first group */
     }
+    if (hostile == 2) /* rows far from 0 with little spread, each group's first element an outlier */
+        for (int64_t e = 0; e < n; e++)
+            x[e] = round_to(dt, 64.0 * (double)(1 + e / D) + (e % DH == 0 ? 3.0 : x[e] / 4));
     double *ry = malloc(sizeof(double) * (size_t)(n ? n : 1));
     norm_ref(rms, x, w, b, R, D, DH, eps, ry);
     for (int64_t e = 0; e < n; e++) ry[e] = round_to(dt, ry[e]);
@@ -302,7 +305,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
     const double ey = rel_err(y, ry, n);
     CHECK_MSG(ey <= 2 * tol(dt), "%s R=%lld D=%lld DH=%lld %s: y error %.3g", rms ? "rms" : "layer", (long long)R,
               (long long)D, (long long)DH, alloy_dtype_name(dt), ey);
-    if (hostile && R >= 3) {
+    if (hostile == 1 && R >= 3) {
         /* the constant row: y = bias exactly (LayerNorm), finite (RMSNorm); NaN stays in its group */
         for (int64_t j = 0; j < D; j++) CHECK(isfinite(y[j]) && isfinite(dx[j]));
         if (!rms) for (int64_t j = 0; j < D; j++) CHECK(y[j] == (b ? b[j] : 0));
@@ -310,7 +313,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
     }
     /* gradients: float64 against finite differences; the rest against float64 alloy (checked here too) */
     double *scratch = malloc(sizeof(double) * (size_t)(n ? n : 1));
-    if (dt == ALLOY_FLOAT64 && !hostile) {
+    if (dt == ALLOY_FLOAT64 && hostile != 1) {
         double worst = 0, nz = 0, fd;
         for (int64_t e = 0; e < n; e += 1 + n / 97) {
             fd = norm_fd(rms, x, w, b, dy, R, D, DH, eps, x, e, scratch, &nz);
@@ -326,7 +329,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
         }
         CHECK_MSG(worst <= 1e-6, "%s R=%lld D=%lld DH=%lld: gradient past the finite differences (beyond their rounding) by %.3g",
                   rms ? "rms" : "layer", (long long)R, (long long)D, (long long)DH, worst);
-    } else if (!hostile) {
+    } else if (hostile != 1) {
         alloy_array *X64 = dev_array(ALLOY_FLOAT64, 2, shape, x), *W64 = dev_array(ALLOY_FLOAT64, 1, &D, w);
         alloy_array *DY64 = dev_array(ALLOY_FLOAT64, 2, shape, dy), *rdx = NULL, *rdw = NULL, *rdb = NULL;
         if (rms) CHECK_OK(alloy_nn_rms_norm_backward(X64, W64, DY64, nc.DH, eps, NULL, &rdx, &rdw));
@@ -342,7 +345,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
         alloy_array_free(X64), alloy_array_free(W64), alloy_array_free(DY64), alloy_array_free(rdx),
             alloy_array_free(rdw), alloy_array_free(rdb);
     }
-    if (!hostile) /* every element written */
+    if (hostile != 1) /* every element written */
         for (int64_t e = 0; e < D; e++) CHECK(isfinite(dw[e]) && (rms || isfinite(db[e])));
     free(scratch), free(x), free(w), free(b), free(dy), free(ry), free(y), free(dx), free(dw), free(db);
     alloy_array *all[] = {X, W, B, DY, Y, DX, DW, DB};
@@ -400,6 +403,22 @@ static void test_norms_onepass(void) {
             for (int di = 0; di < 4; di++) run_norm(0, ci % 2 == 0, cases[ci], DTYPES[di], 0);
     }
     unsetenv("ALLOY_NN_NORM_BWD_ONEPASS");
+}
+
+/* LayerNorm's statistics from sums shifted by the row's first element (ALLOY_NN_NORM_BWD_SHIFT=1, 16-bit
+ * data, one SIMD group a row) against the two-round default: rows and heads of several sizes, partial
+ * chunks, the constant row and NaN, and rows far from 0 whose first element is an outlier (the shift's
+ * worst case: its cancellation). */
+static void test_norms_shift(void) {
+    const norm_case cases[6] = {{3, 33, 0}, {5, 1000, 0}, {40, 40, 8}, {5, 1024, 0}, {11, 4096, 512},
+                                {4, 2048, 256}};
+    for (int on = 1; on >= 0; on--) {
+        setenv("ALLOY_NN_NORM_BWD_SHIFT", on ? "1" : "0", 1);
+        for (int ci = 0; ci < 6; ci++)
+            for (int di = 2; di < 4; di++)
+                for (int hostile = 0; hostile < 3; hostile++) run_norm(0, ci % 2 == 0, cases[ci], DTYPES[di], hostile);
+    }
+    unsetenv("ALLOY_NN_NORM_BWD_SHIFT");
 }
 
 /* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
@@ -700,6 +719,7 @@ int main(void) {
     RUN(test_norms);
     RUN(test_norms_grid);
     RUN(test_norms_onepass);
+    RUN(test_norms_shift);
     RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_grid);

@@ -99,6 +99,15 @@ static int bwd_onepass(alloy_dtype dt, int rms, int64_t DH) {
     return !rms && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_ONEPASS", 0, 1, dflt);
 }
 
+/* LayerNorm's statistics in one round from sums shifted by the row's first
+ * element (norm_rows_backward.metal's SHIFT): ALLOY_NN_NORM_BWD_SHIFT=1, for
+ * timing (not yet measured on a GPU); 16-bit data with groups up to 4096
+ * only, where its cancellation stays below the result's rounding. */
+static int bwd_shift(alloy_dtype dt, int rms, int64_t DH) {
+    return !rms && alloy_dtype_size(dt) == 2 && DH <= 4096 &&
+           (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SHIFT", 0, 1, 0);
+}
+
 static int bwd_vsum(alloy_dtype dt, int rms) {
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, !rms && alloy_dtype_size(dt) == 2);
 }
@@ -231,6 +240,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "VSUM", bwd_vsum(dt, rms));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "ONEPASS", bwd_onepass(dt, rms, d->DH));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "SHIFT", bwd_shift(dt, rms, d->DH));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", d->pf);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;

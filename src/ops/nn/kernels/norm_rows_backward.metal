@@ -16,6 +16,13 @@
 // lanes (then the WG SIMD groups, in order) combine them pairwise — the mean
 // and the deviations' squares by Chan's update, the sum of g (x - m) moved to
 // the combined mean by + G (m_l - m) — in one reduction round instead of two.
+// With SHIFT (LayerNorm, one SIMD group a row) the round's sums are of d = x - x0,
+// x0 the row's first element: mean(d), sum d^2 - sum d mean(d) = sum (x - mu)^2
+// and sum g d - mean(d) sum g = sum g (x - mu), one vector simd_sum of four and
+// no combination step. The cancellation costs at most about DH float32 ulps of
+// the variance (x0 at most sqrt(DH) deviations from the mean): below a 16-bit
+// result's rounding up to DH = 4096 (norm.c offers it for 16-bit data only);
+// a constant row gives d = 0, its mean exactly.
 // Threadgroup p serves head h = p % G of the rows r = sg / WG + RW * (p / G)
 // + RW * PT * k (RW = 8 / WG). Each SIMD group issues the loads of x and dy
 // PD rows ahead of the row it works on (PD from norm.c: 0, 1 or 2), so they
@@ -39,7 +46,8 @@
 // the group, so no element is checked), PD (rows loaded ahead), REGS (column
 // sums in registers), SPLIT (a round of its own for the deviations' squares:
 // a timing variant), VSUM (the pass's sums reduced as one vector), ONEPASS
-// (LayerNorm's statistics in one round), MINB (launch bound).
+// (LayerNorm's statistics in one round), SHIFT (the same from shifted sums),
+// MINB (launch bound).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -57,6 +65,7 @@
 //! template: SPLIT=0
 //! template: VSUM=0
 //! template: ONEPASS=0
+//! template: SHIFT=0
 //! template: MINB=2
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
@@ -87,6 +96,9 @@ constexpr int NS = RMS != 0 ? 1 : 2;
 // the column sums in registers with REGS (norm.c), else in threadgroup memory; the weight's chunks held
 // in registers for 16-bit data then (otherwise reread from cache for each row)
 constexpr bool REG = REGS != 0;
+// SHIFT: LayerNorm's statistics in one round from sums shifted by the row's first element (one SIMD group a
+// row, the two-round and ONEPASS forms off)
+constexpr bool SHIFTED = SHIFT != 0 && RMS == 0 && WG == 1 && SPLIT == 0 && ONEPASS == 0;
 constexpr bool WREG = REG && sizeof(T) == 2;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
 const int q = (sg % WG) * 32 + lane, sr = sg / WG;
@@ -199,6 +211,31 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
             }
         }
         mu = m;
+    } else if constexpr (SHIFTED) {
+        // one round: the sums of d = x - x0 (x0: the row's first element, lane 0's), d^2, g and g d; then
+        // mu = x0 + mean(d), the squares and the g (x - mu) sums moved to mu (see top)
+        const A x0 = simd_broadcast(nn_chunk_elem<T, A>(ux[0], 0), 0u);
+        A s1 = A(0);
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            uint4 wu = uint4(0u, 0u, 0u, 0u);
+            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
+            for (int e = 0; e < V; e++) {
+                const bool in = FULL != 0 || col + e < DH;
+                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - x0 : A(0);
+                const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+                s1 += dv;
+                s2 += dv * dv;
+                sg1 += gk;
+                sgx += gk * dv;
+            }
+        }
+        const vec<A, 4> t = simd_sum(vec<A, 4>(s1, s2, sgx, sg1));
+        const A md = t.x * rdh;   // mean(d) = mu - x0
+        mu = x0 + md;
+        s2 = max(t.y - t.x * md, A(0));
+        sgx = t.z - md * t.w;
+        sg1 = t.w;
     } else {
         if (RMS == 0) {
             A s = A(0);
