@@ -609,22 +609,26 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
-/* The two forms of each pass forced in turn on every dtype — the backward's windows
+/* The forms of each pass forced in turn on every dtype — the backward's windows
  * (ALLOY_NN_CONV_BWD_RING=1: block-wide, moved by renaming, float32's default; =0: shifted by a copy
- * each step, 16-bit data's) and the forward's loads (ALLOY_NN_CONV_FWD_PIPE=1: in halves, each issued
- * before the previous half's math) — on test_conv's cases: partial last blocks and halves, kernel sizes
- * 1 to 8, decoding states, several workers a sequence. */
+ * each step, 16-bit data's), the loads in halves, each issued before the previous half's math
+ * (ALLOY_NN_CONV_FWD_PIPE=1, float16's default; ALLOY_NN_CONV_BWD_PIPE=1, with the shifted windows) —
+ * on test_conv's cases: partial last blocks and halves, kernel sizes 1 to 8, decoding states, several
+ * workers a sequence. */
 static void test_conv_ring(void) {
     const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3},   {3, 17, 130, 8}, {2, 70, 16, 4},
                                 {3, 100, 24, 2}, {8500, 1, 8, 3}, {2, 45, 9, 4}};
-    for (int form = 0; form < 2; form++) {
-        setenv("ALLOY_NN_CONV_BWD_RING", form ? "1" : "0", 1);
-        setenv("ALLOY_NN_CONV_FWD_PIPE", form ? "1" : "0", 1);
+    static const char *forms[3][3] = {{"0", "0", "0"}, {"1", "1", "0"}, {"0", "1", "1"}}; /* RING, FWD, BWD */
+    for (int form = 0; form < 3; form++) {
+        setenv("ALLOY_NN_CONV_BWD_RING", forms[form][0], 1);
+        setenv("ALLOY_NN_CONV_FWD_PIPE", forms[form][1], 1);
+        setenv("ALLOY_NN_CONV_BWD_PIPE", forms[form][2], 1);
         for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
     unsetenv("ALLOY_NN_CONV_BWD_RING");
     unsetenv("ALLOY_NN_CONV_FWD_PIPE");
+    unsetenv("ALLOY_NN_CONV_BWD_PIPE");
 }
 
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup

@@ -18,7 +18,9 @@
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
 // threadgroups per SM), RING (1, float32's: the windows span the block of NB steps, moved by
-// renaming; 0: shifted by a copy each step). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// renaming; 0: shifted by a copy each step), PIPE (with RING 0: the block's
+// timesteps in halves of NB, each half's loads issued before the previous
+// half's math). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -30,6 +32,7 @@
 //! template: NB=4
 //! template: MINB=2
 //! template: RING=0
+//! template: PIPE=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
@@ -75,13 +78,52 @@ if (cc < CC) {
                 nn_stbits(&dstate[(b * (KT - 1) + i) * C + c0], nn_pack<T>(o), m, vec);
             }
         }
-        for (long tb = t0; tb < t1; tb += NB) {
-            uint4 rx[NB], rd[NB];
-            for (int s = 0; s < NB; s++) {
+        // G timesteps of x and of dy from tb loaded into rx, rd; then used (the windows shifted by a copy a step)
+        auto load = [&](thread uint4 *rx, thread uint4 *rd, long tb, int G) {
+            for (int s = 0; s < G; s++) {
                 const long t = tb + s, ta = t + (KT - 1);
                 rx[s] = t < t1 ? nn_ldbits(&x[(b * S + t) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
                 rd[s] = t < t1 && ta < S ? nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
             }
+        };
+        auto use = [&](const thread uint4 *rx, const thread uint4 *rd, long tb, int G) {
+            for (int s = 0; s < G; s++) {
+                if (tb + s >= t1) break;
+                nn_unpack<T>(rx[s], &xw[(KT - 1) * V]);
+                nn_unpack<T>(rd[s], &dyw[(KT - 1) * V]);
+                A o[V];
+                for (int e = 0; e < V; e++) {
+                    A acc = A(0);
+                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * dyw[(KT - 1 - j) * V + e];
+                    o[e] = acc;
+                    const A d0 = dyw[e]; // dy at t
+                    for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
+                    gb[e] += d0;
+                }
+                nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
+                for (int k = 0; k < (KT - 1) * V; k++) {
+                    xw[k] = xw[k + V];
+                    dyw[k] = dyw[k + V];
+                }
+            }
+        };
+        if constexpr (PIPE != 0 && RING == 0) {
+            // two halves of NB in turn: the next half's loads issued before this half's math and stores
+            constexpr int H = NB / 2 > 0 ? NB / 2 : 1;
+            uint4 ra[H], da[H], rb[H], db[H];
+            load(ra, da, t0, H);
+            for (long tb = t0; tb < t1; tb += 2 * H) {
+                if (tb + H < t1) load(rb, db, tb + H, H);
+                use(ra, da, tb, H);
+                if (tb + H >= t1) break;
+                if (tb + 2 * H < t1) load(ra, da, tb + 2 * H, H);
+                use(rb, db, tb + H, H);
+            }
+            continue;
+        }
+        for (long tb = t0; tb < t1; tb += NB) {
+            uint4 rx[NB], rd[NB];
+            load(rx, rd, tb, NB);
             if constexpr (RING != 0) {
                 // the windows over the whole block (xe[(s + j) V]: x at tb + s - KT + 1 + j; de[(s + i) V]: dy at
                 // tb + s + i), every step's indices constants of the unrolled loop, so the window moves by
@@ -114,25 +156,7 @@ if (cc < CC) {
                 }
                 continue;
             }
-            for (int s = 0; s < NB; s++) {
-                if (tb + s >= t1) break;
-                nn_unpack<T>(rx[s], &xw[(KT - 1) * V]);
-                nn_unpack<T>(rd[s], &dyw[(KT - 1) * V]);
-                A o[V];
-                for (int e = 0; e < V; e++) {
-                    A acc = A(0);
-                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * dyw[(KT - 1 - j) * V + e];
-                    o[e] = acc;
-                    const A d0 = dyw[e]; // dy at t
-                    for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
-                    gb[e] += d0;
-                }
-                nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
-                for (int k = 0; k < (KT - 1) * V; k++) {
-                    xw[k] = xw[k + V];
-                    dyw[k] = dyw[k + V];
-                }
-            }
+            use(rx, rd, tb, NB);
         }
     }
 }
