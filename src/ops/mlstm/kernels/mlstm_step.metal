@@ -86,7 +86,7 @@ const long grp = long(threadgroup_position_in_grid.x);
 const long bh = TL ? grp : grp / tiles;
 const int tile0 = TL ? 0 : int(grp % tiles);   // the (first) tile of columns this threadgroup serves
 const long qo = bh * long(DHQK);
-// this thread's first column in a tile, whether it lies in DHHV, how many of its W do, and its offset in C
+// this thread's first column in a tile, and that column's offset in C
 auto col_of = [&](int tile) { return tile * 32 * W + W * tx; };
 auto co_of = [&](int col) { return bh * long(DHQK) * long(DHHV) + col; };
 threadgroup float part[RY][32 * W + 1];
