@@ -211,33 +211,13 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
             }
         }
         mu = m;
-    } else if constexpr (SHIFTED) {
-        // one round: the sums of d = x - x0 (x0: the row's first element, lane 0's), d^2, g and g d; then
-        // mu = x0 + mean(d), the squares and the g (x - mu) sums moved to mu (see top)
-        const A x0 = simd_broadcast(nn_chunk_elem<T, A>(ux[0], 0), 0u);
-        A s1 = A(0);
-        for (int i = 0; i < NC; i++) {
-            const int col = (i * 32 * WG + q) * V;
-            uint4 wu = uint4(0u, 0u, 0u, 0u);
-            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
-            for (int e = 0; e < V; e++) {
-                const bool in = FULL != 0 || col + e < DH;
-                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - x0 : A(0);
-                const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
-                s1 += dv;
-                s2 += dv * dv;
-                sg1 += gk;
-                sgx += gk * dv;
-            }
-        }
-        const vec<A, 4> t = simd_sum(vec<A, 4>(s1, s2, sgx, sg1));
-        const A md = t.x * rdh;   // mean(d) = mu - x0
-        mu = x0 + md;
-        s2 = max(t.y - t.x * md, A(0));
-        sgx = t.z - md * t.w;
-        sg1 = t.w;
     } else {
-        if (RMS == 0) {
+        // the pass's centre: LayerNorm's mean, from a round of its own; with SHIFT the row's first element
+        // x0 (lane 0's), the pass's sums then moved to the mean (see top)
+        A x0 = A(0);
+        if constexpr (SHIFTED) {
+            x0 = simd_broadcast(nn_chunk_elem<T, A>(ux[0], 0), 0u);
+        } else if (RMS == 0) {
             A s = A(0);
             for (int i = 0; i < NC; i++)
                 for (int e = 0; e < V; e++) s += nn_chunk_elem<T, A>(ux[i], e);
@@ -265,20 +245,31 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
                 NORM_GROUP_SUM(s2, 1)
             }
         }
+        const A centre = SHIFTED ? x0 : mu;
+        A s1 = A(0);   // (SHIFT: the sum of the deviations from x0)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
             uint4 wu = uint4(0u, 0u, 0u, 0u);
             if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
             for (int e = 0; e < V; e++) {
                 const bool in = FULL != 0 || col + e < DH;
-                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - centre : A(0);
                 const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+                if constexpr (SHIFTED) s1 += dv;
                 if (SPLIT == 0) s2 += dv * dv;
                 sg1 += gk;
                 sgx += gk * dv;
             }
         }
-        if constexpr (VSUM != 0 && SPLIT == 0 && RMS == 0) {
+        if constexpr (SHIFTED) {
+            // the four sums as one vector, then moved from x0 to mu = x0 + mean(d) (one SIMD group a row)
+            const vec<A, 4> t = simd_sum(vec<A, 4>(s1, s2, sgx, sg1));
+            const A md = t.x * rdh;
+            mu = x0 + md;
+            s2 = max(t.y - t.x * md, A(0));
+            sgx = t.z - md * t.w;
+            sg1 = t.w;
+        } else if constexpr (VSUM != 0 && SPLIT == 0 && RMS == 0) {
             // the three sums as one vector: its shuffles interleave instead of three chains in a row
             const vec<A, 3> t = simd_sum(vec<A, 3>(s2, sgx, sg1));
             s2 = t.x;
