@@ -108,17 +108,10 @@ if (cc < CC) {
             }
         };
         if constexpr (PIPE != 0 && RING == 0) {
-            // two halves of NB in turn: the next half's loads issued before this half's math and stores
             constexpr int H = NB / 2 > 0 ? NB / 2 : 1;
-            uint4 ra[H], da[H], rb[H], db[H];
-            load(ra, da, t0, H);
-            for (long tb = t0; tb < t1; tb += 2 * H) {
-                if (tb + H < t1) load(rb, db, tb + H, H);
-                use(ra, da, tb, H);
-                if (tb + H >= t1) break;
-                if (tb + 2 * H < t1) load(ra, da, tb + 2 * H, H);
-                use(rb, db, tb + H, H);
-            }
+            struct half_xd { uint4 x[H], d[H]; };
+            nn_conv_halves<H, half_xd>(t0, t1, [&](thread half_xd &u, long tb) { load(u.x, u.d, tb, H); },
+                                       [&](thread half_xd &u, long tb) { use(u.x, u.d, tb, H); });
             continue;
         }
         for (long tb = t0; tb < t1; tb += NB) {

@@ -74,17 +74,10 @@ if (cc < CC) {
             }
         };
         if constexpr (PIPE != 0) {
-            // two halves of NB in turn: the next half's loads issued before this half's math and stores
             constexpr int H = NB / 2;
-            uint4 ra[H], rb[H];
-            load(ra, t0, H);
-            for (long tb = t0; tb < t1; tb += 2 * H) {
-                if (tb + H < t1) load(rb, tb + H, H);
-                use(ra, tb, H);
-                if (tb + H >= t1) break;
-                if (tb + 2 * H < t1) load(ra, tb + 2 * H, H);
-                use(rb, tb + H, H);
-            }
+            struct half_x { uint4 r[H]; };
+            nn_conv_halves<H, half_x>(t0, t1, [&](thread half_x &u, long tb) { load(u.r, tb, H); },
+                                      [&](thread half_x &u, long tb) { use(u.r, tb, H); });
         } else {
             for (long tb = t0; tb < t1; tb += NB) {
                 uint4 raw[NB];
