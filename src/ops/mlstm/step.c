@@ -8,8 +8,9 @@
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
  * old ones — or, with ALLOY_MLSTM_STEP_TL=1 (timing), one threadgroup per
- * (sequence, head) walks all of its columns and writes them itself. The same kernels run on every backend; sizes, scale and eps are
- * launch constants, so a new shape or eps never recompiles. */
+ * (sequence, head) walks all of its columns and writes them itself. The
+ * same kernels run on every backend; sizes, scale and eps are launch
+ * constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
 
