@@ -1110,10 +1110,10 @@ static void test_backward_kept(void) {
 }
 
 /* ALLOY_MLSTM_GRAD_PERSIST=1 (the chunk-parallel backward's phase 3 as resident threadgroups taking the
- * jobs in turn, each issuing the next job's first copies during its epilogue; for timing) gives
- * the one-job-per-threadgroup results (=0, the default) bit for bit: bfloat16 over two column tiles and DHQK slices, float32 on float16
- * tiles (CHUNKED_DEFAULT, three DHQK slices, a short last chunk), a packed batch with an empty sequence
- * (jobs of empty slots skipped between live ones). */
+ * jobs in turn, each issuing the next job's first copies during its epilogue; for timing) gives the
+ * one-job-per-threadgroup results (=0, the default) bit for bit: bfloat16 over two column tiles and DHQK
+ * slices, float32 on float16 tiles (CHUNKED_DEFAULT, three DHQK slices, a short last chunk), a packed
+ * batch with an empty sequence (jobs of empty slots skipped between live ones). */
 static void test_backward_persistent(void) {
     static const int64_t lens[4] = {30, 0, 75, 9};
     enum { NCASE = 3 };
