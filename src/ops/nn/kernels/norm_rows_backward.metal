@@ -32,9 +32,11 @@
 // elements a lane; 16-bit data then also keeps its weight chunks there,
 // WREG, instead of rereading them from cache for each row), else in
 // threadgroup memory (the dynamic alloy_threadgroup_memory: per SIMD group
-// NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes, lane-consecutive
-// words, so no bank conflicts and no barrier: a lane reads and writes only
-// its own words), leaving the registers to the group's x and dy. At the end
+// NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes, in vectors of
+// VA = 4 (2 for float64), lane-consecutive, so that a lane reads and writes
+// VA sums with one 16-byte access, without bank conflicts and without a barrier: a lane
+// touches only its own words), leaving the registers to the group's x and
+// dy. At the end
 // the register sums go to those words, and the RW row sets' sums are added
 // in order and written as partial row u = p / G:
 //   part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH + j] = sum dy (0 for RMS)
@@ -108,9 +110,14 @@ const int h = int(p % long(G));
 const long D = long(G) * long(DH), hw = long(h) * long(DH);
 const A rdh = A(1) / A(DH);
 threadgroup A tred[2][ONEPASS != 0 ? 5 : 4][8];
-// this SIMD group's sums: word (k * NE + i * V + e) * 32 + lane, k = 0 (dy x^) or 1 (dy)
-threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory;
-const int a0 = sg * (NS * NE * 32) + lane;
+// this SIMD group's sums: sum j = k * NE + i * V + e (k = 0: dy x^, 1: dy) of lane l in word
+// ((j / VA) * 32 + l) * VA + j % VA (V, so NE, is a multiple of VA): lane l's sums VA m .. VA m + VA - 1
+// are one vector
+constexpr int VA = V < 4 ? V : 4;
+typedef vec<A, VA> accv;
+threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory + sg * (NS * NE * 32);
+threadgroup accv *accl = (threadgroup accv *)acc + lane;
+#define NORM_ACC(j) acc[((j) / VA * 32 + lane) * VA + (j) % VA]
 A rw_[REG ? NE : 1], rb_[REG && RMS == 0 ? NE : 1];
 uint4 wv[WREG ? NC : 1];
 if constexpr (REG) {
@@ -118,7 +125,7 @@ if constexpr (REG) {
     if (RMS == 0)
         for (int k = 0; k < NE; k++) rb_[k] = A(0);
 } else {
-    for (int k = 0; k < NS * NE; k++) acc[a0 + k * 32] = A(0);
+    for (int k = 0; k < NS * NE / VA; k++) accl[k * 32] = accv(A(0));
 }
 if constexpr (WREG)
     for (int i = 0; i < NC; i++) {
@@ -308,20 +315,28 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
             if (FULL == 0 && col >= DH) continue;
             uint4 wu = uint4(0u, 0u, 0u, 0u);
             if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
-            A o[V];
+            A o[V], cw[V], cb[V];
             for (int e = 0; e < V; e++) {
                 const A xh = FULL != 0 || col + e < DH ? (nn_chunk_elem<T, A>(ux[i], e) - mu) * rstd : A(0);
                 const A d = nn_chunk_elem<T, A>(ud[i], e);
                 const A gk = d * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
                 o[e] = rstd * (gk - mg - xh * mgx);
+                cw[e] = d * xh;
+                cb[e] = d;
                 if constexpr (REG) {
                     rw_[i * V + e] += d * xh;
                     if (RMS == 0) rb_[i * V + e] += d;
-                } else {
-                    acc[a0 + (i * V + e) * 32] += d * xh;
-                    if (RMS == 0) acc[a0 + (NE + i * V + e) * 32] += d;
                 }
             }
+            if constexpr (!REG)
+                for (int e = 0; e < V; e += VA) {
+                    // VA sums a 16-byte access (see acc above)
+                    accv tw, tb;
+                    for (int c = 0; c < VA; c++) tw[c] = cw[e + c], tb[c] = cb[e + c];
+                    const int m = (i * V + e) / VA;
+                    accl[m * 32] += tw;
+                    if (RMS == 0) accl[(NE / VA + m) * 32] += tb;
+                }
             nn_chunk_store<T, A, VEC>(dx, base + col, DH - col, o);
         }
     for (int i = 0; i < NC; i++) {
@@ -338,10 +353,11 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
 #undef NORM_GROUP_SUM
 #undef NORM_LOAD_ROW
 if constexpr (REG) {
-    for (int k = 0; k < NE; k++) acc[a0 + k * 32] = rw_[k];
+    for (int k = 0; k < NE; k++) NORM_ACC(k) = rw_[k];
     if (RMS == 0)
-        for (int k = 0; k < NE; k++) acc[a0 + (NE + k) * 32] = rb_[k];
+        for (int k = 0; k < NE; k++) NORM_ACC(NE + k) = rb_[k];
 }
+#undef NORM_ACC
 threadgroup_barrier(mem_flags::mem_threadgroup);
 // column j of the head: chunk c = j / V of lane q = c % (32 WG) of chunk row i = c / (32 WG); the RW row
 // sets' sums added in order of sr
@@ -349,10 +365,11 @@ const long u = p / long(G);
 for (int j = tid; j < DH; j += 256) {
     const int c = j / V, e = j % V, i = c / (32 * WG), qq = c % (32 * WG);
     A sw = A(0), sb = A(0);
+    const threadgroup A *acc0 = (const threadgroup A *)alloy_threadgroup_memory;
     for (int k = 0; k < RW; k++) {
-        const int o0 = (k * WG + qq / 32) * (NS * NE * 32) + (i * V + e) * 32 + qq % 32;
-        sw += acc[o0];
-        if (RMS == 0) sb += acc[o0 + NE * 32];
+        const int o0 = (k * WG + qq / 32) * (NS * NE * 32) + ((i * V + e) / VA * 32 + qq % 32) * VA + e % VA;
+        sw += acc0[o0];
+        if (RMS == 0) sb += acc0[o0 + NE * 32];
     }
     part[u * 2 * D + hw + j] = sw;
     part[u * 2 * D + D + hw + j] = sb;
