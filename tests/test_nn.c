@@ -421,6 +421,32 @@ static void test_norms_shift(void) {
     unsetenv("ALLOY_NN_NORM_BWD_SHIFT");
 }
 
+/* The backward's timing switches (ALLOY_NN_NORM_BWD_REGS: column sums in registers, LayerNorm's dbias sums
+ * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2), each forced on RMSNorm and
+ * LayerNorm with rows and heads, partial chunks and the hostile rows: any of them may become a default
+ * after a timing, and each must give what the defaults give. */
+static void test_norms_variants(void) {
+    const norm_case cases[5] = {{3, 33, 0}, {5, 1024, 0}, {40, 40, 8}, {11, 4096, 512}, {4, 2048, 256}};
+    static const char *vars[4][2] = {{"ALLOY_NN_NORM_BWD_REGS", "1"},
+                                     {"ALLOY_NN_NORM_BWD_MAXNC", "2"},
+                                     {"ALLOY_NN_NORM_BWD_PD", "0"},
+                                     {"ALLOY_NN_NORM_BWD_PD", "2"}};
+    for (int v = 0; v < 5; v++) {
+        /* v = 4: REGS and MAXNC together (two SIMD groups a row of 1024, each lane's sums in registers) */
+        if (v < 4) setenv(vars[v][0], vars[v][1], 1);
+        else setenv(vars[0][0], "1", 1), setenv(vars[1][0], "2", 1);
+        for (int rms = 0; rms < 2; rms++)
+            for (int ci = 0; ci < 5; ci++)
+                for (int di = 0; di < 4; di++) {
+                    /* rows far from 0 (hostile 2) for 16-bit data only: float32 centring after a rounded
+                     * mean loses eps * |mean| / spread, beyond the test's float32 tolerance at R = 40 */
+                    const int hostile = (ci + v) % 3 == 2 && di < 2 ? 0 : (ci + v) % 3;
+                    run_norm(rms, ci % 2 == 0, cases[ci], DTYPES[di], hostile);
+                }
+        unsetenv(vars[0][0]), unsetenv(vars[1][0]), unsetenv(vars[2][0]);
+    }
+}
+
 /* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
  * kernels take their scalar accesses. */
 static alloy_array *offset_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
@@ -724,6 +750,7 @@ int main(void) {
     RUN(test_norms_grid);
     RUN(test_norms_onepass);
     RUN(test_norms_shift);
+    RUN(test_norms_variants);
     RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_grid);
