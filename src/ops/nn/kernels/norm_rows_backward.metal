@@ -34,11 +34,10 @@
 // threadgroup memory (the dynamic alloy_threadgroup_memory: per SIMD group
 // NS = 1 or 2 sums of NE = NC * V elements of its 32 lanes, in vectors of
 // VA = 4 (2 for float64), lane-consecutive, so that a lane reads and writes
-// VA sums with one 16-byte access, without bank conflicts and without a barrier: a lane
-// touches only its own words), leaving the registers to the group's x and
-// dy. At the end
-// the register sums go to those words, and the RW row sets' sums are added
-// in order and written as partial row u = p / G:
+// VA sums with one 16-byte access, without bank conflicts and without a
+// barrier: a lane touches only its own words), leaving the registers to the
+// group's x and dy. At the end the register sums go to those words, and the
+// RW row sets' sums are added in order and written as partial row u = p / G:
 //   part[u * 2D + h * DH + j] = sum dy x^,  part[u * 2D + D + h * DH + j] = sum dy (0 for RMS)
 // (column_sum then adds the rows in order: deterministic).
 // Launch constants: long R (rows), long PT, int DH, int G, A eps. Template: T
@@ -324,8 +323,8 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
                 cw[e] = d * xh;
                 cb[e] = d;
                 if constexpr (REG) {
-                    rw_[i * V + e] += d * xh;
-                    if (RMS == 0) rb_[i * V + e] += d;
+                    rw_[i * V + e] += cw[e];
+                    if (RMS == 0) rb_[i * V + e] += cb[e];
                 }
             }
             if constexpr (!REG)
