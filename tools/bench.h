@@ -24,6 +24,12 @@ double bench_median(double *v, int n);
 /* Set by --once: bench_time_calls makes its first call only (for sanitizers). */
 extern int bench_once;
 
+/* Whether a row labelled `label` is wanted by --only TEXT: always without
+ * TEXT, else when one of TEXT's '|'-separated alternatives occurs in the
+ * label ("layernorm bf16 bwd|layernorm-mh bf16 bwd"; an empty alternative
+ * matches nothing). */
+int bench_label_wanted(const char *label, const char *only);
+
 /* n values uniform in [-1, 1) (xorshift on *state), stored as dt. */
 void bench_fill_random(alloy_dtype dt, int64_t n, void *raw, uint64_t *state);
 

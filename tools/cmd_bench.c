@@ -34,7 +34,8 @@ static const char *const USAGE =
     "  --once           each row's operations a few times instead of timed batches\n"
     "                   (for compute-sanitizer; the times printed mean nothing)\n"
     "  --only TEXT      the sizes whose label contains TEXT (e.g. \"f32 high\", bf16,\n"
-    "                   \"cholesky f64\", lu_factor)\n"
+    "                   \"cholesky f64\", lu_factor), or one of TEXT's alternatives\n"
+    "                   separated by | (\"layernorm bf16 bwd|layernorm-mh bf16 bwd\")\n"
     "\n"
     "Per operation and size: time (median of timed batches after a warm-up), rate,\n"
     "% of the peer's rate, error against float64 on a sample of outputs, and the\n"
@@ -73,6 +74,20 @@ static int cmp_double(const void *a, const void *b) {
 double bench_median(double *v, int n) {
     qsort(v, (size_t)n, sizeof v[0], cmp_double);
     return v[n / 2];
+}
+
+int bench_label_wanted(const char *label, const char *only) {
+    if (!only) return 1;
+    for (const char *a = only;;) {
+        const char *bar = strchr(a, '|');
+        const size_t n = bar ? (size_t)(bar - a) : strlen(a);
+        /* an empty alternative ("a||b", "a|") matches nothing; an empty TEXT, everything (as strstr) */
+        if (n > 0 || !strchr(only, '|'))
+            for (const char *p = label; strlen(p) >= n; p++)
+                if (strncmp(p, a, n) == 0) return 1;
+        if (!bar) return 0;
+        a = bar + 1;
+    }
 }
 
 /* ---- peers ---------------------------------------------------------------- */
@@ -362,7 +377,7 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
     for (size_t zi = 0; zi < n_sizes; zi++) {
         const mm_size *z = &sizes[zi];
         if (quick && !z->quick) continue;
-        if (only && !strstr(z->label, only)) continue;
+        if (!bench_label_wanted(z->label, only)) continue;
         int64_t sa[3] = {z->batch, z->m, z->k}, sb[3] = {z->batch, z->k, z->n}, sc[3] = {z->batch, z->m, z->n};
         const int nd = z->batch > 1 ? 3 : 2;
         const int64_t *pa = nd == 3 ? sa : sa + 1, *pb = nd == 3 ? sb : sb + 1, *pc = nd == 3 ? sc : sc + 1;

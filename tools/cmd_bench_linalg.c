@@ -781,7 +781,7 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
             int any = 0;
             for (int op = 0; op < N_OPS; op++) {
                 snprintf(labels[op], sizeof labels[op], "%s %s", OP_NAMES[op], dnames[di]);
-                any |= !only || strstr(labels[op], only) != NULL;
+                any |= bench_label_wanted(labels[op], only);
             }
             if (!any) continue;
             if (!header && !json) {
@@ -810,7 +810,7 @@ int bench_linalg(alloy_device *dev, int quick, const char *only, int json) {
                 continue;
             }
             for (int op = 0; op < N_OPS; op++) {
-                if (only && !strstr(labels[op], only)) continue;
+                if (!bench_label_wanted(labels[op], only)) continue;
                 c.op = op;
                 /* eigh, svd: the first slow_batch matrices (views of the same arrays) */
                 la_ctx sub, *rc = &c;

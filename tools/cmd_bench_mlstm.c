@@ -150,7 +150,7 @@ static int bench_chunkwise(alloy_device *dev, alloy_stream *s, int quick, const 
     for (size_t zi = 0; zi < sizeof CW_SIZES / sizeof *CW_SIZES; zi++) {
         const cw_size *z = &CW_SIZES[zi];
         if ((quick || !is_cuda) != z->quick) continue; /* --quick and the CPU: the small rows */
-        if (only && !strstr(z->label, only)) continue;
+        if (!bench_label_wanted(z->label, only)) continue;
         /* dense: (B, NH, S, D); packed: B sequences in (1, NH, T, D), T the sum of their lengths */
         int64_t rows = z->B, T = z->S;
         int32_t *cu = NULL;
@@ -265,7 +265,7 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
     for (size_t zi = 0; zi < sizeof ST_SIZES / sizeof *ST_SIZES; zi++) {
         const st_size *z = &ST_SIZES[zi];
         if ((quick || !is_cuda) && !z->quick) continue;
-        if (only && !strstr(z->label, only)) continue;
+        if (!bench_label_wanted(z->label, only)) continue;
         const int64_t B = z->B, NH = z->NH, DK = z->DK, DV = z->DV;
         const int64_t sqk[3] = {B, NH, DK}, sv[3] = {B, NH, DV}, sg[3] = {B, NH, 1}, sc[4] = {B, NH, DK, DV};
         const alloy_dtype dt = ALLOY_BFLOAT16;

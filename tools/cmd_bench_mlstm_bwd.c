@@ -238,9 +238,9 @@ int bench_mlstm_backward(alloy_device *dev, alloy_stream *s, int quick, const ch
         snprintf(lb, sizeof lb, "bwd %s", z->label);
         snprintf(lfb, sizeof lfb, "fwd+bwd %s", z->label);
         snprintf(lfk, sizeof lfk, "fwd+bwd kept %s", z->label);
-        const int want_b = !only || strstr(lb, only), want_fb = !only || strstr(lfb, only);
+        const int want_b = bench_label_wanted(lb, only), want_fb = bench_label_wanted(lfb, only);
         /* the kept record's row where the backward is the chunk-parallel one (bfloat16, float32 at DEFAULT) */
-        const int want_fk = (z->dt == ALLOY_BFLOAT16 || z->def) && (!only || strstr(lfk, only));
+        const int want_fk = (z->dt == ALLOY_BFLOAT16 || z->def) && bench_label_wanted(lfk, only);
         if (!want_b && !want_fb && !want_fk) continue;
         const int chunk = z->chunk ? z->chunk : ALLOY_MLSTM_DEFAULT_CHUNK;
         const int64_t nq = z->B * z->NH * z->S * z->DK, nv = z->B * z->NH * z->S * z->DV, ng = z->B * z->NH * z->S;

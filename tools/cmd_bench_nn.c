@@ -305,7 +305,7 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
             for (int bwd = 0; bwd < 2; bwd++) {
                 char label[64];
                 snprintf(label, sizeof label, "%s %s %s", z->name, DTN[d], bwd ? "bwd" : "fwd");
-                if (only && !strstr(label, only)) continue;
+                if (!bench_label_wanted(label, only)) continue;
                 failures += bench_one(dev, s, z, DTS[d], bwd, label, &copy, json, &rng);
             }
     }
