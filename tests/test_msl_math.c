@@ -117,6 +117,10 @@ static const fn_case ns_cases[] = {
     {"metal::precise::sin(a)", 8, PRE_ABS}, {"metal::abs(a)", 25, EXACT},
     {"metal::max(a, u)", 29, EXACT},        {"metal::fast::fmax(a, u)", 29, EXACT},
     {"metal::sqrt(p)", 6, HALFULP},         {"metal::precise::cos(a)", 9, PRE_ABS},
+    /* divide: IEEE in metal:: and precise::; fast:: within Metal's fast bound (2.5 ulp for
+     * 2^-126 <= |y| <= 2^126: CUDA's __fdividef) */
+    {"metal::divide(a, p)", 40, HALFULP},   {"metal::precise::divide(a, p)", 40, HALFULP},
+    {"metal::fast::divide(a, p)", 40, 0, 2.5 * ULP}, {"fast::divide(a, p)", 40, 0, 2.5 * ULP},
 };
 
 static void run_cases(const char *name, const fn_case *cases, int nc, const char *header) {

@@ -16,6 +16,8 @@
  *   ALLOY_EXPF(HOOK) ALLOY_TANHF(HOOK)  float exp and tanh of a namespace whose
  *                       libm hook is HOOK (HOOK(expf), HOOK(tanhf); the CPU's
  *                       are in cpu_math.h)
+ *   ALLOY_FDIVF(HOOK)   float divide(x, y) of that namespace (alloy_fdiv_ieee,
+ *                       x / y; CUDA's fast:: takes __fdividef)
  *   ALLOY_MEMCPY        bit copies (__builtin_memcpy; CUDA memcpy)
  *   ALLOY_POPC32/64 ALLOY_CLZ32/64 ALLOY_CTZ32/64  bit counting (nonzero
  *                       arguments only for clz/ctz; __builtin_*; CUDA __popc..)
@@ -60,6 +62,9 @@
 #endif
 #ifndef ALLOY_TANHF
 #define ALLOY_TANHF(HOOK) HOOK(tanhf)
+#endif
+#ifndef ALLOY_FDIVF
+#define ALLOY_FDIVF(HOOK) alloy_fdiv_ieee
 #endif
 #ifndef ALLOY_MEMCPY
 #ifdef ALLOY_PRELUDE_CUDA
@@ -936,6 +941,9 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
     }                                                                                          \
     ALLOY_MAP2(name)
 
+/* float x / y, IEEE (the default of ALLOY_FDIVF) */
+ALLOY_FN float alloy_fdiv_ieee(float x, float y) { return x / y; }
+
 /* The elementary functions, defined once per namespace (metal, fast,
  * precise) with that namespace's libm hook. */
 #define ALLOY_ELEMENTARY(HOOK)                                                                 \
@@ -983,6 +991,8 @@ template <class A, class B> using alloy_common_t = typename alloy_common<A, B>::
     template <class A, class B, ALLOY_SCALARS2(A, B)> ALLOY_FN alloy_common_t<A, B> divide(A x, B y) { \
         return alloy_common_t<A, B>(x) / alloy_common_t<A, B>(y);                              \
     }                                                                                          \
+    /* float: the namespace's division (fast:: on CUDA: __fdividef, Metal's fast bound) */    \
+    ALLOY_FN float divide(float x, float y) { return ALLOY_FDIVF(HOOK)(x, y); }                \
     template <class T, int N> ALLOY_FN alloy_vec<T, N> divide(const alloy_vec<T, N> &a, const alloy_vec<T, N> &b) { \
         return a / b;                                                                          \
     }                                                                                          \

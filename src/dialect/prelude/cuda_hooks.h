@@ -6,7 +6,8 @@
  * functions, ::expf, __popc, ...). What is defined here differs from those
  * defaults and must be known before common.h expands its math tables:
  *   - metal::fast:: maps to the hardware approximations where CUDA has one
- *     (__expf, __logf, __sinf, ...; the bounds of Metal's fast math);
+ *     (__expf, __logf, __sinf, ..., and __fdividef for fast::divide of
+ *     floats; the bounds of Metal's fast math);
  *     metal:: and metal::precise:: keep CUDA's accurate libm;
  *   - half and bfloat convert with the cvt instructions (round to nearest
  *     even, subnormals kept, overflow to infinity: the same bits as the
@@ -27,6 +28,12 @@
 #define ALLOY_FAST_cosf __cosf
 #define ALLOY_FAST_tanf __tanf
 #define ALLOY_FAST_powf __powf
+/* fast::divide of floats: x times the approximate reciprocal of y, 2 ulp for
+ * 2^-126 <= |y| <= 2^126 (Metal's fast bound: 2.5 ulp there), 0 for larger |y|
+ * and finite x; metal::divide and precise::divide stay x / y */
+#define ALLOY_FDIVF(HOOK) ALLOY_FDIVF_##HOOK
+#define ALLOY_FDIVF_ALLOY_LIBM alloy_fdiv_ieee
+#define ALLOY_FDIVF_ALLOY_LIBM_FAST __fdividef
 /* no cheaper hardware form (or a much less accurate one): the libm function */
 #define ALLOY_FAST_exp2f ::exp2f
 #define ALLOY_FAST_asinf ::asinf
