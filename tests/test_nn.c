@@ -225,6 +225,50 @@ static void test_softcap_16bit(void) {
     }
 }
 
+/* 16-bit data with tanh from one exponential and one approximate division (ALLOY_NN_SOFTCAP_FAST=1):
+ * test_softcap's and test_softcap_rounds' cases, then element by element forward and backward (dy = 1, so
+ * dx = 1 - tanh^2 exactly representable as a target) within one ulp of float64 over x / cap from 1e-6 to 12
+ * of either sign, around the switch between the series and the exponential (|x / cap| = 1/16), zero, huge,
+ * infinite and NaN inputs. */
+static void test_softcap_fast(void) {
+    setenv("ALLOY_NN_SOFTCAP_FAST", "1", 1);
+    test_softcap();
+    test_softcap_rounds();
+    const double cap = 15;
+    const int64_t n = 6007;
+    for (int di = 2; di < 4; di++) {
+        const alloy_dtype dt = DTYPES[di];
+        double *x = malloc(sizeof(double) * (size_t)n), *dy = malloc(sizeof(double) * (size_t)n);
+        for (int64_t e = 0; e < n; e++) {
+            const double s = e < 4000 ? 1e-6 * pow(1.2e7, (double)(e / 2) / 2000.0)  /* 1e-6 .. 12 */
+                                      : 0.0625 * (1 + ((double)(e - 4000) / 1000.0 - 1) * 0.05); /* 1/16 +-5% */
+            x[e] = round_to(dt, (e & 1 ? -cap : cap) * s);
+            dy[e] = 1;
+        }
+        x[7] = 0, x[8] = -0.0, x[9] = round_to(dt, 1e4), x[10] = -x[9], x[11] = INFINITY, x[12] = -INFINITY;
+        x[13] = NAN;
+        alloy_array *X = dev_array(dt, 1, &n, x), *DY = dev_array(dt, 1, &n, dy), *Y = NULL, *DX = NULL;
+        CHECK_OK(alloy_nn_softcap(X, cap, NULL, &Y));
+        CHECK_OK(alloy_nn_softcap_backward(X, DY, cap, NULL, &DX));
+        double *y = Y ? host_of(Y) : NULL, *dx = DX ? host_of(DX) : NULL, wy = 0, wd = 0;
+        for (int64_t e = 0; y && dx && e < n; e++) {
+            if (isnan(x[e])) {
+                CHECK(isnan(y[e]) && isnan(dx[e]));
+                continue;
+            }
+            const double t = isinf(x[e]) ? (x[e] > 0 ? 1 : -1) : tanh(x[e] / cap), ry = cap * t, rd = 1 - t * t;
+            wy = fmax(wy, fabs(y[e] - ry) / ulp_of(dt, ry));
+            wd = fmax(wd, fabs(dx[e] - rd) / ulp_of(dt, rd));
+        }
+        CHECK_MSG(y && dx && wy <= 1.0 && wd <= 1.0, "softcap fast %s: y %.3g ulp, dx %.3g ulp from float64",
+                  alloy_dtype_name(dt), wy, wd);
+        CHECK(y && signbit(y[8]) && y[7] == 0);
+        free(x), free(dy), free(y), free(dx);
+        alloy_array_free(X), alloy_array_free(DY), alloy_array_free(Y), alloy_array_free(DX);
+    }
+    unsetenv("ALLOY_NN_SOFTCAP_FAST");
+}
+
 /* ---- norms ---------------------------------------------------------------- */
 
 /* float64 reference of y (R rows of D, groups of DH). */
@@ -746,6 +790,7 @@ int main(void) {
     RUN(test_softcap);
     RUN(test_softcap_rounds);
     RUN(test_softcap_16bit);
+    RUN(test_softcap_fast);
     RUN(test_norms);
     RUN(test_norms_grid);
     RUN(test_norms_onepass);

@@ -52,8 +52,13 @@ static alloy_status elementwise(const char *fn, const char *path, const char *ou
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "nv", ALLOY_INT64, nv);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "stride", ALLOY_INT64, threads);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "U", (int)U);
+        /* 16-bit data: tanh (and 1 - tanh^2) from one exponential and one approximate division
+         * (softcap_math.h: within 2^-16 relative, against the 16-bit result's 2^-11 or 2^-8) instead of
+         * tanhf; ALLOY_NN_SOFTCAP_FAST=1, for timing (not yet measured on a GPU) */
+        const int ft = alloy_dtype_size(dt) == 2 && alloy_ops_env_int("ALLOY_NN_SOFTCAP_FAST", 0, 1, 0);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "FT", ft);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "cap", alloy_nn_accum(dt), cap);
-        if (st == ALLOY_OK && !dy) st = alloy_launch_set_constant(l, "rc", alloy_nn_accum(dt), 1.0 / cap);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "rc", alloy_nn_accum(dt), 1.0 / cap);
         alloy_array *ins[2] = {x, dy};
         if (st == ALLOY_OK) st = alloy_nn_apply(path, l, dt, dy ? 2 : 1, ins, 1, stream);
         alloy_launch_free(l);

@@ -1,0 +1,73 @@
+// softcap_math.h — what softcap.metal and softcap_backward.metal share: the
+// 16-byte chunk loads and stores, and for 16-bit data (FT) tanh and its
+// derivative from one exponential and one approximate division.
+//
+// 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
+// one vector load or store whatever T is (bit operations, no per-element loads).
+template <class T, class A> inline void nn_ld16(const T *p, A *o) {
+    const uint4 u = *(const uint4 *)p;
+    if constexpr (sizeof(T) == 8) {
+        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
+        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
+    } else {
+        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
+    }
+}
+template <class T, class A> inline void nn_st16(T *p, const A *v) {
+    uint4 u;
+    if constexpr (sizeof(T) == 8) {
+        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
+        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
+    } else if constexpr (sizeof(T) == 4) {
+        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
+    } else {
+        for (int e = 0; e < 4; e++)
+            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
+    }
+    *(uint4 *)p = u;
+}
+
+// The fast forms, float only, for results rounded to 16 bits. With z = x / cap,
+// a = |z|, r = 1 / (e^(2a) + 1):
+//   tanh z = sign(z) (1 - 2 r),  1 - tanh^2 z = 4 r (1 - r)       (a >= 1/16)
+//   tanh z = z (1 - z^2 / 3),    1 - tanh^2 z = 1 - z^2 + 2 z^4 / 3  (a < 1/16)
+// e^(2a) = 2^(|x| k) by fast::exp2 (k = 2 log2(e) / cap rounded once: 2^-20
+// relative for the a that matter — past a = 9, r is below 2^-25) and r by
+// fast::divide (2 ulp; 0 once e^(2a) passes 2^126, where tanh is 1 in
+// float), so r is good to about 2^-20 relative: tanh to 2^-20 absolute,
+// which above a = 1/16 (tanh > 0.062) is 2^-16 relative, and the derivative
+// to 2^-19 relative (no cancellation: 4 r (1 - r)). Below 1/16 the series'
+// first omitted terms are 2 z^5 / 15 and 17 z^6 / 45: under 2^-19 and 2^-25
+// relative. Against a 16-bit result's rounding (2^-11 float16, 2^-8
+// bfloat16) that is well inside half an ulp. CUDA's tanhf takes about 17
+// instructions; these about 14 (two MUFU), with the per-cap constants
+// computed once (nn_softcap_fast_consts). NaN stays NaN (the comparison
+// fails, the exponential branch carries it); +-inf give +-cap and 0.
+struct nn_softcap_fast_consts {
+    float k, c3, c2, lim;   // 2 log2(e) / cap, 1 / (3 cap^2), 1 / cap^2, cap / 16
+};
+inline nn_softcap_fast_consts nn_softcap_fast_setup(float cap, float rc) {
+    nn_softcap_fast_consts c;
+    c.k = rc * 2.88539008177792681f;
+    c.c2 = rc * rc;
+    c.c3 = c.c2 * (1.0f / 3.0f);
+    c.lim = cap * 0.0625f;
+    return c;
+}
+// cap tanh(x / cap)
+inline float nn_softcap_fast(float x, float cap, thread const nn_softcap_fast_consts &c) {
+    const float r = fast::divide(1.0f, fast::exp2(abs(x) * c.k) + 1.0f);
+    const float big = copysign(fma(-2.0f * cap, r, cap), x);   // cap (1 - 2 r), x's sign
+    const float small = x * fma(x * x, -c.c3, 1.0f);           // cap z (1 - z^2 / 3)
+    return abs(x) < c.lim ? small : big;
+}
+// 1 - tanh^2(x / cap)
+inline float nn_softcap_grad_fast(float x, thread const nn_softcap_fast_consts &c) {
+    const float r = fast::divide(1.0f, fast::exp2(abs(x) * c.k) + 1.0f), q = 4.0f * r;
+    const float z2 = x * x * c.c2;
+    const float big = fma(-q, r, q);                             // 4 r (1 - r)
+    const float small = fma(z2, fma(z2, 2.0f / 3.0f, -1.0f), 1.0f);
+    return abs(x) < c.lim ? small : big;
+}
