@@ -18,6 +18,7 @@
 //! template: U=1
 //! template: FT=0
 //! header:
+#include "src/ops/nn/kernels/chunk.h"
 #include "src/ops/nn/kernels/softcap_math.h"
 //! body:
 constexpr int V = 16 / int(sizeof(T));

@@ -1,33 +1,15 @@
 // softcap_math.h — what softcap.metal and softcap_backward.metal share: the
 // 16-byte chunk loads and stores, and for 16-bit data (FT) tanh and its
-// derivative from one exponential and one approximate division.
-//
+// derivative from one exponential and one approximate division. Included
+// after chunk.h (the kernels include both).
+
 // 16 bytes at p (16-byte aligned) as 16 / sizeof(T) values of A, and back:
-// one vector load or store whatever T is (bit operations, no per-element loads).
+// one vector load or store whatever T is (chunk.h's chunk, all of it).
 template <class T, class A> inline void nn_ld16(const T *p, A *o) {
     const uint4 u = *(const uint4 *)p;
-    if constexpr (sizeof(T) == 8) {
-        o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
-        o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
-    } else {
-        for (int e = 0; e < 8; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
-    }
+    for (int e = 0; e < 16 / int(sizeof(T)); e++) o[e] = nn_chunk_elem<T, A>(u, e);
 }
-template <class T, class A> inline void nn_st16(T *p, const A *v) {
-    uint4 u;
-    if constexpr (sizeof(T) == 8) {
-        const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
-        u = uint4(uint(a), uint(a >> 32), uint(b), uint(b >> 32));
-    } else if constexpr (sizeof(T) == 4) {
-        for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
-    } else {
-        for (int e = 0; e < 4; e++)
-            u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
-    }
-    *(uint4 *)p = u;
-}
+template <class T, class A> inline void nn_st16(T *p, const A *v) { nn_chunk_store<T, A, 1>(p, 0, 16 / int(sizeof(T)), v); }
 
 // The fast forms, float only, for results rounded to 16 bits. With z = x / cap,
 // a = |z|, r = 1 / (e^(2a) + 1):
