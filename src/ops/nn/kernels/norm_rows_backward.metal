@@ -114,9 +114,9 @@ threadgroup A tred[2][ONEPASS != 0 ? 5 : 4][8];
 // are one vector
 constexpr int VA = V < 4 ? V : 4;
 typedef vec<A, VA> accv;
+auto acc_word = [](int j, int l) { return (j / VA * 32 + l) * VA + j % VA; };
 threadgroup A *acc = (threadgroup A *)alloy_threadgroup_memory + sg * (NS * NE * 32);
 threadgroup accv *accl = (threadgroup accv *)acc + lane;
-#define NORM_ACC(j) acc[((j) / VA * 32 + lane) * VA + (j) % VA]
 A rw_[REG ? NE : 1], rb_[REG && RMS == 0 ? NE : 1];
 uint4 wv[WREG ? NC : 1];
 if constexpr (REG) {
@@ -352,11 +352,10 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
 #undef NORM_GROUP_SUM
 #undef NORM_LOAD_ROW
 if constexpr (REG) {
-    for (int k = 0; k < NE; k++) NORM_ACC(k) = rw_[k];
+    for (int k = 0; k < NE; k++) acc[acc_word(k, lane)] = rw_[k];
     if (RMS == 0)
-        for (int k = 0; k < NE; k++) NORM_ACC(NE + k) = rb_[k];
+        for (int k = 0; k < NE; k++) acc[acc_word(NE + k, lane)] = rb_[k];
 }
-#undef NORM_ACC
 threadgroup_barrier(mem_flags::mem_threadgroup);
 // column j of the head: chunk c = j / V of lane q = c % (32 WG) of chunk row i = c / (32 WG); the RW row
 // sets' sums added in order of sr
@@ -366,7 +365,7 @@ for (int j = tid; j < DH; j += 256) {
     A sw = A(0), sb = A(0);
     const threadgroup A *acc0 = (const threadgroup A *)alloy_threadgroup_memory;
     for (int k = 0; k < RW; k++) {
-        const int o0 = (k * WG + qq / 32) * (NS * NE * 32) + ((i * V + e) / VA * 32 + qq % 32) * VA + e % VA;
+        const int o0 = (k * WG + qq / 32) * (NS * NE * 32) + acc_word(i * V + e, qq % 32);
         sw += acc0[o0];
         if (RMS == 0) sb += acc0[o0 + NE * 32];
     }

@@ -39,7 +39,7 @@ for (long c0 = long(thread_position_in_grid.x); c0 < nv; c0 += stride * U) {
     for (int u = 0; u < U; u++) {
         if (c0 + u * stride >= nv) break;
         for (int e = 0; e < V; e++) {
-            if constexpr (FAST) v[u][e] = nn_softcap_fast(float(v[u][e]), float(cap), fc);
+            if constexpr (FAST) v[u][e] = nn_softcap_fast(float(v[u][e]), fc);
             else if constexpr (sizeof(T) == 2) v[u][e] = cap * tanh(v[u][e] * rc);
             else v[u][e] = cap * tanh(v[u][e] / cap);
         }
@@ -47,7 +47,7 @@ for (long c0 = long(thread_position_in_grid.x); c0 < nv; c0 += stride * U) {
     }
 }
 for (long e = nv * V + long(thread_position_in_grid.x); e < n; e += stride) {
-    if constexpr (FAST) y[e] = T(nn_softcap_fast(float(x[e]), float(cap), fc));
+    if constexpr (FAST) y[e] = T(nn_softcap_fast(float(x[e]), fc));
     else if constexpr (sizeof(T) == 2) y[e] = T(cap * tanh(A(x[e]) * rc));
     else y[e] = T(cap * tanh(A(x[e]) / cap));
 }

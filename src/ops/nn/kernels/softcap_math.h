@@ -28,10 +28,11 @@ template <class T, class A> inline void nn_st16(T *p, const A *v) { nn_chunk_sto
 // computed once (nn_softcap_fast_consts). NaN stays NaN (the comparison
 // fails, the exponential branch carries it); +-inf give +-cap and 0.
 struct nn_softcap_fast_consts {
-    float k, c3, c2, lim;   // 2 log2(e) / cap, 1 / (3 cap^2), 1 / cap^2, cap / 16
+    float cap, k, c3, c2, lim;   // cap, 2 log2(e) / cap, 1 / (3 cap^2), 1 / cap^2, cap / 16
 };
 inline nn_softcap_fast_consts nn_softcap_fast_setup(float cap, float rc) {
     nn_softcap_fast_consts c;
+    c.cap = cap;
     c.k = rc * 2.88539008177792681f;
     c.c2 = rc * rc;
     c.c3 = c.c2 * (1.0f / 3.0f);
@@ -39,9 +40,9 @@ inline nn_softcap_fast_consts nn_softcap_fast_setup(float cap, float rc) {
     return c;
 }
 // cap tanh(x / cap)
-inline float nn_softcap_fast(float x, float cap, thread const nn_softcap_fast_consts &c) {
+inline float nn_softcap_fast(float x, thread const nn_softcap_fast_consts &c) {
     const float r = fast::divide(1.0f, fast::exp2(abs(x) * c.k) + 1.0f);
-    const float big = copysign(fma(-2.0f * cap, r, cap), x);   // cap (1 - 2 r), x's sign
+    const float big = copysign(fma(-2.0f * c.cap, r, c.cap), x);   // cap (1 - 2 r), x's sign
     const float small = x * fma(x * x, -c.c3, 1.0f);           // cap z (1 - z^2 / 3)
     return abs(x) < c.lim ? small : big;
 }
