@@ -97,6 +97,41 @@ alloy_status alloy_launch_set_constant(alloy_launch *launch, const char *name, a
 alloy_status alloy_launch_set_constant_int(alloy_launch *launch, const char *name, alloy_dtype dtype,
                                            int64_t value);
 
+/* Tensor maps (an alloy extension): a strided box-tiled view of one kernel
+ * input or output, for Hopper's tensor copy engine (TMA). The body sees
+ * `const alloy_tensor_map &name`: on CUDA the encoded CUtensorMap (a
+ * __grid_constant__ kernel parameter, so `&name` is what PTX
+ * `cp.async.bulk.tensor` and `prefetch.tensormap` take), on the CPU a plain
+ * struct with the view's base pointer, dims, strides, box and swizzle (see
+ * docs/dialect.md). As with launch constants only the names, in order, are
+ * part of the compiled specialisation; the spec travels with the launch (on
+ * CUDA it is encoded at every launch, on the stack). Setting a name again
+ * replaces its spec. The spec is checked when the kernel is applied, on
+ * every backend: the map must lie inside the array's elements, its base
+ * (the array's data + offset elements) be 16-byte aligned, and its fields
+ * meet the copy engine's rules (each error names the map and the field).
+ * A map describes the array the body sees: an input's row-contiguous copy
+ * under ensure_row_contiguous, the output alloy allocates or the caller's.
+ * On CUDA a tensor map needs compute capability 9.0 or newer. */
+#define ALLOY_TENSOR_MAP_MAX_RANK 5
+#define ALLOY_MAX_TENSOR_MAPS 4 /* per launch */
+typedef struct alloy_tensor_map_spec {
+    int operand;                                /* the array the map describes: kernel input i
+                                                   (0..n_inputs-1) or n_inputs + j for output j */
+    int rank;                                   /* 1..5 */
+    int64_t offset;                             /* elements from the array's first element */
+    int64_t dims[ALLOY_TENSOR_MAP_MAX_RANK];    /* extents in elements, innermost first, 1..2^32 */
+    int64_t strides[ALLOY_TENSOR_MAP_MAX_RANK]; /* element strides, innermost first; strides[0]
+                                                   must be 1, the others * the element size a
+                                                   multiple of 16 bytes below 2^40 */
+    uint32_t box[ALLOY_TENSOR_MAP_MAX_RANK];    /* elements one copy moves per dimension, 1..256;
+                                                   box[0] * the element size a multiple of 16 */
+    uint32_t swizzle;                           /* bytes: 0 (none), 32, 64 or 128 (then box[0] *
+                                                   the element size must not exceed it) */
+} alloy_tensor_map_spec;
+alloy_status alloy_launch_set_tensor_map(alloy_launch *launch, const char *name,
+                                         const alloy_tensor_map_spec *spec);
+
 /* Runs the kernel. `stream` NULL = the default stream of the inputs' device
  * (or of "auto" when there are no inputs). `outputs` receives one new
  * reference per output (caller frees); for caller-provided output arrays it is

@@ -23,7 +23,10 @@ typedef enum alloy_arg_kind {
     ALLOY_ARG_BUFFER,  /* device pointer (offset applied) */
     ALLOY_ARG_SHAPE,   /* int32 shape[ALLOY_MAX_NDIM] */
     ALLOY_ARG_STRIDES, /* int64 strides[ALLOY_MAX_NDIM], elements */
-    ALLOY_ARG_VALUE    /* a launch constant: `value`, by value */
+    ALLOY_ARG_VALUE,   /* a launch constant: `value`, by value */
+    ALLOY_ARG_TENSOR_MAP /* a tensor map: `tensor_map` over the data at `ptr` (its base, offset
+                            applied; checked by the core), elements of `dtype` (an input's or
+                            an output's) */
 } alloy_arg_kind;
 
 typedef struct alloy_arg {
@@ -40,6 +43,7 @@ typedef struct alloy_arg {
     int check_written;         /* an output alloy allocated without init_value: every
                                   element must be written */
     unsigned char value[8];    /* VALUE only: the constant, in its dtype's C type */
+    const alloy_tensor_map_spec *tensor_map; /* TENSOR_MAP only */
 } alloy_arg;
 
 typedef struct alloy_launch_args {

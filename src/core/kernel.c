@@ -17,6 +17,7 @@
 #include "program_cache.h"
 #include "sha256.h"
 #include "strbuf.h"
+#include "tensor_map.h"
 
 typedef struct specialization {
     unsigned char *key;
@@ -206,16 +207,25 @@ static alloy_status check_launch(const alloy_kernel *k, const alloy_launch *l) {
                            "kernel '%s': threadgroup (%u, %u, %u) has %llu threads, more than the "
                            "maximum of %d threads per threadgroup",
                            k->name, t[0], t[1], t[2], (unsigned long long)total, ALLOY_MAX_THREADGROUP);
-    for (int i = 0; i < l->n_templates + l->n_constants; i++) {
-        const int is_template = i < l->n_templates;
-        const char *what = is_template ? l->templates[i].name : l->constants[i - l->n_templates].name;
+    const int n_named = l->n_templates + l->n_constants + l->n_tensor_maps;
+    for (int i = 0; i < n_named; i++) {
+        const char *what, *role;
+        if (i < l->n_templates) {
+            what = l->templates[i].name;
+            role = "template argument";
+        } else if (i < l->n_templates + l->n_constants) {
+            what = l->constants[i - l->n_templates].name;
+            role = "launch constant";
+        } else {
+            what = l->tensor_maps[i - l->n_templates - l->n_constants].name;
+            role = "tensor map";
+        }
         for (int j = 0; j < k->n_inputs + k->n_outputs; j++) {
             const char *n = j < k->n_inputs ? k->input_names[j] : k->output_names[j - k->n_inputs];
             if (strcmp(n, what) == 0)
                 return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                    "kernel '%s': %s '%s' has the name of an %s: rename one of them",
-                                   k->name, is_template ? "template argument" : "launch constant", n,
-                                   j < k->n_inputs ? "input" : "output");
+                                   k->name, role, n, j < k->n_inputs ? "input" : "output");
         }
     }
     return ALLOY_OK;
@@ -343,6 +353,11 @@ static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const
         ok &= key_put(b, c->name, strlen(c->name) + 1);
         ok &= key_put(b, &c->dtype, sizeof c->dtype);
     }
+    for (int i = 0; i < l->n_tensor_maps; i++) { /* names, not specs */
+        unsigned char tag = 0xD0;
+        ok &= key_put(b, &tag, 1);
+        ok &= key_put(b, l->tensor_maps[i].name, strlen(l->tensor_maps[i].name) + 1);
+    }
     return ok;
 }
 
@@ -384,6 +399,8 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .templates = l->templates,
         .n_constants = l->n_constants,
         .constants = l->constants,
+        .n_tensor_maps = l->n_tensor_maps,
+        .tensor_maps = l->tensor_maps,
         .geometry = lc->geometry,
         .threadgroup = {tg ? tg[0] : 0, tg ? tg[1] : 0, tg ? tg[2] : 0},
         .cpu_debug = debug && target == ALLOY_TARGET_CPU,
@@ -570,6 +587,52 @@ static void span_of(const alloy_array *a, long long *lo, unsigned long long *byt
     *bytes = (unsigned long long)((hi_e - lo_e + 1) * item);
 }
 
+/* Checks the launch's tensor maps against the arrays they describe, as the
+ * body will see them. Before the arrays are prepared (outputs NULL), an input
+ * that will be copied row-contiguous, or an output alloy will allocate,
+ * spans its elements at an address not known yet; after (copies[i] the copy
+ * of input i or NULL, outputs the launch's outputs), only the maps over
+ * those arrays are checked again, now with their address. */
+static alloy_status check_tensor_maps(const alloy_kernel *k, const alloy_launch *l,
+                                      alloy_array *const *inputs, alloy_array *const *copies,
+                                      alloy_array *const *outputs) {
+    for (int m = 0; m < l->n_tensor_maps; m++) {
+        const alloy_tensor_map_arg *map = &l->tensor_maps[m];
+        const int j = map->spec.operand, n_in = k->n_inputs;
+        if (j < 0 || j >= n_in + k->n_outputs)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "kernel '%s': tensor map '%s': operand = %d is out of range: "
+                               "the kernel has %d input%s and %d output%s (0 to %d, inputs first)",
+                               k->name, map->name, j, n_in, n_in == 1 ? "" : "s", k->n_outputs,
+                               k->n_outputs == 1 ? "" : "s", n_in + k->n_outputs - 1);
+        const alloy_output_spec *o = j >= n_in ? &l->outputs[j - n_in] : NULL;
+        const alloy_array *a;
+        int pending = 0;
+        if (outputs) { /* after: only the arrays whose address was not known */
+            if (o ? o->array != NULL : !copies[j]) continue;
+            a = o ? outputs[j - n_in] : copies[j];
+        } else {
+            a = o ? o->array : inputs[j];
+            pending = o ? !a : k->ensure_row_contiguous && !alloy_array_is_row_contiguous(a);
+        }
+        alloy_tensor_map_target t = {o ? "output" : "input",
+                                     o ? k->output_names[j - n_in] : k->input_names[j],
+                                     o ? j - n_in : j, a ? a->dtype : o->dtype, a ? a->ndim : o->ndim,
+                                     NULL, 0, 0};
+        if (pending) { /* row-contiguous, of its shape */
+            unsigned long long n = 1;
+            for (int d = 0; d < t.ndim; d++) n *= (unsigned long long)(o ? o->shape[d] : a->shape[d]);
+            t.span_bytes = n * alloy_dtype_size(t.dtype);
+        } else {
+            t.data = alloy_array_data(a);
+            span_of(a, &t.span_lo, &t.span_bytes);
+        }
+        alloy_status st = alloy_tensor_map_check(k->name, map, &t);
+        if (st != ALLOY_OK) return st;
+    }
+    return ALLOY_OK;
+}
+
 alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *const *inputs,
                                 const alloy_launch *l, alloy_stream *stream, alloy_array **outputs) {
     if (!k) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel is NULL");
@@ -581,6 +644,7 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
     if ((st = check_launch(k, l)) != ALLOY_OK) return st;
     uint32_t tg[3];
     if ((st = clamp_threadgroup(k, l, tg)) != ALLOY_OK) return st;
+    if ((st = check_tensor_maps(k, l, inputs, NULL, NULL)) != ALLOY_OK) return st;
     if (!stream) stream = dev->default_stream;
     for (int i = 0; i < k->n_outputs; i++) {
         alloy_array *a = l->outputs[i].array;
@@ -619,6 +683,7 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
         else st = alloy_array_new(dev, o->dtype, o->ndim, o->shape, &outputs[i]);
         if (st == ALLOY_OK && l->has_init) st = alloy_array_fill(outputs[i], l->init_value);
     }
+    if (st == ALLOY_OK && l->n_tensor_maps) st = check_tensor_maps(k, l, inputs, tmp_in, outputs);
     /* Arguments in signature order. */
     alloy_arg stack_args[32];
     alloy_arg *args = spec->n_slots <= 32 ? stack_args : calloc((size_t)spec->n_slots, sizeof *args);
@@ -659,6 +724,19 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
         args[n].check_written = 0;
         memcpy(args[n++].value, l->constants[i].value.bytes, sizeof args[0].value);
     }
+    for (int m = 0; m < l->n_tensor_maps && st == ALLOY_OK; m++) {
+        const alloy_tensor_map_arg *map = &l->tensor_maps[m];
+        const int j = map->spec.operand;
+        const alloy_array *a = j < k->n_inputs ? use_in[j] : outputs[j - k->n_inputs];
+        args[n].kind = ALLOY_ARG_TENSOR_MAP;
+        args[n].ptr = (char *)alloy_array_data(a) + map->spec.offset * (int64_t)alloy_dtype_size(a->dtype);
+        args[n].nbytes = 0;
+        args[n].span_lo = 0;
+        args[n].dtype = a->dtype;
+        args[n].name = map->name;
+        args[n].check_written = 0;
+        args[n++].tensor_map = &map->spec;
+    }
     if (st == ALLOY_OK && n != spec->n_slots)
         st = alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': built %d arguments for %d slots", k->name,
                          n, spec->n_slots);
@@ -694,6 +772,7 @@ static alloy_status prepare_inspect(alloy_kernel *k, int n_inputs, alloy_array *
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "kernel '%s' has %d outputs but the launch describes %d", k->name,
                            k->n_outputs, l->n_outputs);
+    if ((st = check_tensor_maps(k, l, inputs, NULL, NULL)) != ALLOY_OK) return st;
     *lc = make_class(ALLOY_GEOMETRY_ALL, NULL);
     if (l->grid[0] && l->grid[1] && l->grid[2]) {
         uint32_t tg[3];

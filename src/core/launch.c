@@ -1,6 +1,7 @@
 /* launch.c — the launch configuration object: outputs, grid, threadgroup,
- * template arguments, init value, verbosity. Checks what it can on its own;
- * the kernel checks the rest against its names when it is applied. */
+ * template arguments, launch constants, tensor maps, init value, verbosity.
+ * Checks what it can on its own; the kernel checks the rest against its
+ * names and inputs when it is applied. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,11 @@ static alloy_status add_template(alloy_launch *l, const char *name, alloy_templa
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "template argument '%s' has the name of a launch constant: each name "
                                "once", name);
+    for (int i = 0; i < l->n_tensor_maps; i++)
+        if (strcmp(l->tensor_maps[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "template argument '%s' has the name of a tensor map: each name once",
+                               name);
     if (kind == ALLOY_TEMPLATE_DTYPE && (unsigned)dv >= ALLOY_DTYPE_COUNT)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "template argument '%s': invalid dtype %d",
                            name, (int)dv);
@@ -241,6 +247,11 @@ static alloy_status constant_slot(alloy_launch *l, const char *name, alloy_dtype
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "launch constant '%s' has the name of a template argument: each name "
                                "once", name);
+    for (int i = 0; i < l->n_tensor_maps; i++)
+        if (strcmp(l->tensor_maps[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "launch constant '%s' has the name of a tensor map: each name once",
+                               name);
     for (int i = 0; i < l->n_constants; i++)
         if (strcmp(l->constants[i].name, name) == 0) {
             if (l->constants[i].dtype != dtype)
@@ -329,5 +340,43 @@ alloy_status alloy_launch_set_constant_int(alloy_launch *l, const char *name, al
     case ALLOY_FLOAT64: c->value.f = (double)value; break;
     default: c->value.i = value; break; /* int64, uint64 (bits) */
     }
+    return ALLOY_OK;
+}
+
+/* ---- tensor maps ----------------------------------------------------------- */
+
+/* The spec is stored as given: it is checked against the input it describes
+ * when the kernel is applied (the input is known only then). */
+alloy_status alloy_launch_set_tensor_map(alloy_launch *l, const char *name,
+                                         const alloy_tensor_map_spec *spec) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    alloy_status st = alloy_check_identifier(name, "tensor map");
+    if (st != ALLOY_OK) return st;
+    if (strlen(name) >= sizeof l->tensor_maps[0].name)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "tensor map name '%s' is too long", name);
+    if (!spec) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "tensor map '%s': spec is NULL", name);
+    for (int i = 0; i < l->n_templates; i++)
+        if (strcmp(l->templates[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "tensor map '%s' has the name of a template argument: each name once",
+                               name);
+    for (int i = 0; i < l->n_constants; i++)
+        if (strcmp(l->constants[i].name, name) == 0)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "tensor map '%s' has the name of a launch constant: each name once",
+                               name);
+    alloy_tensor_map_arg *m = NULL;
+    for (int i = 0; i < l->n_tensor_maps && !m; i++)
+        if (strcmp(l->tensor_maps[i].name, name) == 0) m = &l->tensor_maps[i];
+    if (!m) {
+        if (l->n_tensor_maps == ALLOY_MAX_TENSOR_MAPS)
+            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
+                               "tensor map '%s': a launch takes at most %d tensor maps "
+                               "(ALLOY_MAX_TENSOR_MAPS)", name, ALLOY_MAX_TENSOR_MAPS);
+        m = &l->tensor_maps[l->n_tensor_maps++];
+        memset(m, 0, sizeof *m);
+        strcpy(m->name, name);
+    }
+    m->spec = *spec;
     return ALLOY_OK;
 }

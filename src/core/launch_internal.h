@@ -24,6 +24,8 @@ struct alloy_launch {
     int n_templates, cap_templates;
     alloy_constant_arg *constants;
     int n_constants, cap_constants;
+    alloy_tensor_map_arg tensor_maps[ALLOY_MAX_TENSOR_MAPS]; /* in the order first set */
+    int n_tensor_maps;
 };
 
 #endif

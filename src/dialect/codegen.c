@@ -115,6 +115,12 @@ static void cpu_arguments_as(alloy_strbuf *sb, const alloy_codegen_request *req,
         alloy_sb_printf(sb, "  [[maybe_unused]] const %s %s = *(const %s*)alloy_a[%d];\n", t,
                         req->constants[c].name, t, k);
     }
+    /* the runtime's struct (cpu_abi.h), by reference as on CUDA */
+    for (int m = 0; m < req->n_tensor_maps; m++, k++)
+        alloy_sb_printf(sb,
+                        "  [[maybe_unused]] const alloy_tensor_map &%s = *(const alloy_tensor_map*)"
+                        "alloy_a[%d];\n",
+                        req->tensor_maps[m].name, k);
 }
 
 static void cpu_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
@@ -204,6 +210,10 @@ static void cuda_open_function(alloy_strbuf *sb, const alloy_codegen_request *re
         alloy_sb_printf(sb, "    %s* alloy_a%d,\n", type_name(req->outputs[j].dtype), k++);
     for (int c = 0; c < req->n_constants; c++)
         alloy_sb_printf(sb, "    const %s alloy_a%d,\n", type_name(req->constants[c].dtype), k++);
+    /* a CUtensorMap by value: __grid_constant__ keeps it in parameter space,
+     * so its generic address is what the copy-engine instructions take */
+    for (int m = 0; m < req->n_tensor_maps; m++)
+        alloy_sb_printf(sb, "    const __grid_constant__ alloy_tensor_map alloy_a%d,\n", k++);
     alloy_sb_append(sb, "    const alloy_launch_info alloy_info) {\n");
     /* Threads outside the grid never run the body (the SIMD functions see
      * them as exited lanes; barriers count exited threads as arrived). Only
@@ -259,6 +269,9 @@ static void cuda_arguments(alloy_strbuf *sb, const alloy_codegen_request *req,
     for (int c = 0; c < req->n_constants; c++)
         alloy_sb_printf(sb, "  [[maybe_unused]] const %s %s = alloy_a%d;\n",
                         type_name(req->constants[c].dtype), req->constants[c].name, k++);
+    for (int m = 0; m < req->n_tensor_maps; m++)
+        alloy_sb_printf(sb, "  [[maybe_unused]] const alloy_tensor_map &%s = alloy_a%d;\n",
+                        req->tensor_maps[m].name, k++);
 }
 
 /* The primitives the attribute formulas use, as the CPU's locals: the
@@ -401,8 +414,9 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "kernel '%s': the body is NULL",
                            kname);
     if (req->n_inputs < 0 || req->n_outputs < 0 || req->n_templates < 0 || req->n_constants < 0 ||
-        (req->n_inputs && !req->inputs) || (req->n_outputs && !req->outputs) ||
-        (req->n_templates && !req->templates) || (req->n_constants && !req->constants))
+        req->n_tensor_maps < 0 || (req->n_inputs && !req->inputs) || (req->n_outputs && !req->outputs) ||
+        (req->n_templates && !req->templates) || (req->n_constants && !req->constants) ||
+        (req->n_tensor_maps && !req->tensor_maps))
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                            "kernel '%s': inconsistent argument counts for code generation",
                            kname);
@@ -431,6 +445,12 @@ static alloy_status check_request(const alloy_codegen_request *req, const char *
         const alloy_constant_arg *c = &req->constants[i];
         if (!memchr(c->name, 0, sizeof c->name) ||
             alloy_check_identifier(c->name, "launch constant") != ALLOY_OK)
+            return ALLOY_ERROR_INVALID_ARGUMENT;
+    }
+    for (int i = 0; i < req->n_tensor_maps; i++) {
+        const alloy_tensor_map_arg *m = &req->tensor_maps[i];
+        if (!memchr(m->name, 0, sizeof m->name) ||
+            alloy_check_identifier(m->name, "tensor map") != ALLOY_OK)
             return ALLOY_ERROR_INVALID_ARGUMENT;
     }
     for (int i = 0; i < req->n_templates; i++) {
@@ -463,7 +483,7 @@ static void compute_slots(const alloy_codegen_request *req, const mentions *m, u
         slots[i] = s;
         k += 1 + (s & 1u) + ((s >> 1) & 1u); /* data, then each slot */
     }
-    *n_slots = k + req->n_outputs + req->n_constants;
+    *n_slots = k + req->n_outputs + req->n_constants + req->n_tensor_maps;
 }
 
 /* Every backend computes the thread attributes with these formulas over its
@@ -647,6 +667,7 @@ static alloy_status emit_cpu_regions(alloy_strbuf *sb, const alloy_codegen_reque
         names_add(&uni, in->name, "_ndim");
     }
     for (int c = 0; c < req->n_constants; c++) names_add(&uni, req->constants[c].name, NULL);
+    for (int m = 0; m < req->n_tensor_maps; m++) names_add(&uni, req->tensor_maps[m].name, NULL);
     for (int t = 0; t < req->n_templates; t++) names_add(&uni, req->templates[t].name, NULL);
     alloy_strbuf pro;
     alloy_sb_init(&pro);

@@ -18,6 +18,8 @@
  *                      if referenced (not for 0-d)
  *   for each output j: data
  *   for each launch constant: its value (by value, in the dtype's C type)
+ *   for each tensor map: the map (CUDA: the encoded 128-byte CUtensorMap,
+ *                      by value; CPU: a pointer to an alloy_tensor_map)
  * (`<in>_ndim` is no slot: it is a compile-time constant of the
  * specialisation.) */
 #ifndef ALLOY_DIALECT_H
@@ -25,6 +27,7 @@
 
 #include <stdint.h>
 #include "alloy/dtype.h"
+#include "alloy/kernel.h"
 #include "alloy/status.h"
 
 typedef enum alloy_codegen_target {
@@ -122,6 +125,13 @@ typedef struct alloy_constant_arg {
     } value; /* the launch's value, in the dtype's C type */
 } alloy_constant_arg;
 
+/* A tensor map of a launch: the body sees `const alloy_tensor_map &name`
+ * (only the name is part of the generated code; the spec is the launch's). */
+typedef struct alloy_tensor_map_arg {
+    char name[64];
+    alloy_tensor_map_spec spec;
+} alloy_tensor_map_arg;
+
 typedef struct alloy_codegen_request {
     alloy_codegen_target target;
     const char *kernel_name;
@@ -136,6 +146,8 @@ typedef struct alloy_codegen_request {
     const alloy_template_arg *templates;
     int n_constants; /* launch constants: one argument slot each, after the outputs */
     const alloy_constant_arg *constants;
+    int n_tensor_maps; /* tensor maps: one argument slot each, after the constants */
+    const alloy_tensor_map_arg *tensor_maps;
     /* The launch's geometry class (alloy_launch_geometry): which dimensions
      * have a partial last threadgroup, and in which the rounded-up grid
      * passes 2^32 threads. A target may use it to drop the out-of-grid check

@@ -24,7 +24,7 @@
 #ifndef ALLOY_CPU_ABI_H
 #define ALLOY_CPU_ABI_H
 
-#define ALLOY_CPU_ABI_VERSION 3u
+#define ALLOY_CPU_ABI_VERSION 4u
 #define ALLOY_CPU_SIMD_WIDTH 32u
 #define ALLOY_CPU_SIMD_SLOT 64u /* bytes per lane in a SIMD exchange */
 
@@ -33,6 +33,26 @@ extern "C" {
 #endif
 
 typedef struct alloy_cpu_sched alloy_cpu_sched;
+
+/* A tensor map argument (alloy_launch_set_tensor_map) as a CPU body sees it:
+ * the view the map describes, so the body's CPU path can reach the region a
+ * copy would move. Checked by the runtime: every element it names lies in
+ * the input or output it describes. Fields past `rank` are unspecified. (This header precedes the
+ * prelude's int64_t: the compiler's own type is int64_t on both sides.) */
+#if defined(__INT64_TYPE__)
+#define ALLOY_ABI_INT64 __INT64_TYPE__
+#else
+#define ALLOY_ABI_INT64 long long
+#endif
+typedef struct alloy_tensor_map {
+    const void *base;          /* the array's data + offset elements (16-byte aligned) */
+    int rank;                  /* 1..5 */
+    int elem_size;             /* bytes: 1, 2, 4 or 8 */
+    ALLOY_ABI_INT64 dims[5];    /* extents in elements, innermost first */
+    ALLOY_ABI_INT64 strides[5]; /* element strides, innermost first (strides[0] == 1) */
+    unsigned int box[5];       /* elements one copy moves per dimension */
+    unsigned int swizzle;      /* 0, 32, 64 or 128 bytes */
+} alloy_tensor_map;
 
 /* Runtime services a synchronising kernel calls (fiber mode only). */
 typedef struct alloy_cpu_services {

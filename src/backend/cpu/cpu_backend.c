@@ -395,6 +395,21 @@ static int run_group_task(void *arg, size_t index) {
     return 1;
 }
 
+/* The body's view of a tensor map (cpu_abi.h), from the core's checked spec. */
+static void fill_tensor_map(alloy_tensor_map *t, const alloy_arg *a) {
+    const alloy_tensor_map_spec *s = a->tensor_map;
+    memset(t, 0, sizeof *t);
+    t->base = a->ptr;
+    t->rank = s->rank;
+    t->elem_size = (int)alloy_dtype_size(a->dtype);
+    for (int d = 0; d < s->rank && d < ALLOY_TENSOR_MAP_MAX_RANK; d++) {
+        t->dims[d] = s->dims[d];
+        t->strides[d] = s->strides[d];
+        t->box[d] = s->box[d];
+    }
+    t->swizzle = s->swizzle;
+}
+
 static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_launch_args *args,
                                alloy_stream *stream) {
     (void)dev, (void)stream;
@@ -402,6 +417,8 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
     cpu_launch_ctx c;
     void *stack_ptrs[64];
     void **ptrs = stack_ptrs;
+    alloy_tensor_map maps[ALLOY_MAX_TENSOR_MAPS]; /* live for the (synchronous) launch */
+    int n_maps = 0;
     if (args->n_args > 64) {
         ptrs = malloc((size_t)args->n_args * sizeof *ptrs);
         if (!ptrs) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
@@ -412,6 +429,15 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
         case ALLOY_ARG_SHAPE: ptrs[i] = a->shape; break;
         case ALLOY_ARG_STRIDES: ptrs[i] = a->strides; break;
         case ALLOY_ARG_VALUE: ptrs[i] = a->value; break;
+        case ALLOY_ARG_TENSOR_MAP:
+            if (n_maps == ALLOY_MAX_TENSOR_MAPS) {
+                if (ptrs != stack_ptrs) free(ptrs);
+                return alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': more than %d tensor maps",
+                                   args->kernel_name ? args->kernel_name : "?", ALLOY_MAX_TENSOR_MAPS);
+            }
+            fill_tensor_map(&maps[n_maps], a);
+            ptrs[i] = &maps[n_maps++];
+            break;
         default: ptrs[i] = a->ptr; break;
         }
     }

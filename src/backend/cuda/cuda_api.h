@@ -12,6 +12,7 @@
 #define ALLOY_CUDA_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifndef ALLOY_CUDA_TYPES_DEFINED
 typedef int CUresult;
@@ -25,6 +26,14 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef uint32_t cuuint32_t;
+typedef uint64_t cuuint64_t;
+typedef struct CUtensorMap_st CUtensorMap; /* 128 bytes, 64-byte aligned */
+typedef int CUtensorMapDataType;
+typedef int CUtensorMapInterleave;
+typedef int CUtensorMapSwizzle;
+typedef int CUtensorMapL2promotion;
+typedef int CUtensorMapFloatOOBfill;
 
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -68,6 +77,20 @@ typedef struct _nvrtcProgram *nvrtcProgram;
 /* CUjit_option values */
 #define ALLOY_CU_JIT_ERROR_LOG_BUFFER 5
 #define ALLOY_CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+
+/* Tensor maps (cuTensorMapEncodeTiled): the values used */
+#define ALLOY_CU_TENSOR_MAP_BYTES 128
+#define ALLOY_CU_TENSOR_MAP_DATA_TYPE_UINT8 0
+#define ALLOY_CU_TENSOR_MAP_DATA_TYPE_UINT16 1
+#define ALLOY_CU_TENSOR_MAP_DATA_TYPE_UINT32 2
+#define ALLOY_CU_TENSOR_MAP_DATA_TYPE_UINT64 4
+#define ALLOY_CU_TENSOR_MAP_INTERLEAVE_NONE 0
+#define ALLOY_CU_TENSOR_MAP_SWIZZLE_NONE 0
+#define ALLOY_CU_TENSOR_MAP_SWIZZLE_32B 1
+#define ALLOY_CU_TENSOR_MAP_SWIZZLE_64B 2
+#define ALLOY_CU_TENSOR_MAP_SWIZZLE_128B 3
+#define ALLOY_CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
+#define ALLOY_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
 
 /* Flags */
 #define ALLOY_CU_STREAM_NON_BLOCKING 0x1u
@@ -126,6 +149,14 @@ typedef struct alloy_cuda_driver {
                                unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                                unsigned int block_z, unsigned int shared_bytes, CUstream stream,
                                void **params, void **extra);
+    /* optional (CUDA 12 drivers and newer): only tensor maps need it */
+    CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                       cuuint32_t tensorRank, void *globalAddress,
+                                       const cuuint64_t *globalDim, const cuuint64_t *globalStrides,
+                                       const cuuint32_t *boxDim, const cuuint32_t *elementStrides,
+                                       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                       CUtensorMapL2promotion l2Promotion,
+                                       CUtensorMapFloatOOBfill oobFill);
 } alloy_cuda_driver;
 
 typedef struct alloy_nvrtc {

@@ -73,6 +73,12 @@ static int requires_sm90a_explicitly(const char *src) {
     return strstr(user_part(src), "ALLOY_REQUIRE_SM90A") != NULL;
 }
 
+/* A kernel parameter of codegen's (a tensor map) needs sm_90+: say so rather
+ * than let NVRTC reject the body's copy-engine instructions. */
+static int takes_tensor_map(const char *src) {
+    return strstr(user_part(src), "__grid_constant__ alloy_tensor_map alloy_a") != NULL;
+}
+
 /* ---- NVRTC ------------------------------------------------------------------------ */
 
 static char *trimmed_copy(const char *s) {
@@ -334,6 +340,13 @@ alloy_status alloy_cuda_compile(alloy_device *dev, const alloy_compile_job *job,
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
     int cc = d->cc_major * 10 + d->cc_minor;
+    alloy_status ts = takes_tensor_map(job->source)
+                          ? alloy_cuda_tensor_map_supported(d, job->kernel_name ? job->kernel_name : "?")
+                          : ALLOY_OK;
+    if (ts != ALLOY_OK) {
+        program_free(p);
+        return ts;
+    }
     if (requires_sm90a_explicitly(job->source) && cc != 90) {
         program_free(p);
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,

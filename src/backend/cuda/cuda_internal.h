@@ -157,6 +157,15 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log);
  * fills d->arch_num, d->sass (or d->arch_error). */
 void alloy_cuda_choose_arch(cuda_device *d);
 
+/* cuda_tensor_map.c */
+/* ALLOY_ERROR_UNSUPPORTED unless d can use tensor maps (sm_90 or newer and a
+ * driver with cuTensorMapEncodeTiled). */
+alloy_status alloy_cuda_tensor_map_supported(const cuda_device *d, const char *kname);
+/* A context current whose device supports tensor maps. Encodes the
+ * TENSOR_MAP argument a into `out` (ALLOY_CU_TENSOR_MAP_BYTES, 64-byte
+ * aligned). */
+alloy_status alloy_cuda_encode_tensor_map(const alloy_arg *a, const char *kname, void *out);
+
 /* cuda_launch.c */
 alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_launch_args *args,
                                alloy_stream *stream);

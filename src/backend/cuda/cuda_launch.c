@@ -5,7 +5,8 @@
  * threadgroup memory. Kernel parameters follow the dialect's slot order (see
  * src/dialect/dialect.h and the CUDA entry point in codegen.c): a buffer
  * passes its 64-bit device pointer, a shape its int32[8] and strides its int64[8] by value,
- * and the last parameter is the grid in threads (uint32[3]).
+ * a tensor map the CUtensorMap encoded now into a buffer on the stack, and the
+ * last parameter is the grid in threads (uint32[3]).
  *
  * This is the hot path: no allocation (up to 63 arguments), no hashing, no
  * formatting unless something fails. The function attribute for more than
@@ -114,16 +115,29 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
 
     void *stack_params[STACK_PARAMS];
     void **params = stack_params;
+    /* the encoded tensor maps: cuLaunchKernel copies them */
+    _Alignas(64) unsigned char maps[ALLOY_MAX_TENSOR_MAPS][ALLOY_CU_TENSOR_MAP_BYTES];
+    int n_maps = 0;
+    for (int i = 0; i < args->n_args; i++) n_maps += args->args[i].kind == ALLOY_ARG_TENSOR_MAP;
+    if (n_maps > ALLOY_MAX_TENSOR_MAPS)
+        return alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': %d tensor maps, more than %d", kname,
+                           n_maps, ALLOY_MAX_TENSOR_MAPS);
+    if (n_maps) {
+        alloy_status ts = alloy_cuda_tensor_map_supported(d, kname);
+        if (ts != ALLOY_OK) return ts;
+    }
     if (args->n_args + 1 > STACK_PARAMS) {
         params = malloc(((size_t)args->n_args + 1) * sizeof *params);
         if (!params) return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
+    n_maps = 0;
     for (int i = 0; i < args->n_args; i++) {
         alloy_arg *a = &args->args[i];
         switch (a->kind) {
         case ALLOY_ARG_SHAPE: params[i] = a->shape; break;
         case ALLOY_ARG_STRIDES: params[i] = a->strides; break;
         case ALLOY_ARG_VALUE: params[i] = a->value; break; /* the value itself */
+        case ALLOY_ARG_TENSOR_MAP: params[i] = maps[n_maps++]; break; /* encoded below */
         default: params[i] = &a->ptr; break; /* the device pointer itself, 8 bytes */
         }
     }
@@ -135,7 +149,11 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
     if (r != ALLOY_CUDA_SUCCESS) {
         st = alloy_cuda_fail(ALLOY_ERROR_LAUNCH, r, "cuCtxSetCurrent", kname);
     } else {
-        if ((long long)smem > (long long)atomic_load_explicit(&p->smem_set, memory_order_acquire))
+        for (int i = 0; i < args->n_args && st == ALLOY_OK; i++)
+            if (args->args[i].kind == ALLOY_ARG_TENSOR_MAP)
+                st = alloy_cuda_encode_tensor_map(&args->args[i], kname, params[i]);
+        if (st == ALLOY_OK &&
+            (long long)smem > (long long)atomic_load_explicit(&p->smem_set, memory_order_acquire))
             st = allow_smem(d, p, kname, smem);
         if (st == ALLOY_OK) {
             r = alloy_cu.cuLaunchKernel(p->fn, grid[0], grid[1], grid[2], block[0], block[1],

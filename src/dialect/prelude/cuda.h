@@ -52,6 +52,13 @@ struct alloy_i64x8 {
 struct alloy_launch_info {
     unsigned grid[3];
 };
+/* A tensor map (alloy_launch_set_tensor_map): the 128-byte CUtensorMap the
+ * runtime encodes at each launch, passed by value as a __grid_constant__
+ * parameter; `&map` is its generic address, the operand of
+ * cp.async.bulk.tensor and prefetch.tensormap. */
+struct alignas(64) alloy_tensor_map {
+    unsigned long long opaque[16];
+};
 
 /* The launch's dynamic threadgroup memory (`alloy_threadgroup_memory`). */
 extern __shared__ __align__(16) unsigned char alloy_dyn_smem[];
