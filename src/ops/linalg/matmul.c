@@ -21,11 +21,13 @@
 #include "alloy/linalg.h"
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/env_override.h"
 #include "batch_layout.h"
 #include "matmul_tf32.h"
 
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
+static const char WGMMA_TMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma_tma.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 static const char TINY_FILE[] = "src/ops/linalg/kernels/matmul_tiny.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
@@ -120,6 +122,7 @@ typedef struct plan {
     int persistent; /* a grid of at most this many threadgroups that loop over the tiles (0: one per tile) */
     int per_group;  /* matrices per threadgroup, M and N in one tile (0: tiles of each matrix) */
     int64_t resident; /* per_group kernels: threadgroups resident at once (0: one per per_group matrices) */
+    int tensor_maps;  /* the kernel reads A and B and writes C through tensor maps ta, tb, tc */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -127,7 +130,9 @@ typedef struct layout {
     const void *a, *b;     /* first elements */
     int64_t sa_b, sa_m, sa_k, sb_b, sb_k, sb_n;
     int64_t outer_a, outer_b; /* the outer batch strides OR-ed (alignment of every origin) */
-    int64_t m, n;
+    int64_t m, n, k;
+    const void *c;         /* the result's first element (row-major, rows of n) */
+    double beta;
 } layout;
 
 /* Rows of 16-byte-aligned, unit-stride elements of `size` bytes (what
@@ -141,18 +146,30 @@ static int is_hopper(alloy_device *dev) {
     return alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) == 90;
 }
 
+static int is16(alloy_dtype dt) { return dt == ALLOY_FLOAT16 || dt == ALLOY_BFLOAT16; }
+
+/* matmul_wgmma_tma's case: 16-bit in and out, beta == 0, K >= 1, C's rows
+ * 16-byte aligned (A's and B's are checked with the wgmma kernel's), unless
+ * ALLOY_MATMUL_TMA=0 (for timing against matmul_wgmma). */
+static int tma_fits(alloy_dtype in, alloy_dtype outdt, const layout *lay) {
+    return is16(in) && is16(outdt) && lay->beta == 0.0 && lay->k >= 1 && lay->n % 8 == 0 &&
+           ((uintptr_t)lay->c % 16) == 0 && alloy_ops_env_int("ALLOY_MATMUL_TMA", 0, 1, 1);
+}
+
 static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt, const layout *lay,
                                   plan *p, alloy_launch *l) {
     const int hopper = is_hopper(dev);
     alloy_status st;
-    if (hopper && (in == ALLOY_BFLOAT16 || in == ALLOY_FLOAT16) &&
-        rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
+    if (hopper && is16(in) && rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
         rows16(lay->b, 2, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
-        p->file = WGMMA_FILE;
+        p->tensor_maps = tma_fits(in, outdt, lay);
+        p->file = p->tensor_maps ? WGMMA_TMA_FILE : WGMMA_FILE;
         p->tile_m = 128;
         p->tile_n = 256;
-        p->threads = 256;
-        p->threadgroup_memory = 4 * 48 * 1024 + 1024;
+        p->threads = p->tensor_maps ? 384 : 256;
+        /* 3 stages of 48 KB and 64 KB of staged outputs, or 4 stages; 1 KB
+         * for the alignment to 1024 bytes, the mbarriers after */
+        p->threadgroup_memory = p->tensor_maps ? 3 * 48 * 1024 + 64 * 1024 + 2048 : 4 * 48 * 1024 + 1024;
         /* one threadgroup per SM (its shared memory allows no second) */
         p->persistent = alloy_device_multiprocessor_count(dev);
         if (p->persistent < 1) p->persistent = 1;
@@ -187,6 +204,41 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
     if (st == ALLOY_OK)
         st = alloy_launch_add_template_dtype(l, "ACC", in == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32);
+    return st;
+}
+
+/* One tensor map of matmul_wgmma_tma: a (cols, rows, batch) view of operand
+ * `operand` (inputs A, B, then the output C) from element `off`, unit column
+ * stride, boxes of bx x by x 1, 128-byte swizzle. A batch the operand does not
+ * step through (stride 0, or one matrix) has an extent of 1; an extent of 1
+ * takes any valid stride (the map's strides must be positive multiples of 16
+ * bytes even where nothing steps). */
+static alloy_status set_map(alloy_launch *l, const char *name, int operand, int64_t off, int64_t cols,
+                            int64_t rows, int64_t rs, int64_t batch, int64_t bs, uint32_t bx, uint32_t by) {
+    alloy_tensor_map_spec m;
+    memset(&m, 0, sizeof m);
+    m.operand = operand;
+    m.rank = 3;
+    m.offset = off;
+    m.dims[0] = cols;
+    m.dims[1] = rows;
+    m.dims[2] = bs != 0 ? batch : 1;
+    m.strides[0] = 1;
+    m.strides[1] = rows > 1 ? rs : 8;
+    m.strides[2] = m.dims[2] > 1 ? bs : 8;
+    m.box[0] = bx;
+    m.box[1] = by;
+    m.box[2] = 1;
+    m.swizzle = 128;
+    return alloy_launch_set_tensor_map(l, name, &m);
+}
+
+static alloy_status set_tensor_maps(alloy_launch *l, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t oa,
+                                    int64_t sa_m, int64_t sa_b, int64_t ob, int64_t sb_k, int64_t sb_b, int64_t oc,
+                                    int64_t sc_b) {
+    alloy_status st = set_map(l, "ta", 0, oa, K, M, sa_m, batch, sa_b, 64, 128);
+    if (st == ALLOY_OK) st = set_map(l, "tb", 1, ob, N, K, sb_k, batch, sb_b, 64, 64);
+    if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, 64, 64);
     return st;
 }
 
@@ -335,7 +387,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
         outer_b |= s[1][d];
     }
     const layout lay = {alloy_array_data(a), alloy_array_data(b), sab, A.rs, A.cs, sbb, B.rs, B.cs,
-                        outer_a, outer_b, M, N};
+                        outer_a, outer_b, M, N, K, alloy_array_data(c), o.beta};
     if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, &lay, &p, l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
@@ -400,6 +452,9 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                 if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "b_off", ALLOY_INT64, offs[1] + i0 * sbb);
                 if (st == ALLOY_OK)
                     st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb + m0 * N);
+                if (st == ALLOY_OK && p.tensor_maps) /* the maps' origins move with the offsets */
+                    st = set_tensor_maps(l, M, N, K, n, offs[0] + i0 * sab, A.rs, sab, offs[1] + i0 * sbb, B.rs, sbb,
+                                         offs[2] + i0 * scb, scb);
                 alloy_array *res = NULL;
                 if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
                 alloy_array_free(res);

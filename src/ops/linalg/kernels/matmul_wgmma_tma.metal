@@ -1,0 +1,192 @@
+// matmul_wgmma_tma: C = alpha * A B for bfloat16 or float16 operands and a
+// 16-bit C on Hopper's tensor cores, with the copy engine (TMA) moving every
+// tile: the loads of A and B into the 128-byte-swizzled layouts wgmma reads,
+// and the stores of C. A is M x K and B is K x N with unit column strides and
+// 16-byte aligned rows, C row-major with 16-byte aligned rows, beta == 0
+// (the host sends everything else to matmul_wgmma, which this kernel
+// otherwise follows: bench/experiments/NOTES.md, "Hopper bf16 GEMM mainloop
+// without tensor maps", has the experiment behind both).
+// Tensor maps (launch arguments the host encodes per launch, 128-byte
+// swizzle): ta over A as (K, M, batch) with boxes of 64 x 128 x 1, tb over B
+// as (N, K, batch) with boxes of 64 x 64 x 1, tc over C as (N, M, batch)
+// with boxes of 64 x 64 x 1. A broadcast operand (batch stride 0) has a
+// batch extent of 1 and is read at batch 0. The copy engine fills what lies
+// outside a map with zeros and stores nothing there, so any M, N, K >= 1
+// works with no bounds checks in the kernel.
+// Design: 384 threads. Warpgroup 0 is the producer: one thread issues the
+// copies of each K step (A's 128 x 64 box, B's four 64 x 64 boxes) into one
+// of 3 stages of 48 KB and arms the stage's `full` mbarrier with the byte
+// count; it waits on the stage's `empty` mbarrier before refilling it.
+// Warpgroups 1 and 2 are the consumers, 64 x 256 of the 128 x 256 output tile
+// each (128 float accumulators a thread): they wait on `full`, run four
+// m64n256k16 wgmma a step and release the stage once the next step's wgmma
+// are issued and the previous ones done. Registers move from the producer to
+// the consumers with setmaxnreg (40 / 232). Persistent grid: threadgroup g
+// of P takes tiles g, g + P, ... of batch x tile rows x tile columns (tile
+// rows rasterised in groups of 8 per matrix), and the producer runs ahead
+// across tiles, so a tile's first loads overlap the previous tile's
+// epilogue.
+// Epilogue: each consumer scales its accumulators by alpha, rounds them to
+// TOUT and writes them with stmatrix into its own 32 KB of threadgroup
+// memory in the layout of tc's boxes; one thread issues the four box stores
+// and goes on — the stores drain while the next tile's products
+// run, and the region is reused only after they have read it.
+// On the CPU the body loops over the same tiles in the same order, element
+// by element (the maps unused; the op never picks this kernel off a Hopper
+// GPU).
+// Launch: any grid of threadgroups of (384, 1, 1) (the op's: (P*384, 1, 1)
+// with P = min(tiles, SMs)), threadgroup memory 3 * 48 KB + 64 KB + 2 KB;
+// launch constants as matmul_wgmma's.
+//! name: alloy_matmul_wgmma_tma
+//! inputs: A B
+//! outputs: C
+//! ensure_row_contiguous: false
+//! template: TIN=bfloat16
+//! template: TOUT=bfloat16
+//! header:
+#undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
+#include "src/ops/linalg/kernels/wgmma_tile.h"
+#if defined(ALLOY_BACKEND_CUDA)
+METAL_FUNC void tma_bar_init(uint bar, uint count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+/* waits until the phase of the given parity has completed */
+METAL_FUNC void tma_bar_wait(uint bar, uint parity) {
+    /* the label is local to the braces' scope, so every inlined copy may reuse it */
+    asm volatile("{\n.reg .pred done;\nTMA_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra TMA_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+METAL_FUNC void tma_bar_arrive(uint bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+/* the producer's arrival, announcing the bytes the copies will complete */
+METAL_FUNC void tma_bar_expect(uint bar, uint bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+METAL_FUNC void tma_load3(uint dst, const alloy_tensor_map &map, int x, int y, int z, uint bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(dst), "l"(&map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
+}
+METAL_FUNC void tma_store3(const alloy_tensor_map &map, int x, int y, int z, uint src) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
+                 :: "l"(&map), "r"(x), "r"(y), "r"(z), "r"(src) : "memory");
+}
+#endif
+//! body:
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3;
+constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
+constexpr int C_PART = 64 * BN * 2; /* one consumer's staged outputs */
+const uint tid = thread_index_in_threadgroup;
+const int gm = int((M + BM - 1) / BM), gn = int((N + BN - 1) / BN);
+const int tiles = int(batch) * gm * gn;
+const int P = int(threadgroups_per_grid.x * threadgroups_per_grid.y * threadgroups_per_grid.z);
+const int g0 = int(threadgroup_position_in_grid.x +
+                   threadgroups_per_grid.x * (threadgroup_position_in_grid.y +
+                                              threadgroups_per_grid.y * threadgroup_position_in_grid.z));
+const float al = float(alpha);
+
+#if defined(ALLOY_BACKEND_CUDA)
+threadgroup uchar *smem = (threadgroup uchar *)(((ulong)alloy_threadgroup_memory + 1023) & ~1023ul);
+const uint sbase = mm_smem_u32(smem), cbase = sbase + uint(STAGES * STAGE);
+const uint full0 = cbase + uint(2 * C_PART), empty0 = full0 + uint(8 * STAGES); /* mbarriers, 8 bytes each */
+const int KT = int((K + BK - 1) / BK);
+if (tid == 0) {
+    for (int s = 0; s < STAGES; s++) {
+        tma_bar_init(full0 + uint(8 * s), 1);  /* the producer's expect_tx */
+        tma_bar_init(empty0 + uint(8 * s), 2); /* one arrival per consumer warpgroup */
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+threadgroup_barrier(mem_flags::mem_threadgroup);
+const int wg = int(tid / 128);
+if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (tid == 0) {
+        asm volatile("prefetch.tensormap [%0];\n" :: "l"(&ta) : "memory");
+        asm volatile("prefetch.tensormap [%0];\n" :: "l"(&tb) : "memory");
+        int it = 0; /* K steps issued, over all of this threadgroup's tiles */
+        for (int tile = g0; tile < tiles; tile += P) {
+            long bz, bm, bn;
+            mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
+            const int za = sa_b == 0 ? 0 : int(bz), zb = sb_b == 0 ? 0 : int(bz);
+            for (int t = 0; t < KT; t++, it++) {
+                const int s = it % STAGES;
+                const uint full = full0 + uint(8 * s), sa = sbase + uint(s * STAGE), sb = sa + A_STAGE;
+                tma_bar_wait(empty0 + uint(8 * s), uint(((it / STAGES) & 1) ^ 1));
+                tma_bar_expect(full, STAGE);
+                tma_load3(sa, ta, t * BK, int(bm), za, full);
+                #pragma unroll
+                for (int j = 0; j < BN / 64; j++) tma_load3(sb + uint(j * BK * 128), tb, int(bn) + 64 * j, t * BK, zb, full);
+            }
+        }
+    }
+} else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int cw = wg - 1, ctid = int(tid % 128), warp = ctid / 32, lane = ctid % 32;
+    const uint region = cbase + uint(cw * C_PART);
+    // stmatrix: lane 8q + r addresses row r of matrix q (rows 0-7 / 8-15 of
+    // the warp's 16, column blocks j / j + 1)
+    const int srow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, sblk = lane >> 4;
+    int it = 0; /* K steps consumed */
+    float d[128];
+    for (int tile = g0; tile < tiles; tile += P) {
+        #pragma unroll
+        for (int i = 0; i < 128; i++) d[i] = 0.0f;
+        for (int t = 0; t < KT; t++, it++) {
+            const int s = it % STAGES;
+            const uint sa = sbase + uint(s * STAGE + cw * (64 * 128)), sb = sbase + uint(s * STAGE + A_STAGE);
+            tma_bar_wait(full0 + uint(8 * s), uint((it / STAGES) & 1));
+            asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+            #pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
+                const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
+                if constexpr (metal::is_same_v<TIN, half>) mm_wgmma_f16(d, da, db);
+                else mm_wgmma_bf16(d, da, db);
+            }
+            asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+            // the previous step's products are done: its stage goes back
+            asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+            if (t > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        if (KT > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
+        long bz, bm, bn;
+        mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
+        // the previous tile's stores have read the region
+        if (ctid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+        mm_bar_warpgroup(cw);
+        // column block b (8 columns, 16 bytes) of row r: box b / 8, chunk
+        // (b % 8) ^ (r % 8) of the box's 128-byte row r (the 128-byte swizzle)
+        #pragma unroll
+        for (int j = 0; j < 32; j += 2) {
+            const int blk = j + sblk;
+            mm_stmatrix4(region + uint((blk >> 3) * 8192 + srow * 128 + (((blk & 7) ^ (srow & 7)) << 4)),
+                         mm_pack2<TOUT>(al * d[4 * j], al * d[4 * j + 1]),
+                         mm_pack2<TOUT>(al * d[4 * j + 2], al * d[4 * j + 3]),
+                         mm_pack2<TOUT>(al * d[4 * j + 4], al * d[4 * j + 5]),
+                         mm_pack2<TOUT>(al * d[4 * j + 6], al * d[4 * j + 7]));
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
+        mm_bar_warpgroup(cw);
+        if (ctid == 0) {
+            #pragma unroll
+            for (int b = 0; b < BN / 64; b++)
+                tma_store3(tc, int(bn) + 64 * b, int(bm) + 64 * cw, int(bz), region + uint(b * 8192));
+            asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+        }
+    }
+    if (ctid == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+#else
+// Other targets: the same tiles in the same order, element by element.
+for (int tile = g0; tile < tiles; tile += P) {
+    long bz, bm, bn;
+    mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
+    mm_tile_reference<BM, BN, TOUT>(A + (a_off + bz * sa_b), B + (b_off + bz * sb_b), C + (c_off + bz * sc_b), bm,
+                                    bn, M, N, K, sa_m, sa_k, sb_k, sb_n, sc_m, al, 0.0f, false, int(tid),
+                                    int(threads_per_threadgroup.x));
+}
+#endif
