@@ -70,11 +70,15 @@ static int64_t rows_per_sm(int fwd, int pf, int64_t smem) {
  *         against 89.5%, VSUM 0). On an H200 one row ahead with VSUM took
  *         16-bit LayerNorm's rows of 1024 from 73 to 82% (bfloat16) and 71 to
  *         78% (float16), and RMSNorm's from 89 to 79-80%: LayerNorm takes it.
- *   REGS  RMSNorm's column sums in registers where a lane has at most 16
+ *   REGS  the column sums in registers where a lane has at most 16
  *         elements and they and the row's x and dy chunks take at most 48
- *         registers, else in threadgroup memory (LayerNorm's too: on an H100
- *         registers were slower for its per-head rows, 84.9% of copy against
- *         88.4% for bfloat16).
+ *         registers, else in threadgroup memory. For LayerNorm since the
+ *         vector column sums: on an H200 (same call, two rounds) its 16-bit
+ *         heads of 512 went from 84.8 to 93.1-93.5% of copy (float16) and
+ *         85.8 to 87.5% (bfloat16); on an H100, before those sums, registers
+ *         had been slower there (84.9% against 88.4%, bfloat16). Rows of 1024
+ *         (32 elements a lane) stay in threadgroup memory: forced into
+ *         registers they spill (bfloat16 26%, float16 46%).
  *   SPLIT 1: the deviations' squares in a pass of their own, reduced before
  *         the g sums (the order of the kernel before), 0: in the g sums' pass.
  *   VSUM  1: that pass's sums reduced as one vector (their shuffles
@@ -118,7 +122,7 @@ static int bwd_vsum(alloy_dtype dt, int rms) {
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
     const int64_t ne = nc * (16 / (int64_t)alloy_dtype_size(dt));
     const int64_t words = (rms ? 1 : 2) * ne * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) / 4;
-    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, rms && ne <= 16 && 8 * nc + words <= 48);
+    return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_REGS", 0, 1, ne <= 16 && 8 * nc + words <= 48);
 }
 
 /* Whether the forward loads each row's next row ahead (norm_rows' PF), its
