@@ -23,6 +23,7 @@ static void test_cpu_device(void) {
     CHECK(strcmp(alloy_device_name(a), "cpu") == 0);
     CHECK(alloy_device_backend(a) == ALLOY_BACKEND_CPU);
     CHECK(alloy_device_compute_capability(a) == 0 && alloy_device_multiprocessor_count(a) == 0);
+    CHECK(alloy_device_has_tensor_maps(a) == 1 && alloy_device_has_tensor_maps(NULL) == 0);
     CHECK(alloy_device_description(a) != NULL && alloy_device_description(a)[0] != '\0');
     /* the implementation parses "<backend>:<ordinal>" for every backend, so
      * "cpu:0" names the one CPU device; "cpu:1" does not exist */
@@ -50,6 +51,8 @@ static void test_auto_device(void) {
     }
     if (!(env && *env) && have_cuda) CHECK(a == cuda);
     if (have_cuda) CHECK(alloy_device_multiprocessor_count(cuda) > 0); /* what a persistent grid launches */
+    /* tensor maps on Hopper and newer (with a driver that encodes them: CUDA 12 and newer) */
+    if (have_cuda) CHECK(alloy_device_has_tensor_maps(cuda) == (alloy_device_compute_capability(cuda) >= 90));
 }
 
 static void test_cuda_unavailable(void) {

@@ -34,6 +34,10 @@ int alloy_device_compute_capability(const alloy_device *device);
 /* A CUDA device's number of streaming multiprocessors (what a persistent
  * grid of one threadgroup per SM launches); 0 for other devices. */
 int alloy_device_multiprocessor_count(const alloy_device *device);
+/* 1 when kernels launched on the device may carry tensor maps
+ * (alloy_launch_set_tensor_map): the CPU, and CUDA devices of compute
+ * capability 9.0 or newer whose driver has cuTensorMapEncodeTiled. */
+int alloy_device_has_tensor_maps(const alloy_device *device);
 
 /* Waits until all work queued on every stream of the device has finished. */
 alloy_status alloy_device_synchronize(alloy_device *device);

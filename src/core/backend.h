@@ -73,6 +73,7 @@ struct alloy_device {
     void *impl;                         /* backend-owned */
     int compute_capability;             /* CUDA: major * 10 + minor (90 = Hopper); 0 elsewhere */
     int multiprocessor_count;           /* CUDA: SMs; 0 elsewhere */
+    int tensor_maps;                    /* launches may carry tensor maps (set by device_init) */
     struct alloy_program_cache *cache;  /* in-memory programs of this device */
     alloy_stream *default_stream;
 };

@@ -167,6 +167,7 @@ const char *alloy_device_description(const alloy_device *d) { return d ? d->desc
 alloy_backend_kind alloy_device_backend(const alloy_device *d) { return d->backend->kind; }
 int alloy_device_compute_capability(const alloy_device *d) { return d ? d->compute_capability : 0; }
 int alloy_device_multiprocessor_count(const alloy_device *d) { return d ? d->multiprocessor_count : 0; }
+int alloy_device_has_tensor_maps(const alloy_device *d) { return d ? d->tensor_maps : 0; }
 
 alloy_status alloy_device_synchronize(alloy_device *d) {
     if (!d) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "device is NULL");

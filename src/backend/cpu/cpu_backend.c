@@ -53,6 +53,7 @@ static alloy_status cpu_probe(int *device_count, char *why, size_t why_len) {
 }
 
 static alloy_status cpu_device_init(alloy_device *dev) {
+    dev->tensor_maps = 1; /* a plain struct (cpu_abi.h) */
     const char *version = alloy_cpu_compiler_version();
     int threads = alloy_cpu_pool_threads();
     if (version)

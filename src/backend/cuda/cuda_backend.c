@@ -107,6 +107,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
     dev->impl = d;
     dev->compute_capability = d->cc_major * 10 + d->cc_minor;
     dev->multiprocessor_count = d->sm_count;
+    dev->tensor_maps = d->cc_major >= 9 && alloy_cu.cuTensorMapEncodeTiled; /* alloy_cuda_tensor_map_supported */
     return ALLOY_OK;
 }
 

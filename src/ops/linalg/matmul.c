@@ -148,11 +148,13 @@ static int is_hopper(alloy_device *dev) {
 
 static int is16(alloy_dtype dt) { return dt == ALLOY_FLOAT16 || dt == ALLOY_BFLOAT16; }
 
-/* matmul_wgmma_tma's case: 16-bit in and out, beta == 0, K >= 1, C's rows
- * 16-byte aligned (A's and B's are checked with the wgmma kernel's), unless
- * ALLOY_MATMUL_TMA=0 (for timing against matmul_wgmma). */
-static int tma_fits(alloy_dtype in, alloy_dtype outdt, const layout *lay) {
-    return is16(in) && is16(outdt) && lay->beta == 0.0 && lay->k >= 1 && lay->n % 8 == 0 &&
+/* matmul_wgmma_tma's case: a device whose launches take tensor maps, 16-bit
+ * in and out, beta == 0, K >= 1, C's rows 16-byte aligned (A's and B's are
+ * checked with the wgmma kernel's), unless ALLOY_MATMUL_TMA=0 (for timing
+ * against matmul_wgmma). */
+static int tma_fits(alloy_device *dev, alloy_dtype in, alloy_dtype outdt, const layout *lay) {
+    return alloy_device_has_tensor_maps(dev) && is16(in) && is16(outdt) && lay->beta == 0.0 && lay->k >= 1 &&
+           lay->n % 8 == 0 &&
            ((uintptr_t)lay->c % 16) == 0 && alloy_ops_env_int("ALLOY_MATMUL_TMA", 0, 1, 1);
 }
 
@@ -162,7 +164,7 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
     alloy_status st;
     if (hopper && is16(in) && rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
         rows16(lay->b, 2, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
-        p->tensor_maps = tma_fits(in, outdt, lay);
+        p->tensor_maps = tma_fits(dev, in, outdt, lay);
         p->file = p->tensor_maps ? WGMMA_TMA_FILE : WGMMA_FILE;
         p->tile_m = 128;
         p->tile_n = 256;
