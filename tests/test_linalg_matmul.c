@@ -584,17 +584,21 @@ static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off,
     CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
 }
 
-/* matmul_wgmma_tma launched directly (the copy engine on a Hopper GPU, the
- * portable path elsewhere) with `groups` persistent threadgroups: a batch of
+/* matmul_wgmma_tma (pingpong: matmul_wgmma_pingpong, its 128 x 128 tiles
+ * and boxes of C 128 rows high) launched directly (the copy engine on a
+ * Hopper GPU, the portable path elsewhere) with `groups` persistent
+ * threadgroups: a batch of
  * M x K times K x N (B from a wider matrix of NB columns, shared by every
  * matrix when b_shared), 16-bit C at an element offset (a multiple of 8:
  * its rows are 16-byte aligned) whose elements before it stay untouched,
  * alpha; edges in M, N and K fall to the copy engine's zero fill and
  * clipped stores. */
-static void tma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t NB,
-                     int b_shared, int64_t c_off, uint32_t groups, double alpha) {
+static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha) {
     alloy_kernel *k = NULL;
-    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_wgmma_tma.metal", &k));
+    CHECK_OK(alloy_catalog_kernel(pingpong ? "src/ops/linalg/kernels/matmul_wgmma_pingpong.metal"
+                                           : "src/ops/linalg/kernels/matmul_wgmma_tma.metal",
+                                  &k));
     if (!k) return;
     int64_t sa[3] = {batch, M, K}, sb[3] = {b_shared ? 1 : batch, K, NB};
     host_arr A = make(in, 3, sa), B = make(in, 3, sb);
@@ -607,27 +611,29 @@ static void tma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, 
     CHECK_OK(alloy_launch_add_output_array(l, c));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
-    CHECK_OK(alloy_launch_set_threadgroup_memory(l, 3 * 48 * 1024 + 64 * 1024 + 2048));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
+                                                             : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
     const struct { const char *n; int64_t v; } ints[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", batch}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1},
         {"sb_b", sbb}, {"sb_k", NB}, {"sb_n", 1}, {"sc_b", M * N}, {"sc_m", N},
-        {"tile_m", 128}, {"tile_n", 256}, {"a_off", 0}, {"b_off", 0}, {"c_off", c_off}};
+        {"tile_m", 128}, {"tile_n", pingpong ? 128 : 256}, {"a_off", 0}, {"b_off", 0}, {"c_off", c_off}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
     CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
     tma_map(l, "ta", 0, 0, K, M, K, batch, M * K, 64, 128);
     tma_map(l, "tb", 1, 0, N, K, NB, batch, sbb, 64, 64);
-    tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, 64, 64);
+    tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, 64, pingpong ? 128 : 64);
     CHECK_OK(alloy_launch_set_grid(l, groups * 384, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
     alloy_array *ins[2] = {A.a, B.a};
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     char label[128];
-    snprintf(label, sizeof label, "wgmma_tma %s->%s batch %lld M=%lld N=%lld K=%lld groups %u", alloy_dtype_name(in),
-             alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K, groups);
+    snprintf(label, sizeof label, "%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
+             pingpong ? "wgmma_pingpong" : "wgmma_tma", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
+             (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
     const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, 0.0, 2e-7, 0.0);
     CHECK_MSG(bad == 0, "matmul_wgmma_tma: %d of %lld elements wrong", bad, (long long)nc);
@@ -643,17 +649,20 @@ static void tma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, 
 static void test_wgmma_tma(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
-    /* 12 tiles (3 matrices of 2 x 2, edges in M, N and K) over 4 and 5 threadgroups, C at an offset */
-    tma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 4, 1.0);
-    tma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0);
-    /* whole tiles, B shared by the batch, many K steps across tiles through 3 stages, alpha */
-    tma_case(ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 328, 512, 1, 0, 3, -0.5);
-    /* a mixed output dtype, K shorter than a step, more threadgroups than tiles */
-    tma_case(ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 40, 264, 0, 0, 5, 1.0);
-    /* one row, one threadgroup; 8 columns of a wider B */
-    tma_case(ALLOY_FLOAT16, ALLOY_BFLOAT16, 2, 1, 8, 24, 16, 0, 16, 1, 2.0);
-    /* one K step a tile, 9 tiles over 2 threadgroups */
-    tma_case(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0);
+    for (int pp = 0; pp < 2; pp++) {
+        /* 3 matrices with edges in M, N and K over 4 and 5 threadgroups (12 or 18 tiles: the
+         * ping-pong's two consumers take turns with an odd count left), C at an offset */
+        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 4, 1.0);
+        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0);
+        /* whole tiles, B shared by the batch, many K steps across tiles through the stages, alpha */
+        tma_case(pp, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 328, 512, 1, 0, 3, -0.5);
+        /* a mixed output dtype, K shorter than a step, more threadgroups than tiles */
+        tma_case(pp, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 40, 264, 0, 0, 5, 1.0);
+        /* one row, one threadgroup; 8 columns of a wider B */
+        tma_case(pp, ALLOY_FLOAT16, ALLOY_BFLOAT16, 2, 1, 8, 24, 16, 0, 16, 1, 2.0);
+        /* one K step a tile, 9 tiles over 2 threadgroups */
+        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0);
+    }
 }
 
 /* x rounded to TF32 as matmul_tf32_split.metal does (ties away, truncated

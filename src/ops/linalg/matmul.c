@@ -28,6 +28,7 @@
 static const char SIMT_FILE[] = "src/ops/linalg/kernels/matmul_simt.metal";
 static const char WGMMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma.metal";
 static const char WGMMA_TMA_FILE[] = "src/ops/linalg/kernels/matmul_wgmma_tma.metal";
+static const char WGMMA_PINGPONG_FILE[] = "src/ops/linalg/kernels/matmul_wgmma_pingpong.metal";
 static const char SMALL_FILE[] = "src/ops/linalg/kernels/matmul_small.metal";
 static const char TINY_FILE[] = "src/ops/linalg/kernels/matmul_tiny.metal";
 static const char CPU_FILE[] = "src/ops/linalg/kernels/matmul_cpu.metal";
@@ -123,6 +124,7 @@ typedef struct plan {
     int per_group;  /* matrices per threadgroup, M and N in one tile (0: tiles of each matrix) */
     int64_t resident; /* per_group kernels: threadgroups resident at once (0: one per per_group matrices) */
     int tensor_maps;  /* the kernel reads A and B and writes C through tensor maps ta, tb, tc */
+    uint32_t c_box_rows; /* ... tc's boxes: 64 columns x this many rows */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -165,13 +167,20 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
     if (hopper && is16(in) && rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
         rows16(lay->b, 2, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
         p->tensor_maps = tma_fits(dev, in, outdt, lay);
-        p->file = p->tensor_maps ? WGMMA_TMA_FILE : WGMMA_FILE;
+        /* matmul_wgmma_pingpong: prepared, not yet timed on a GPU, so only on
+         * request (ALLOY_MATMUL_PINGPONG=1) */
+        const int pingpong = p->tensor_maps && alloy_ops_env_int("ALLOY_MATMUL_PINGPONG", 0, 1, 0);
+        p->file = pingpong ? WGMMA_PINGPONG_FILE : p->tensor_maps ? WGMMA_TMA_FILE : WGMMA_FILE;
         p->tile_m = 128;
-        p->tile_n = 256;
+        p->tile_n = pingpong ? 128 : 256;
         p->threads = p->tensor_maps ? 384 : 256;
-        /* 3 stages of 48 KB and 64 KB of staged outputs, or 4 stages; 1 KB
-         * for the alignment to 1024 bytes, the mbarriers after */
-        p->threadgroup_memory = p->tensor_maps ? 3 * 48 * 1024 + 64 * 1024 + 2048 : 4 * 48 * 1024 + 1024;
+        p->c_box_rows = pingpong ? 128 : 64;
+        /* copy engine: 3 stages of 48 KB (ping-pong: 5 of 32 KB) and 64 KB of
+         * staged outputs; cp.async: 4 stages; 1 KB for the alignment to 1024
+         * bytes, the mbarriers after */
+        p->threadgroup_memory = pingpong         ? 5 * 32 * 1024 + 64 * 1024 + 2048
+                                : p->tensor_maps ? 3 * 48 * 1024 + 64 * 1024 + 2048
+                                                 : 4 * 48 * 1024 + 1024;
         /* one threadgroup per SM (its shared memory allows no second) */
         p->persistent = alloy_device_multiprocessor_count(dev);
         if (p->persistent < 1) p->persistent = 1;
@@ -209,7 +218,8 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
     return st;
 }
 
-/* One tensor map of matmul_wgmma_tma: a (cols, rows, batch) view of operand
+/* One tensor map of the copy-engine kernels (matmul_wgmma_tma,
+ * matmul_wgmma_pingpong): a (cols, rows, batch) view of operand
  * `operand` (inputs A, B, then the output C) from element `off`, unit column
  * stride, boxes of bx x by x 1, 128-byte swizzle. A batch the operand does not
  * step through (stride 0, or one matrix) has an extent of 1; an extent of 1
@@ -237,10 +247,10 @@ static alloy_status set_map(alloy_launch *l, const char *name, int operand, int6
 
 static alloy_status set_tensor_maps(alloy_launch *l, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t oa,
                                     int64_t sa_m, int64_t sa_b, int64_t ob, int64_t sb_k, int64_t sb_b, int64_t oc,
-                                    int64_t sc_b) {
+                                    int64_t sc_b, uint32_t c_box_rows) {
     alloy_status st = set_map(l, "ta", 0, oa, K, M, sa_m, batch, sa_b, 64, 128);
     if (st == ALLOY_OK) st = set_map(l, "tb", 1, ob, N, K, sb_k, batch, sb_b, 64, 64);
-    if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, 64, 64);
+    if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, 64, c_box_rows);
     return st;
 }
 
@@ -456,7 +466,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                     st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb + m0 * N);
                 if (st == ALLOY_OK && p.tensor_maps) /* the maps' origins move with the offsets */
                     st = set_tensor_maps(l, M, N, K, n, offs[0] + i0 * sab, A.rs, sab, offs[1] + i0 * sbb, B.rs, sbb,
-                                         offs[2] + i0 * scb, scb);
+                                         offs[2] + i0 * scb, scb, p.c_box_rows);
                 alloy_array *res = NULL;
                 if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
                 alloy_array_free(res);

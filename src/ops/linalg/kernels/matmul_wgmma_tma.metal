@@ -47,33 +47,7 @@
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
 #include "src/ops/linalg/kernels/wgmma_tile.h"
-#if defined(ALLOY_BACKEND_CUDA)
-METAL_FUNC void tma_bar_init(uint bar, uint count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-/* waits until the phase of the given parity has completed */
-METAL_FUNC void tma_bar_wait(uint bar, uint parity) {
-    /* the label is local to the braces' scope, so every inlined copy may reuse it */
-    asm volatile("{\n.reg .pred done;\nTMA_WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra TMA_WAIT;\n}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-METAL_FUNC void tma_bar_arrive(uint bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-/* the producer's arrival, announcing the bytes the copies will complete */
-METAL_FUNC void tma_bar_expect(uint bar, uint bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-}
-METAL_FUNC void tma_load3(uint dst, const alloy_tensor_map &map, int x, int y, int z, uint bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                 :: "r"(dst), "l"(&map), "r"(x), "r"(y), "r"(z), "r"(bar) : "memory");
-}
-METAL_FUNC void tma_store3(const alloy_tensor_map &map, int x, int y, int z, uint src) {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
-                 :: "l"(&map), "r"(x), "r"(y), "r"(z), "r"(src) : "memory");
-}
-#endif
+#include "src/ops/linalg/kernels/tma_copy.h"
 //! body:
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 3;
 constexpr int A_STAGE = BM * BK * 2, B_STAGE = BK * BN * 2, STAGE = A_STAGE + B_STAGE;
