@@ -130,7 +130,7 @@ if has sanitize; then
     for tool in memcheck racecheck; do
         fails=0; ran=0
         for t in build-gpu/tests/test_seed_* build-gpu/tests/test_msl_* build-gpu/tests/test_cuda_kernels \
-                 build-gpu/tests/test_kernel_api build-gpu/tests/test_linalg_*; do
+                 build-gpu/tests/test_kernel_api build-gpu/tests/test_tensor_map build-gpu/tests/test_linalg_*; do
             [ -x "$t" ] || continue
             [[ "$t" == *loader* ]] && continue # parses files only: no GPU work to check
             ran=$((ran + 1))
