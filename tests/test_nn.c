@@ -470,18 +470,20 @@ static void test_norms_shift(void) {
 }
 
 /* The backward's timing switches (ALLOY_NN_NORM_BWD_REGS: column sums in registers, LayerNorm's dbias sums
- * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2), each forced on RMSNorm and
+ * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2; _OPQ: bfloat16 widened by inline
+ * PTX, CUDA only), each forced on RMSNorm and
  * LayerNorm with rows and heads, partial chunks and the hostile rows: any of them may become a default
  * after a timing, and each must give what the defaults give. */
 static void test_norms_variants(void) {
     const norm_case cases[5] = {{3, 33, 0}, {5, 1024, 0}, {40, 40, 8}, {11, 4096, 512}, {4, 2048, 256}};
-    static const char *vars[4][2] = {{"ALLOY_NN_NORM_BWD_REGS", "1"},
+    static const char *vars[5][2] = {{"ALLOY_NN_NORM_BWD_REGS", "1"},
                                      {"ALLOY_NN_NORM_BWD_MAXNC", "2"},
                                      {"ALLOY_NN_NORM_BWD_PD", "0"},
-                                     {"ALLOY_NN_NORM_BWD_PD", "2"}};
-    for (int v = 0; v < 5; v++) {
-        /* v = 4: REGS and MAXNC together (two SIMD groups a row of 1024, each lane's sums in registers) */
-        if (v < 4) setenv(vars[v][0], vars[v][1], 1);
+                                     {"ALLOY_NN_NORM_BWD_PD", "2"},
+                                     {"ALLOY_NN_NORM_BWD_OPQ", "1"}};
+    for (int v = 0; v < 6; v++) {
+        /* v = 5: REGS and MAXNC together (two SIMD groups a row of 1024, each lane's sums in registers) */
+        if (v < 5) setenv(vars[v][0], vars[v][1], 1);
         else setenv(vars[0][0], "1", 1), setenv(vars[1][0], "2", 1);
         for (int rms = 0; rms < 2; rms++)
             for (int ci = 0; ci < 5; ci++)
@@ -491,7 +493,7 @@ static void test_norms_variants(void) {
                     const int hostile = (ci + v) % 3 == 2 && di < 2 ? 0 : (ci + v) % 3;
                     run_norm(rms, ci % 2 == 0, cases[ci], DTYPES[di], hostile);
                 }
-        unsetenv(vars[0][0]), unsetenv(vars[1][0]), unsetenv(vars[2][0]);
+        unsetenv(vars[0][0]), unsetenv(vars[1][0]), unsetenv(vars[2][0]), unsetenv(vars[4][0]);
     }
 }
 

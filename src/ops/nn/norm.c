@@ -119,6 +119,15 @@ static int bwd_vsum(alloy_dtype dt, int rms) {
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_VSUM", 0, 1, !rms && alloy_dtype_size(dt) == 2);
 }
 
+/* OPQ: bfloat16's widening as opaque instructions at each use (chunk.h),
+ * for timing (not yet measured on a GPU): ptxas for sm_90 then keeps the
+ * packed words live, and per-head bfloat16 LayerNorm's backward with its sums
+ * in registers (REGS) goes from 52 bytes of spills at 128 registers to none.
+ * ALLOY_NN_NORM_BWD_OPQ=1. */
+static int bwd_opq(alloy_dtype dt) {
+    return dt == ALLOY_BFLOAT16 && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, 0);
+}
+
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
     const int64_t ne = nc * (16 / (int64_t)alloy_dtype_size(dt));
     const int64_t words = (rms ? 1 : 2) * ne * (int64_t)alloy_dtype_size(alloy_nn_accum(dt)) / 4;
@@ -235,6 +244,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "MINB", (int)bwd_minb());
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "OPQ", bwd_opq(dt));
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     /* the backward's FULL: the lanes' chunks tile the group exactly, so no element is checked */
     if (st == ALLOY_OK && !fwd)

@@ -29,7 +29,8 @@ template <class T, int VEC, class P> inline uint4 nn_chunk_load(P a, long i, int
 }
 
 // Element e of a chunk as A (bfloat16 widens by a shift; the other types by
-// their conversion).
+// their conversion). A kernel that defines ALLOY_NN_OPAQUE_BF16 before
+// including this file gets bfloat16's widening as inline PTX on CUDA.
 template <class T, class A> inline A nn_chunk_elem(uint4 u, int e) {
     if constexpr (sizeof(T) == 8) {
         return A(as_type<double>(ulong(u[2 * e]) | (ulong(u[2 * e + 1]) << 32)));
@@ -37,7 +38,17 @@ template <class T, class A> inline A nn_chunk_elem(uint4 u, int e) {
         return A(as_type<float>(u[e]));
     } else if constexpr (is_same<T, bfloat>::value) {
         const uint w = u[e >> 1];
+#if defined(ALLOY_BACKEND_CUDA) && defined(ALLOY_NN_OPAQUE_BF16)
+        // the widening as an opaque instruction at each use: ptxas then keeps
+        // the packed word live instead of both widened halves (a kernel near
+        // its register cap stops spilling)
+        uint r;
+        if ((e & 1) != 0) asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(r) : "r"(w));
+        else asm volatile("shl.b32 %0, %1, 16;" : "=r"(r) : "r"(w));
+        return A(as_type<float>(r));
+#else
         return A(as_type<float>((e & 1) != 0 ? (w & 0xffff0000u) : (w << 16)));
+#endif
     } else {
         return A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
     }

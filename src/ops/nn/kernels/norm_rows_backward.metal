@@ -48,7 +48,8 @@
 // sums in registers), SPLIT (a round of its own for the deviations' squares:
 // a timing variant), VSUM (the pass's sums reduced as one vector), ONEPASS
 // (LayerNorm's statistics in one round), SHIFT (the same from shifted sums),
-// MINB (launch bound).
+// MINB (launch bound), OPQ (bfloat16 widened by opaque instructions at each
+// use on CUDA: chunk.h).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -68,10 +69,14 @@
 //! template: ONEPASS=0
 //! template: SHIFT=0
 //! template: MINB=2
+//! template: OPQ=0
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
+#if ALLOY_TEMPLATE_OPQ
+#define ALLOY_NN_OPAQUE_BF16
+#endif
 #include "src/ops/nn/kernels/chunk.h"
 // ONEPASS: the statistics of two disjoint sets of a row's elements, a (the
 // lower lane or SIMD group) and b, as one: count, mean, squared deviations
