@@ -584,17 +584,21 @@ static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off,
     CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
 }
 
-/* matmul_wgmma_tma (pingpong: matmul_wgmma_pingpong, its 128 x 128 tiles
- * and boxes of C 128 rows high) launched directly (the copy engine on a
- * Hopper GPU, the portable path elsewhere) with `groups` persistent
- * threadgroups: a batch of
+enum { TMA_STAGED, TMA_PINGPONG, TMA_DIRECT };
+
+/* matmul_wgmma_tma (TMA_PINGPONG: matmul_wgmma_pingpong, its 128 x 128 tiles
+ * and boxes of C 128 rows high; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
+ * stored from the accumulators, any C dtype, beta) launched directly (the
+ * copy engine on a Hopper GPU, the portable path elsewhere) with `groups`
+ * persistent threadgroups: a batch of
  * M x K times K x N (B from a wider matrix of NB columns, shared by every
  * matrix when b_shared), 16-bit C at an element offset (a multiple of 8:
  * its rows are 16-byte aligned) whose elements before it stay untouched,
  * alpha; edges in M, N and K fall to the copy engine's zero fill and
  * clipped stores. */
-static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
-                     int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha) {
+static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                     int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta) {
+    const int pingpong = variant == TMA_PINGPONG;
     alloy_kernel *k = NULL;
     CHECK_OK(alloy_catalog_kernel(pingpong ? "src/ops/linalg/kernels/matmul_wgmma_pingpong.metal"
                                            : "src/ops/linalg/kernels/matmul_wgmma_tma.metal",
@@ -605,12 +609,13 @@ static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batc
     const int64_t nc = c_off + batch * M * N;
     double *c0;
     void *raw;
-    alloy_array *c = prefilled_c(out, nc, c_off, 0.0, &c0, &raw), *res = NULL;
+    alloy_array *c = prefilled_c(out, nc, c_off, beta, &c0, &raw), *res = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
     CHECK_OK(alloy_launch_add_output_array(l, c));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
     CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
                                                              : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
@@ -621,10 +626,10 @@ static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batc
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
-    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
     tma_map(l, "ta", 0, 0, K, M, K, batch, M * K, 64, 128);
     tma_map(l, "tb", 1, 0, N, K, NB, batch, sbb, 64, 64);
-    tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, 64, pingpong ? 128 : 64);
+    tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, (uint32_t)(128 / alloy_dtype_size(out)), pingpong ? 128 : 64);
     CHECK_OK(alloy_launch_set_grid(l, groups * 384, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
     alloy_array *ins[2] = {A.a, B.a};
@@ -632,11 +637,11 @@ static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batc
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     char label[128];
     snprintf(label, sizeof label, "%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
-             pingpong ? "wgmma_pingpong" : "wgmma_tma", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
+             pingpong ? "wgmma_pingpong" : variant == TMA_DIRECT ? "wgmma_tma DIRECT" : "wgmma_tma", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
-    const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, 0.0, 2e-7, 0.0);
-    CHECK_MSG(bad == 0, "matmul_wgmma_tma: %d of %lld elements wrong", bad, (long long)nc);
+    const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
+    CHECK_MSG(bad == 0, "%s: %d of %lld elements wrong", label, bad, (long long)nc);
     free(raw);
     free(c0);
     alloy_array_free(res);
@@ -649,20 +654,26 @@ static void tma_case(int pingpong, alloy_dtype in, alloy_dtype out, int64_t batc
 static void test_wgmma_tma(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
-    for (int pp = 0; pp < 2; pp++) {
+    for (int v = TMA_STAGED; v <= TMA_PINGPONG; v++) {
         /* 3 matrices with edges in M, N and K over 4 and 5 threadgroups (12 or 18 tiles: the
          * ping-pong's two consumers take turns with an odd count left), C at an offset */
-        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 4, 1.0);
-        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0);
+        tma_case(v, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 4, 1.0, 0.0);
+        tma_case(v, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0);
         /* whole tiles, B shared by the batch, many K steps across tiles through the stages, alpha */
-        tma_case(pp, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 328, 512, 1, 0, 3, -0.5);
+        tma_case(v, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 328, 512, 1, 0, 3, -0.5, 0.0);
         /* a mixed output dtype, K shorter than a step, more threadgroups than tiles */
-        tma_case(pp, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 40, 264, 0, 0, 5, 1.0);
+        tma_case(v, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 40, 264, 0, 0, 5, 1.0, 0.0);
         /* one row, one threadgroup; 8 columns of a wider B */
-        tma_case(pp, ALLOY_FLOAT16, ALLOY_BFLOAT16, 2, 1, 8, 24, 16, 0, 16, 1, 2.0);
+        tma_case(v, ALLOY_FLOAT16, ALLOY_BFLOAT16, 2, 1, 8, 24, 16, 0, 16, 1, 2.0, 0.0);
         /* one K step a tile, 9 tiles over 2 threadgroups */
-        tma_case(pp, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0);
+        tma_case(v, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0, 0.0);
     }
+    /* DIRECT: float and double C with beta, whole and edge tiles, C at an offset, a shared B; 16-bit C with
+     * beta */
+    tma_case(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT32, 2, 256, 512, 136, 512, 0, 0, 3, 1.5, 0.5);
+    tma_case(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT32, 3, 200, 264, 72, 272, 1, 4, 4, -1.0, 0.0);
+    tma_case(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT64, 1, 130, 264, 40, 264, 0, 0, 5, 1.0, -2.0);
+    tma_case(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 64, 512, 0, 8, 2, 0.5, 1.0);
 }
 
 /* x rounded to TF32 as matmul_tf32_split.metal does (ties away, truncated

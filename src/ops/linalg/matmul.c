@@ -124,7 +124,7 @@ typedef struct plan {
     int per_group;  /* matrices per threadgroup, M and N in one tile (0: tiles of each matrix) */
     int64_t resident; /* per_group kernels: threadgroups resident at once (0: one per per_group matrices) */
     int tensor_maps;  /* the kernel reads A and B and writes C through tensor maps ta, tb, tc */
-    uint32_t c_box_rows; /* ... tc's boxes: 64 columns x this many rows */
+    uint32_t c_box_cols, c_box_rows; /* ... tc's boxes */
 } plan;
 
 /* What the kernel choice depends on besides dtypes: the operands' layout. */
@@ -150,14 +150,20 @@ static int is_hopper(alloy_device *dev) {
 
 static int is16(alloy_dtype dt) { return dt == ALLOY_FLOAT16 || dt == ALLOY_BFLOAT16; }
 
-/* matmul_wgmma_tma's case: a device whose launches take tensor maps, 16-bit
- * in and out, beta == 0, K >= 1, C's rows 16-byte aligned (A's and B's are
- * checked with the wgmma kernel's), unless ALLOY_MATMUL_TMA=0 (for timing
- * against matmul_wgmma). */
+/* matmul_wgmma_tma's cases (A's and B's rows are checked with the wgmma
+ * kernel's): 1 for a device whose launches take tensor maps, K >= 1 and C's
+ * rows and first element 16-byte aligned, with a 16-bit C and beta == 0 (C
+ * through the copy engine); 2 for any other C dtype or beta with
+ * ALLOY_MATMUL_TMA_DIRECT=1 (prepared, not yet timed: C stored from the
+ * accumulators); else 0. ALLOY_MATMUL_TMA=0 gives 0 (for timing against
+ * matmul_wgmma). */
 static int tma_fits(alloy_device *dev, alloy_dtype in, alloy_dtype outdt, const layout *lay) {
-    return alloy_device_has_tensor_maps(dev) && is16(in) && is16(outdt) && lay->beta == 0.0 && lay->k >= 1 &&
-           lay->n % 8 == 0 &&
-           ((uintptr_t)lay->c % 16) == 0 && alloy_ops_env_int("ALLOY_MATMUL_TMA", 0, 1, 1);
+    const int64_t es = (int64_t)alloy_dtype_size(outdt);
+    if (!alloy_device_has_tensor_maps(dev) || !is16(in) || lay->k < 1 || (lay->n * es) % 16 != 0 ||
+        ((uintptr_t)lay->c % 16) != 0 || !alloy_ops_env_int("ALLOY_MATMUL_TMA", 0, 1, 1))
+        return 0;
+    if (is16(outdt) && lay->beta == 0.0) return 1;
+    return alloy_ops_env_int("ALLOY_MATMUL_TMA_DIRECT", 0, 1, 0) ? 2 : 0;
 }
 
 static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype outdt, const layout *lay,
@@ -166,15 +172,17 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
     alloy_status st;
     if (hopper && is16(in) && rows16(lay->a, 2, lay->sa_k, lay->sa_m, lay->sa_b, lay->outer_a) &&
         rows16(lay->b, 2, lay->sb_n, lay->sb_k, lay->sb_b, lay->outer_b)) {
-        p->tensor_maps = tma_fits(dev, in, outdt, lay);
+        const int mode = tma_fits(dev, in, outdt, lay);
+        p->tensor_maps = mode != 0;
         /* matmul_wgmma_pingpong: prepared, not yet timed on a GPU, so only on
          * request (ALLOY_MATMUL_PINGPONG=1) */
-        const int pingpong = p->tensor_maps && alloy_ops_env_int("ALLOY_MATMUL_PINGPONG", 0, 1, 0);
+        const int pingpong = mode == 1 && alloy_ops_env_int("ALLOY_MATMUL_PINGPONG", 0, 1, 0);
         p->file = pingpong ? WGMMA_PINGPONG_FILE : p->tensor_maps ? WGMMA_TMA_FILE : WGMMA_FILE;
         p->tile_m = 128;
         p->tile_n = pingpong ? 128 : 256;
         p->threads = p->tensor_maps ? 384 : 256;
         p->c_box_rows = pingpong ? 128 : 64;
+        p->c_box_cols = (uint32_t)(128 / alloy_dtype_size(outdt)); /* 128 bytes: the swizzle's span */
         /* copy engine: 3 stages of 48 KB (ping-pong: 5 of 32 KB) and 64 KB of
          * staged outputs; cp.async: 4 stages; 1 KB for the alignment to 1024
          * bytes, the mbarriers after */
@@ -187,6 +195,7 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         st = alloy_catalog_kernel(p->file, &p->kernel);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
+        if (st == ALLOY_OK && p->tensor_maps && !pingpong) st = alloy_launch_add_template_int(l, "DIRECT", mode == 2);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }
@@ -247,10 +256,10 @@ static alloy_status set_map(alloy_launch *l, const char *name, int operand, int6
 
 static alloy_status set_tensor_maps(alloy_launch *l, int64_t M, int64_t N, int64_t K, int64_t batch, int64_t oa,
                                     int64_t sa_m, int64_t sa_b, int64_t ob, int64_t sb_k, int64_t sb_b, int64_t oc,
-                                    int64_t sc_b, uint32_t c_box_rows) {
+                                    int64_t sc_b, uint32_t c_box_cols, uint32_t c_box_rows) {
     alloy_status st = set_map(l, "ta", 0, oa, K, M, sa_m, batch, sa_b, 64, 128);
     if (st == ALLOY_OK) st = set_map(l, "tb", 1, ob, N, K, sb_k, batch, sb_b, 64, 64);
-    if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, 64, c_box_rows);
+    if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, c_box_cols, c_box_rows);
     return st;
 }
 
@@ -466,7 +475,7 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                     st = alloy_launch_set_constant_int(l, "c_off", ALLOY_INT64, offs[2] + i0 * scb + m0 * N);
                 if (st == ALLOY_OK && p.tensor_maps) /* the maps' origins move with the offsets */
                     st = set_tensor_maps(l, M, N, K, n, offs[0] + i0 * sab, A.rs, sab, offs[1] + i0 * sbb, B.rs, sbb,
-                                         offs[2] + i0 * scb, scb, p.c_box_rows);
+                                         offs[2] + i0 * scb, scb, p.c_box_cols, p.c_box_rows);
                 alloy_array *res = NULL;
                 if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
                 alloy_array_free(res);

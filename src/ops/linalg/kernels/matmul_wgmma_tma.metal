@@ -3,8 +3,8 @@
 // tile: the loads of A and B into the 128-byte-swizzled layouts wgmma reads,
 // and the stores of C. A is M x K and B is K x N with unit column strides and
 // 16-byte aligned rows, C row-major with 16-byte aligned rows, beta == 0
-// (the host sends everything else to matmul_wgmma, which this kernel
-// otherwise follows: bench/experiments/NOTES.md, "Hopper bf16 GEMM mainloop
+// (with DIRECT, below: any C dtype and beta; the host sends everything else
+// to matmul_wgmma, which this kernel otherwise follows: bench/experiments/NOTES.md, "Hopper bf16 GEMM mainloop
 // without tensor maps", has the experiment behind both).
 // Tensor maps (launch arguments the host encodes per launch, 128-byte
 // swizzle): ta over A as (K, M, batch) with boxes of 64 x 128 x 1, tb over B
@@ -31,6 +31,11 @@
 // memory in the layout of tc's boxes; one thread issues the four box stores
 // and goes on — the stores drain while the next tile's products
 // run, and the region is reused only after they have read it.
+// DIRECT (a template; prepared, not yet timed on a GPU): the epilogue of
+// matmul_wgmma instead, straight from the accumulators (column pairs, or
+// element by element at the edges), so any C dtype and beta work; tc must
+// still be a valid map over C (the host gives boxes of 128 bytes x 64 rows)
+// but is not used.
 // On the CPU the body loops over the same tiles in the same order, element
 // by element (the maps unused; the op never picks this kernel off a Hopper
 // GPU).
@@ -43,6 +48,7 @@
 //! ensure_row_contiguous: false
 //! template: TIN=bfloat16
 //! template: TOUT=bfloat16
+//! template: DIRECT=0
 //! header:
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
@@ -59,7 +65,7 @@ const int P = int(threadgroups_per_grid.x * threadgroups_per_grid.y * threadgrou
 const int g0 = int(threadgroup_position_in_grid.x +
                    threadgroups_per_grid.x * (threadgroup_position_in_grid.y +
                                               threadgroups_per_grid.y * threadgroup_position_in_grid.z));
-const float al = float(alpha);
+const float al = float(alpha), be = float(beta);
 
 #if defined(ALLOY_BACKEND_CUDA)
 threadgroup uchar *smem = (threadgroup uchar *)(((ulong)alloy_threadgroup_memory + 1023) & ~1023ul);
@@ -129,6 +135,15 @@ if (wg == 0) {
         if (KT > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
         long bz, bm, bn;
         mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
+        if constexpr (DIRECT != 0) {
+            // thread (warp w, lane l): rows bm + 64cw + 16w + l/4 (+8), columns
+            // bn + 8j + 2(l%4) (+1), j < 32; column pairs aligned for one store
+            const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(TOUT))) == 0;
+            mm_epilogue_direct<TOUT>(C + (c_off + bz * sc_b), d, bm + cw * 64 + warp * 16 + lane / 4,
+                                     bn + 2 * (lane % 4), M, N, sc_m, pairs && bm + BM <= M && bn + BN <= N, al, be,
+                                     beta != 0.0);
+            continue;
+        }
         // the previous tile's stores have read the region
         if (ctid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
         mm_bar_warpgroup(cw);
@@ -160,7 +175,7 @@ for (int tile = g0; tile < tiles; tile += P) {
     long bz, bm, bn;
     mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
     mm_tile_reference<BM, BN, TOUT>(A + (a_off + bz * sa_b), B + (b_off + bz * sb_b), C + (c_off + bz * sc_b), bm,
-                                    bn, M, N, K, sa_m, sa_k, sb_k, sb_n, sc_m, al, 0.0f, false, int(tid),
-                                    int(threads_per_threadgroup.x));
+                                    bn, M, N, K, sa_m, sa_k, sb_k, sb_n, sc_m, al, be, DIRECT != 0 && beta != 0.0,
+                                    int(tid), int(threads_per_threadgroup.x));
 }
 #endif
