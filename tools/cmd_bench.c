@@ -188,29 +188,31 @@ typedef struct mm_size {
     alloy_dtype dt;
     alloy_precision prec;
     int64_t batch, m, n, k;
-    int quick; /* in --quick */
+    int quick;      /* in --quick */
+    alloy_dtype od; /* the result's */
 } mm_size;
 
 static const mm_size CUDA_SIZES[] = {
-    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 1024, 1024, 1024, 1},
-    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 4096, 4096, 4096, 0},
-    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0},
-    {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 4096, 4096, 4096, 0},
-    {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 8192, 8192, 8192, 0},
-    {"f32 default", ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT, 1, 8192, 8192, 8192, 0},
-    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 2048, 2048, 2048, 1},
-    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 4096, 4096, 4096, 0},
-    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0},
-    {"f16", ALLOY_FLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0},
-    {"f32 batched", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 10000, 32, 32, 32, 1},
-    {"bf16 batched", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 100, 1024, 1024, 1024, 0},
-    {"f64", ALLOY_FLOAT64, ALLOY_PRECISION_HIGHEST, 1, 2048, 2048, 2048, 0},
+    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 1024, 1024, 1024, 1, ALLOY_FLOAT32},
+    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 4096, 4096, 4096, 0, ALLOY_FLOAT32},
+    {"f32 highest", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0, ALLOY_FLOAT32},
+    {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 4096, 4096, 4096, 0, ALLOY_FLOAT32},
+    {"f32 high", ALLOY_FLOAT32, ALLOY_PRECISION_HIGH, 1, 8192, 8192, 8192, 0, ALLOY_FLOAT32},
+    {"f32 default", ALLOY_FLOAT32, ALLOY_PRECISION_DEFAULT, 1, 8192, 8192, 8192, 0, ALLOY_FLOAT32},
+    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 2048, 2048, 2048, 1, ALLOY_BFLOAT16},
+    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 4096, 4096, 4096, 0, ALLOY_BFLOAT16},
+    {"bf16", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0, ALLOY_BFLOAT16},
+    {"f16", ALLOY_FLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0, ALLOY_FLOAT16},
+    {"bf16 to f32", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 1, 8192, 8192, 8192, 0, ALLOY_FLOAT32},
+    {"f32 batched", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 10000, 32, 32, 32, 1, ALLOY_FLOAT32},
+    {"bf16 batched", ALLOY_BFLOAT16, ALLOY_PRECISION_HIGHEST, 100, 1024, 1024, 1024, 0, ALLOY_BFLOAT16},
+    {"f64", ALLOY_FLOAT64, ALLOY_PRECISION_HIGHEST, 1, 2048, 2048, 2048, 0, ALLOY_FLOAT64},
 };
 static const mm_size CPU_SIZES[] = {
-    {"f32", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 256, 256, 256, 1},
-    {"f32", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 1024, 1024, 1024, 0},
-    {"f64", ALLOY_FLOAT64, ALLOY_PRECISION_HIGHEST, 1, 512, 512, 512, 0},
-    {"f32 batched", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1000, 32, 32, 32, 1},
+    {"f32", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 256, 256, 256, 1, ALLOY_FLOAT32},
+    {"f32", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1, 1024, 1024, 1024, 0, ALLOY_FLOAT32},
+    {"f64", ALLOY_FLOAT64, ALLOY_PRECISION_HIGHEST, 1, 512, 512, 512, 0, ALLOY_FLOAT64},
+    {"f32 batched", ALLOY_FLOAT32, ALLOY_PRECISION_HIGHEST, 1000, 32, 32, 32, 1, ALLOY_FLOAT32},
 };
 
 typedef struct mm_result {
@@ -287,7 +289,7 @@ static int run_alloy(void *p) {
 static int run_cublas(void *p) {
     mm_ctx *x = p;
     const mm_size *z = x->z;
-    const int t = cuda_type(z->dt);
+    const int t = cuda_type(z->dt), tc = cuda_type(z->od);
     /* float32 "default" against cuBLAS's TF32 mode; "high" and "highest" against SGEMM */
     const int comp = z->dt == ALLOY_FLOAT64                                           ? CUBLAS_COMPUTE_64F_
                      : z->dt == ALLOY_FLOAT32 && z->prec == ALLOY_PRECISION_DEFAULT ? CUBLAS_COMPUTE_32F_FAST_TF32_
@@ -300,10 +302,10 @@ static int run_cublas(void *p) {
     if (z->batch == 1)
         return x->cb->gemm_ex(x->cb->handle, 0, 0, (int)z->n, (int)z->m, (int)z->k, one,
                               alloy_array_data(x->b), t, (int)z->n, alloy_array_data(x->a), t, (int)z->k, zero,
-                              alloy_array_data(x->c), t, (int)z->n, comp, -1) != 0;
+                              alloy_array_data(x->c), tc, (int)z->n, comp, -1) != 0;
     return x->cb->gemm_strided_batched_ex(
                x->cb->handle, 0, 0, (int)z->n, (int)z->m, (int)z->k, one, alloy_array_data(x->b), t, (int)z->n,
-               z->k * z->n, alloy_array_data(x->a), t, (int)z->k, z->m * z->k, zero, alloy_array_data(x->c), t,
+               z->k * z->n, alloy_array_data(x->a), t, (int)z->k, z->m * z->k, zero, alloy_array_data(x->c), tc,
                (int)z->n, z->m * z->n, (int)z->batch, comp, -1) != 0;
 }
 
@@ -334,7 +336,7 @@ static int run_blas(void *p) {
 
 /* Max |c - ref| / sum_k |a b| over a sample of outputs (host data). */
 static double sample_error(const mm_size *z, const void *ha, const void *hb, const void *hc) {
-    const size_t es = alloy_dtype_size(z->dt);
+    const size_t es = alloy_dtype_size(z->dt), eo = alloy_dtype_size(z->od);
     double worst = 0;
     uint64_t st = 0x9e3779b97f4a7c15ull;
     for (int s = 0; s < 48; s++) {
@@ -348,7 +350,7 @@ static double sample_error(const mm_size *z, const void *ha, const void *hb, con
             acc += x * y;
             mag += fabs(x * y);
         }
-        double g = cli_to_double(z->dt, (const char *)hc + (size_t)((bi * z->m + i) * z->n + j) * es);
+        double g = cli_to_double(z->od, (const char *)hc + (size_t)((bi * z->m + i) * z->n + j) * eo);
         double e = fabs(g - acc) / (mag > 0 ? mag : 1);
         if (!(e <= worst)) worst = e; /* NaN wins */
     }
@@ -381,7 +383,7 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
         int64_t sa[3] = {z->batch, z->m, z->k}, sb[3] = {z->batch, z->k, z->n}, sc[3] = {z->batch, z->m, z->n};
         const int nd = z->batch > 1 ? 3 : 2;
         const int64_t *pa = nd == 3 ? sa : sa + 1, *pb = nd == 3 ? sb : sb + 1, *pc = nd == 3 ? sc : sc + 1;
-        const size_t es = alloy_dtype_size(z->dt);
+        const size_t es = alloy_dtype_size(z->dt), eo = alloy_dtype_size(z->od);
         const size_t na = (size_t)(z->batch * z->m * z->k), nb = (size_t)(z->batch * z->k * z->n),
                      nc = (size_t)(z->batch * z->m * z->n);
         mm_ctx x;
@@ -392,15 +394,17 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
         x.bl = &bl;
         alloy_matmul_options_init(&x.o);
         x.o.precision = z->prec;
+        x.o.out_dtype = z->od;
+        x.o.out_dtype_set = 1;
         x.ha = malloc(na * es);
         x.hb = malloc(nb * es);
-        x.hc = malloc(nc * es);
+        x.hc = malloc(nc * eo);
         if (!x.ha || !x.hb || !x.hc) return cli_error("out of host memory for %s", z->label);
         bench_fill_random(z->dt, (int64_t)na, x.ha, &rng);
         bench_fill_random(z->dt, (int64_t)nb, x.hb, &rng);
         alloy_status st = alloy_array_from_host(dev, z->dt, nd, pa, x.ha, &x.a);
         if (st == ALLOY_OK) st = alloy_array_from_host(dev, z->dt, nd, pb, x.hb, &x.b);
-        if (st == ALLOY_OK) st = alloy_array_new(dev, z->dt, nd, pc, &x.c);
+        if (st == ALLOY_OK) st = alloy_array_new(dev, z->od, nd, pc, &x.c);
         mm_result r;
         memset(&r, 0, sizeof r);
         r.peer_t = -1;
@@ -421,12 +425,12 @@ static int bench_matmul(alloy_device *dev, int quick, const char *only, int json
             if (per > 200) per = 200;
             r.t = bench_time_calls(run_alloy, &x, s, per, is_cuda ? 9 : 5);
             r.rate = flops / r.t;
-            alloy_array_copy_to_host(x.c, x.hc, nc * es);
+            alloy_array_copy_to_host(x.c, x.hc, nc * eo);
             r.err = sample_error(z, x.ha, x.hb, x.hc);
             if (is_cuda && cb.handle) {
                 r.peer = z->dt == ALLOY_FLOAT32 && z->prec == ALLOY_PRECISION_DEFAULT ? "cuBLAS-TF32" : "cuBLAS";
                 r.peer_t = bench_time_calls(run_cublas, &x, s, per, 9);
-                alloy_array_copy_to_host(x.c, x.hc, nc * es);
+                alloy_array_copy_to_host(x.c, x.hc, nc * eo);
                 r.peer_err = sample_error(z, x.ha, x.hb, x.hc);
             } else if (!is_cuda && bl.sgemm && (z->dt == ALLOY_FLOAT32 || (z->dt == ALLOY_FLOAT64 && bl.dgemm))) {
                 r.peer = "BLAS";
