@@ -168,6 +168,31 @@ alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *l, size_t bytes) 
     return ALLOY_OK;
 }
 
+/* The kinds of launch names, which share one namespace (the body sees each
+ * as a plain name). */
+enum { NAME_TEMPLATE, NAME_CONSTANT, NAME_TENSOR_MAP };
+static const char *const NAME_ROLE[] = {"template argument", "launch constant", "tensor map"};
+
+/* INVALID_ARGUMENT when `name`, given as a `kind`, is already a name of
+ * another kind. */
+static alloy_status name_taken(const alloy_launch *l, const char *name, int kind) {
+    for (int other = NAME_TEMPLATE; other <= NAME_TENSOR_MAP; other++) {
+        if (other == kind) continue;
+        const int n = other == NAME_TEMPLATE ? l->n_templates
+                      : other == NAME_CONSTANT ? l->n_constants
+                                               : l->n_tensor_maps;
+        for (int i = 0; i < n; i++) {
+            const char *have = other == NAME_TEMPLATE ? l->templates[i].name
+                               : other == NAME_CONSTANT ? l->constants[i].name
+                                                        : l->tensor_maps[i].name;
+            if (strcmp(have, name) == 0)
+                return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s '%s' has the name of a %s: each name once",
+                                   NAME_ROLE[kind], name, NAME_ROLE[other]);
+        }
+    }
+    return ALLOY_OK;
+}
+
 static alloy_status add_template(alloy_launch *l, const char *name, alloy_template_kind kind,
                                  int64_t iv, alloy_dtype dv) {
     if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
@@ -179,16 +204,7 @@ static alloy_status add_template(alloy_launch *l, const char *name, alloy_templa
         if (strcmp(l->templates[i].name, name) == 0)
             return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
                                "template argument '%s' is given twice: each name once", name);
-    for (int i = 0; i < l->n_constants; i++)
-        if (strcmp(l->constants[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "template argument '%s' has the name of a launch constant: each name "
-                               "once", name);
-    for (int i = 0; i < l->n_tensor_maps; i++)
-        if (strcmp(l->tensor_maps[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "template argument '%s' has the name of a tensor map: each name once",
-                               name);
+    if ((st = name_taken(l, name, NAME_TEMPLATE)) != ALLOY_OK) return st;
     if (kind == ALLOY_TEMPLATE_DTYPE && (unsigned)dv >= ALLOY_DTYPE_COUNT)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "template argument '%s': invalid dtype %d",
                            name, (int)dv);
@@ -242,16 +258,7 @@ static alloy_status constant_slot(alloy_launch *l, const char *name, alloy_dtype
                            "launch constant '%s': dtype %s is not one a constant can have (bool, "
                            "int32, uint32, int64, uint64, float32, float64)",
                            name, alloy_dtype_name(dtype));
-    for (int i = 0; i < l->n_templates; i++)
-        if (strcmp(l->templates[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "launch constant '%s' has the name of a template argument: each name "
-                               "once", name);
-    for (int i = 0; i < l->n_tensor_maps; i++)
-        if (strcmp(l->tensor_maps[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "launch constant '%s' has the name of a tensor map: each name once",
-                               name);
+    if ((st = name_taken(l, name, NAME_CONSTANT)) != ALLOY_OK) return st;
     for (int i = 0; i < l->n_constants; i++)
         if (strcmp(l->constants[i].name, name) == 0) {
             if (l->constants[i].dtype != dtype)
@@ -279,7 +286,7 @@ static alloy_status constant_slot(alloy_launch *l, const char *name, alloy_dtype
 
 alloy_status alloy_launch_set_constant(alloy_launch *l, const char *name, alloy_dtype dtype,
                                        double value) {
-    alloy_constant_arg *c;
+    alloy_constant_arg *c = NULL; /* set unless constant_slot fails */
     alloy_status st = constant_slot(l, name, dtype, &c);
     if (st != ALLOY_OK) return st;
     memset(&c->value, 0, sizeof c->value);
@@ -314,7 +321,7 @@ alloy_status alloy_launch_set_constant(alloy_launch *l, const char *name, alloy_
 
 alloy_status alloy_launch_set_constant_int(alloy_launch *l, const char *name, alloy_dtype dtype,
                                            int64_t value) {
-    alloy_constant_arg *c;
+    alloy_constant_arg *c = NULL; /* set unless constant_slot fails */
     alloy_status st = constant_slot(l, name, dtype, &c);
     if (st != ALLOY_OK) return st;
     memset(&c->value, 0, sizeof c->value);
@@ -355,16 +362,7 @@ alloy_status alloy_launch_set_tensor_map(alloy_launch *l, const char *name,
     if (strlen(name) >= sizeof l->tensor_maps[0].name)
         return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "tensor map name '%s' is too long", name);
     if (!spec) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "tensor map '%s': spec is NULL", name);
-    for (int i = 0; i < l->n_templates; i++)
-        if (strcmp(l->templates[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "tensor map '%s' has the name of a template argument: each name once",
-                               name);
-    for (int i = 0; i < l->n_constants; i++)
-        if (strcmp(l->constants[i].name, name) == 0)
-            return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT,
-                               "tensor map '%s' has the name of a launch constant: each name once",
-                               name);
+    if ((st = name_taken(l, name, NAME_TENSOR_MAP)) != ALLOY_OK) return st;
     alloy_tensor_map_arg *m = NULL;
     for (int i = 0; i < l->n_tensor_maps && !m; i++)
         if (strcmp(l->tensor_maps[i].name, name) == 0) m = &l->tensor_maps[i];

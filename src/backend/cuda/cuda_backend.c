@@ -107,7 +107,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
     dev->impl = d;
     dev->compute_capability = d->cc_major * 10 + d->cc_minor;
     dev->multiprocessor_count = d->sm_count;
-    dev->tensor_maps = d->cc_major >= 9 && alloy_cu.cuTensorMapEncodeTiled; /* alloy_cuda_tensor_map_supported */
+    dev->tensor_maps = alloy_cuda_has_tensor_maps(d);
     return ALLOY_OK;
 }
 

@@ -158,8 +158,10 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log);
 void alloy_cuda_choose_arch(cuda_device *d);
 
 /* cuda_tensor_map.c */
-/* ALLOY_ERROR_UNSUPPORTED unless d can use tensor maps (sm_90 or newer and a
- * driver with cuTensorMapEncodeTiled). */
+/* 1 when d can use tensor maps: sm_90 or newer and a driver with
+ * cuTensorMapEncodeTiled. */
+int alloy_cuda_has_tensor_maps(const cuda_device *d);
+/* ALLOY_ERROR_UNSUPPORTED, saying which is missing, unless it can. */
 alloy_status alloy_cuda_tensor_map_supported(const cuda_device *d, const char *kname);
 /* A context current whose device supports tensor maps. Encodes the
  * TENSOR_MAP argument a into `out` (ALLOY_CU_TENSOR_MAP_BYTES, 64-byte

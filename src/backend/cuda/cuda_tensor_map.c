@@ -11,16 +11,19 @@
 #include "core/error.h"
 #include "cuda_internal.h"
 
+int alloy_cuda_has_tensor_maps(const cuda_device *d) {
+    return d->cc_major >= 9 && alloy_cu.cuTensorMapEncodeTiled != NULL;
+}
+
 alloy_status alloy_cuda_tensor_map_supported(const cuda_device *d, const char *kname) {
+    if (alloy_cuda_has_tensor_maps(d)) return ALLOY_OK;
     if (d->cc_major < 9)
         return alloy_error(ALLOY_ERROR_UNSUPPORTED,
                            "kernel '%s': tensor maps need Hopper (sm_90) or newer; this GPU is "
                            "sm_%d%d", kname, d->cc_major, d->cc_minor);
-    if (!alloy_cu.cuTensorMapEncodeTiled)
-        return alloy_error(ALLOY_ERROR_UNSUPPORTED,
-                           "kernel '%s': tensor maps need cuTensorMapEncodeTiled, which this NVIDIA "
-                           "driver lacks (install a CUDA 12 driver or newer)", kname);
-    return ALLOY_OK;
+    return alloy_error(ALLOY_ERROR_UNSUPPORTED,
+                       "kernel '%s': tensor maps need cuTensorMapEncodeTiled, which this NVIDIA "
+                       "driver lacks (install a CUDA 12 driver or newer)", kname);
 }
 
 alloy_status alloy_cuda_encode_tensor_map(const alloy_arg *a, const char *kname, void *out) {

@@ -105,13 +105,8 @@ if (wg == 0) {
                 const ulong da0 = mm_desc(sa + uint(kk * 32), 16, 1024);
                 const ulong da1 = mm_desc(sa + uint(64 * 128 + kk * 32), 16, 1024);
                 const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
-                if constexpr (metal::is_same_v<TIN, half>) {
-                    mm_wgmma_n128_f16(d, da0, db);
-                    mm_wgmma_n128_f16(d + 64, da1, db);
-                } else {
-                    mm_wgmma_n128_bf16(d, da0, db);
-                    mm_wgmma_n128_bf16(d + 64, da1, db);
-                }
+                mm_wgmma_n128<TIN>(d, da0, db);
+                mm_wgmma_n128<TIN>(d + 64, da1, db);
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             // the previous step's products are done: its stage goes back

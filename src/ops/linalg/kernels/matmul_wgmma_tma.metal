@@ -123,8 +123,7 @@ if (wg == 0) {
             for (int kk = 0; kk < BK / 16; kk++) {
                 const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
                 const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
-                if constexpr (metal::is_same_v<TIN, half>) mm_wgmma_f16(d, da, db);
-                else mm_wgmma_bf16(d, da, db);
+                mm_wgmma_n256<TIN>(d, da, db);
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             // the previous step's products are done: its stage goes back
