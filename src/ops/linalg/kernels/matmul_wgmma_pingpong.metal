@@ -16,7 +16,8 @@
 // 64 x 128 x 1; 128-byte swizzle; a broadcast operand (batch stride 0) has a
 // batch extent of 1 and is read at batch 0. Zero fill and clipped stores:
 // any M, N, K >= 1. Five stages of 32 KB (A's box, B's two), full/empty
-// mbarriers (a stage is released by the consumer that read it).
+// mbarriers (a stage is released by the consumer that read it); the two
+// consumers' K loops take turns through named barriers 3 and 4.
 // On the CPU the body loops over the same tiles in the same order, element
 // by element (the maps unused).
 // Launch: any grid of threadgroups of (384, 1, 1) (the op's: (P*384, 1, 1)
@@ -95,6 +96,14 @@ if (wg == 0) {
         const int tile = g0 + i * P, it0 = i * KT;
         #pragma unroll
         for (int e = 0; e < 128; e++) d[e] = 0.0f;
+        // the K loops take turns (named barriers 3: warpgroup 2's loop done,
+        // 4: warpgroup 1's): a stage's parity wait only tells its last phase
+        // from the one before, so the stages must be read in the producer's
+        // order; the epilogues still overlap the other warpgroup's loop
+        if (i > 0) {
+            if (cw == 0) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+            else asm volatile("bar.sync 4, 256;\n" ::: "memory");
+        }
         for (int t = 0; t < KT; t++) {
             const int it = it0 + t, s = it % STAGES;
             const uint sa = sbase + uint(s * STAGE), sb = sa + A_STAGE;
@@ -112,6 +121,10 @@ if (wg == 0) {
             // the previous step's products are done: its stage goes back
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             if (t > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
+        }
+        if (g0 + (i + 1) * P < tiles) { /* the other warpgroup has a next tile: its turn */
+            if (cw == 0) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+            else asm volatile("bar.arrive 3, 256;\n" ::: "memory");
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (KT > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it0 + KT - 1) % STAGES)));

@@ -31,7 +31,7 @@
 // memory in the layout of tc's boxes; one thread issues the four box stores
 // and goes on — the stores drain while the next tile's products
 // run, and the region is reused only after they have read it.
-// DIRECT (a template; prepared, not yet timed on a GPU): the epilogue of
+// DIRECT (a template; the op's choice for float32/float64 C and beta): the epilogue of
 // matmul_wgmma instead, straight from the accumulators (column pairs, or
 // element by element at the edges), so any C dtype and beta work; tc must
 // still be a valid map over C (the host gives boxes of 128 bytes x 64 rows)
