@@ -470,8 +470,8 @@ static void test_norms_shift(void) {
 }
 
 /* The backward's timing switches (ALLOY_NN_NORM_BWD_REGS: column sums in registers, LayerNorm's dbias sums
- * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2; _OPQ: bfloat16 widened by inline
- * PTX, CUDA only), each forced on RMSNorm and
+ * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2; _OPQ: 16-bit elements widened by
+ * inline PTX, CUDA only: float16's off by default), each forced on RMSNorm and
  * LayerNorm with rows and heads, partial chunks and the hostile rows: any of them may become a default
  * after a timing, and each must give what the defaults give. */
 static void test_norms_variants(void) {

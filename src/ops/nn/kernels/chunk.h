@@ -29,8 +29,9 @@ template <class T, int VEC, class P> inline uint4 nn_chunk_load(P a, long i, int
 }
 
 // Element e of a chunk as A (bfloat16 widens by a shift; the other types by
-// their conversion). A kernel that defines ALLOY_NN_OPAQUE_BF16 before
-// including this file gets bfloat16's widening as inline PTX on CUDA.
+// their conversion). A kernel that defines ALLOY_NN_OPAQUE_BF16 (or
+// ALLOY_NN_OPAQUE_F16) before including this file gets bfloat16's (float16's)
+// widening as inline PTX on CUDA.
 template <class T, class A> inline A nn_chunk_elem(uint4 u, int e) {
     if constexpr (sizeof(T) == 8) {
         return A(as_type<double>(ulong(u[2 * e]) | (ulong(u[2 * e + 1]) << 32)));
@@ -50,6 +51,16 @@ template <class T, class A> inline A nn_chunk_elem(uint4 u, int e) {
         return A(as_type<float>((e & 1) != 0 ? (w & 0xffff0000u) : (w << 16)));
 #endif
     } else {
+#if defined(ALLOY_BACKEND_CUDA) && defined(ALLOY_NN_OPAQUE_F16)
+        if constexpr (is_same<T, half>::value) { /* as bfloat16's above */
+            float r;
+            if ((e & 1) != 0)
+                asm volatile("{.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 %0, hi;\n}" : "=f"(r) : "r"(u[e >> 1]));
+            else
+                asm volatile("{.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 %0, lo;\n}" : "=f"(r) : "r"(u[e >> 1]));
+            return A(r);
+        }
+#endif
         return A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
     }
 }

@@ -48,8 +48,8 @@
 // sums in registers), SPLIT (a round of its own for the deviations' squares:
 // a timing variant), VSUM (the pass's sums reduced as one vector), ONEPASS
 // (LayerNorm's statistics in one round), SHIFT (the same from shifted sums),
-// MINB (launch bound), OPQ (bfloat16 widened by opaque instructions at each
-// use on CUDA: chunk.h).
+// MINB (launch bound), OPQ (16-bit elements widened by opaque instructions
+// at each use on CUDA: chunk.h).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
@@ -76,6 +76,7 @@
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #if ALLOY_TEMPLATE_OPQ
 #define ALLOY_NN_OPAQUE_BF16
+#define ALLOY_NN_OPAQUE_F16
 #endif
 #include "src/ops/nn/kernels/chunk.h"
 // ONEPASS: the statistics of two disjoint sets of a row's elements, a (the
