@@ -584,10 +584,11 @@ static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off,
     CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
 }
 
-enum { TMA_STAGED, TMA_PINGPONG, TMA_DIRECT };
+enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_DIRECT };
 
 /* matmul_wgmma_tma (TMA_PINGPONG: matmul_wgmma_pingpong, its 128 x 128 tiles
- * and boxes of C 128 rows high; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
+ * and boxes of C 128 rows high; TMA_LAG: the second consumer two K steps
+ * behind the first; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
  * stored from the accumulators, any C dtype, beta) launched directly (the
  * copy engine on a Hopper GPU, the portable path elsewhere) with `groups`
  * persistent threadgroups: a batch of
@@ -616,6 +617,7 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : 0));
     CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
                                                              : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
@@ -637,7 +639,11 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     char label[128];
     snprintf(label, sizeof label, "%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
-             pingpong ? "wgmma_pingpong" : variant == TMA_DIRECT ? "wgmma_tma DIRECT" : "wgmma_tma", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
+             pingpong                 ? "wgmma_pingpong"
+             : variant == TMA_DIRECT  ? "wgmma_tma DIRECT"
+             : variant == TMA_LAG     ? "wgmma_tma LAG=2"
+                                      : "wgmma_tma",
+             alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
     const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
@@ -654,9 +660,10 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
 static void test_wgmma_tma(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
-    for (int v = TMA_STAGED; v <= TMA_PINGPONG; v++) {
+    for (int v = TMA_STAGED; v <= TMA_LAG; v++) {
         /* 3 matrices with edges in M, N and K over 4 and 5 threadgroups (12 or 18 tiles: the
-         * ping-pong's two consumers take turns with an odd count left), C at an offset */
+         * ping-pong's two consumers take turns with an odd count left), C at an offset; with LAG, K
+         * shorter than the lag and threadgroups without a tile below */
         tma_case(v, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 4, 1.0, 0.0);
         tma_case(v, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0);
         /* whole tiles, B shared by the batch, many K steps across tiles through the stages, alpha */

@@ -198,6 +198,10 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
         if (st == ALLOY_OK && p->tensor_maps && !pingpong) st = alloy_launch_add_template_int(l, "DIRECT", mode == 2);
+        /* ALLOY_MATMUL_TMA_LAG=1|2 (prepared, not yet timed): the second consumer warpgroup that many K
+         * steps behind the first, so that their epilogues do not coincide (matmul_wgmma_tma.metal) */
+        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
+            st = alloy_launch_add_template_int(l, "LAG", alloy_ops_env_int("ALLOY_MATMUL_TMA_LAG", 0, 2, 0));
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }

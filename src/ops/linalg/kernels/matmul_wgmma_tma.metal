@@ -36,6 +36,13 @@
 // element by element at the edges), so any C dtype and beta work; tc must
 // still be a valid map over C (the host gives boxes of 128 bytes x 64 rows)
 // but is not used.
+// LAG (a template, 0-2; timing only): warpgroup 2 starts LAG K steps after
+// warpgroup 1 (named barrier 3), so that their epilogues no longer fall at
+// the same time and one's products keep the tensor cores busy during the
+// other's; the price is LAG stages of the leader's prefetch. The lag holds
+// itself: a warpgroup alone on the tensor cores catches up what it lost
+// during its own epilogue. LAG <= STAGES - 1: the leader's first LAG steps
+// need no stage released by the follower.
 // On the CPU the body loops over the same tiles in the same order, element
 // by element (the maps unused; the op never picks this kernel off a Hopper
 // GPU).
@@ -49,6 +56,7 @@
 //! template: TIN=bfloat16
 //! template: TOUT=bfloat16
 //! template: DIRECT=0
+//! template: LAG=0
 //! header:
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
@@ -111,6 +119,8 @@ if (wg == 0) {
     const int srow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, sblk = lane >> 4;
     int it = 0; /* K steps consumed */
     float d[128];
+    static_assert(LAG >= 0 && LAG < STAGES, "LAG: 0 to STAGES - 1");
+    if (LAG > 0 && cw == 1 && g0 < tiles) asm volatile("bar.sync 3, 256;\n" ::: "memory");
     for (int tile = g0; tile < tiles; tile += P) {
         #pragma unroll
         for (int i = 0; i < 128; i++) d[i] = 0.0f;
@@ -129,6 +139,9 @@ if (wg == 0) {
             // the previous step's products are done: its stage goes back
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
             if (t > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
+            /* LAG: warpgroup 1's first tile, after min(LAG, KT) steps, lets warpgroup 2 go */
+            if (LAG > 0 && cw == 0 && tile == g0 && t + 1 == min(LAG, KT))
+                asm volatile("bar.arrive 3, 256;\n" ::: "memory");
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
         if (KT > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
