@@ -584,11 +584,12 @@ static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off,
     CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
 }
 
-enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_DIRECT };
+enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_OVW, TMA_DIRECT };
 
 /* matmul_wgmma_tma (TMA_PINGPONG: matmul_wgmma_pingpong, its 128 x 128 tiles
  * and boxes of C 128 rows high; TMA_LAG: the second consumer two K steps
- * behind the first; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
+ * behind the first; TMA_OVW: each tile's first product overwriting the
+ * accumulators, with a lag of one step; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
  * stored from the accumulators, any C dtype, beta) launched directly (the
  * copy engine on a Hopper GPU, the portable path elsewhere) with `groups`
  * persistent threadgroups: a batch of
@@ -617,7 +618,8 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
-    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : 0));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : variant == TMA_OVW));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "OVW", variant == TMA_OVW));
     CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
                                                              : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
@@ -642,6 +644,7 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
              pingpong                 ? "wgmma_pingpong"
              : variant == TMA_DIRECT  ? "wgmma_tma DIRECT"
              : variant == TMA_LAG     ? "wgmma_tma LAG=2"
+             : variant == TMA_OVW     ? "wgmma_tma OVW LAG=1"
                                       : "wgmma_tma",
              alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
@@ -660,7 +663,7 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
 static void test_wgmma_tma(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
-    for (int v = TMA_STAGED; v <= TMA_LAG; v++) {
+    for (int v = TMA_STAGED; v <= TMA_OVW; v++) {
         /* 3 matrices with edges in M, N and K over 4 and 5 threadgroups (12 or 18 tiles: the
          * ping-pong's two consumers take turns with an odd count left), C at an offset; with LAG, K
          * shorter than the lag and threadgroups without a tile below */

@@ -202,6 +202,10 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
          * steps behind the first, so that their epilogues do not coincide (matmul_wgmma_tma.metal) */
         if (st == ALLOY_OK && p->tensor_maps && !pingpong)
             st = alloy_launch_add_template_int(l, "LAG", alloy_ops_env_int("ALLOY_MATMUL_TMA_LAG", 0, 2, 0));
+        /* ALLOY_MATMUL_TMA_OVW=1 (prepared, not yet timed): the epilogue without the accumulators' zeroing
+         * (each tile's first product overwrites them) and, for alpha == 1, without alpha's multiplies */
+        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
+            st = alloy_launch_add_template_int(l, "OVW", alloy_ops_env_int("ALLOY_MATMUL_TMA_OVW", 0, 1, 0));
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }

@@ -36,6 +36,10 @@
 // element by element at the edges), so any C dtype and beta work; tc must
 // still be a valid map over C (the host gives boxes of 128 bytes x 64 rows)
 // but is not used.
+// OVW (a template, 0/1; prepared, not yet timed on a GPU): the epilogue's
+// instructions, during which the tensor cores wait, cut — each tile's first
+// k16 product overwrites the accumulators (wgmma's scale-d 0) instead of 128
+// zeroing moves, and alpha == 1 skips its 128 multiplies.
 // LAG (a template, 0-2; timing only): warpgroup 2 starts LAG K steps after
 // warpgroup 1 (named barrier 3), so that their epilogues no longer fall at
 // the same time and one's products keep the tensor cores busy during the
@@ -57,6 +61,7 @@
 //! template: TOUT=bfloat16
 //! template: DIRECT=0
 //! template: LAG=0
+//! template: OVW=0
 //! header:
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
@@ -119,11 +124,17 @@ if (wg == 0) {
     const int srow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, sblk = lane >> 4;
     int it = 0; /* K steps consumed */
     float d[128];
+    #pragma unroll
+    for (int i = 0; i < 128; i++) d[i] = 0.0f;
     static_assert(LAG >= 0 && LAG < STAGES, "LAG: 0 to STAGES - 1");
     if (LAG > 0 && cw == 1 && g0 < tiles) asm volatile("bar.sync 3, 256;\n" ::: "memory");
     for (int tile = g0; tile < tiles; tile += P) {
-        #pragma unroll
-        for (int i = 0; i < 128; i++) d[i] = 0.0f;
+        if constexpr (OVW == 0) {
+            if (tile != g0) {
+                #pragma unroll
+                for (int i = 0; i < 128; i++) d[i] = 0.0f;
+            }
+        }
         for (int t = 0; t < KT; t++, it++) {
             const int s = it % STAGES;
             const uint sa = sbase + uint(s * STAGE + cw * (64 * 128)), sb = sbase + uint(s * STAGE + A_STAGE);
@@ -133,7 +144,7 @@ if (wg == 0) {
             for (int kk = 0; kk < BK / 16; kk++) {
                 const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
                 const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
-                mm_wgmma_n256<TIN>(d, da, db);
+                mm_wgmma_n256<TIN>(d, da, db, OVW == 0 || t > 0 || kk > 0);
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             // the previous step's products are done: its stage goes back
@@ -161,14 +172,16 @@ if (wg == 0) {
         mm_bar_warpgroup(cw);
         // column block b (8 columns, 16 bytes) of row r: box b / 8, chunk
         // (b % 8) ^ (r % 8) of the box's 128-byte row r (the 128-byte swizzle)
+        if (OVW == 0 || al != 1.0f) {
+            #pragma unroll
+            for (int i = 0; i < 128; i++) d[i] *= al;
+        }
         #pragma unroll
         for (int j = 0; j < 32; j += 2) {
             const int blk = j + sblk;
             mm_stmatrix4(region + uint((blk >> 3) * 8192 + srow * 128 + (((blk & 7) ^ (srow & 7)) << 4)),
-                         mm_pack2<TOUT>(al * d[4 * j], al * d[4 * j + 1]),
-                         mm_pack2<TOUT>(al * d[4 * j + 2], al * d[4 * j + 3]),
-                         mm_pack2<TOUT>(al * d[4 * j + 4], al * d[4 * j + 5]),
-                         mm_pack2<TOUT>(al * d[4 * j + 6], al * d[4 * j + 7]));
+                         mm_pack2<TOUT>(d[4 * j], d[4 * j + 1]), mm_pack2<TOUT>(d[4 * j + 2], d[4 * j + 3]),
+                         mm_pack2<TOUT>(d[4 * j + 4], d[4 * j + 5]), mm_pack2<TOUT>(d[4 * j + 6], d[4 * j + 7]));
         }
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* visible to the copy engine */
         mm_bar_warpgroup(cw);

@@ -59,7 +59,9 @@ METAL_FUNC ulong mm_desc(uint addr, uint lbo, uint sbo) {
 }
 /* One m64nNk16 wgmma of TIN (bfloat16 or half) operands into float
  * accumulators d (N / 2 a thread), A and B from shared-memory descriptors,
- * accumulating (scale-d 1), B read transposed. */
+ * B read transposed; acc != 0 adds to d (scale-d 1), acc == 0 overwrites it
+ * (a tile's first step, so that nothing zeroes the accumulators between
+ * tiles). */
 #define MM_ACC64 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 #define MM_ACC128 MM_ACC64, \
@@ -68,14 +70,14 @@ METAL_FUNC ulong mm_desc(uint addr, uint lbo, uint sbo) {
 #define MM_WGMMA(SHAPE, TYPE, REGS, A, B, P, ...) \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\n" \
                  "wgmma.mma_async.sync.aligned." SHAPE ".f32." TYPE "." TYPE " " REGS ", " A ", " B ", p, 1, 1, 0, 1;\n}\n" \
-                 : __VA_ARGS__ : "l"(da), "l"(db), "r"(1))
+                 : __VA_ARGS__ : "l"(da), "l"(db), "r"(acc))
 #define MM_REGS64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define MM_REGS128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-template <class TIN> METAL_FUNC void mm_wgmma_n256(thread float *d, ulong da, ulong db) {
+template <class TIN> METAL_FUNC void mm_wgmma_n256(thread float *d, ulong da, ulong db, int acc = 1) {
     if constexpr (metal::is_same_v<TIN, half>) MM_WGMMA("m64n256k16", "f16", MM_REGS128, "%128", "%129", "%130", MM_ACC128);
     else MM_WGMMA("m64n256k16", "bf16", MM_REGS128, "%128", "%129", "%130", MM_ACC128);
 }
-template <class TIN> METAL_FUNC void mm_wgmma_n128(thread float *d, ulong da, ulong db) {
+template <class TIN> METAL_FUNC void mm_wgmma_n128(thread float *d, ulong da, ulong db, int acc = 1) {
     if constexpr (metal::is_same_v<TIN, half>) MM_WGMMA("m64n128k16", "f16", MM_REGS64, "%64", "%65", "%66", MM_ACC64);
     else MM_WGMMA("m64n128k16", "bf16", MM_REGS64, "%64", "%65", "%66", MM_ACC64);
 }
