@@ -261,7 +261,7 @@ if (wg == 0) {
             mm_bar_warpgroup(cw);
             if (ctid == 0) {
                 uint old;
-                asm volatile("atom.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(count) : "memory");
+                asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(count) : "memory");
                 sk_last[cw] = old == uint(S - 1) ? 1u : 0u;
             }
             mm_bar_warpgroup(cw);
