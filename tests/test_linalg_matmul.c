@@ -584,12 +584,13 @@ static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off,
     CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
 }
 
-enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_OVW, TMA_DIRECT };
+enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_ZERO, TMA_DIRECT };
 
 /* matmul_wgmma_tma (TMA_PINGPONG: matmul_wgmma_pingpong, its 128 x 128 tiles
  * and boxes of C 128 rows high; TMA_LAG: the second consumer two K steps
- * behind the first; TMA_OVW: each tile's first product overwriting the
- * accumulators, with a lag of one step; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
+ * behind the first; TMA_ZERO: the accumulators zeroed between tiles instead
+ * of overwritten by each tile's first product (OVW 0, the op's timing
+ * switch), with a lag of one step; TMA_DIRECT: matmul_wgmma_tma's DIRECT, C
  * stored from the accumulators, any C dtype, beta) launched directly (the
  * copy engine on a Hopper GPU, the portable path elsewhere) with `groups`
  * persistent threadgroups: a batch of
@@ -635,8 +636,8 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
-    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : variant == TMA_OVW));
-    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "OVW", variant == TMA_OVW));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : variant == TMA_ZERO));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "OVW", variant != TMA_ZERO));
     CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
                                                              : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
@@ -661,7 +662,7 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
              pingpong                 ? "wgmma_pingpong"
              : variant == TMA_DIRECT  ? "wgmma_tma DIRECT"
              : variant == TMA_LAG     ? "wgmma_tma LAG=2"
-             : variant == TMA_OVW     ? "wgmma_tma OVW LAG=1"
+             : variant == TMA_ZERO    ? "wgmma_tma OVW=0 LAG=1"
                                       : "wgmma_tma",
              parts > 1 ? " SK" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
@@ -687,7 +688,7 @@ static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch
 static void test_wgmma_tma(void) {
     alloy_device *dev = ku_device();
     if (alloy_device_backend(dev) == ALLOY_BACKEND_CUDA && alloy_device_compute_capability(dev) != 90) return;
-    for (int v = TMA_STAGED; v <= TMA_OVW; v++) {
+    for (int v = TMA_STAGED; v <= TMA_ZERO; v++) {
         /* 3 matrices with edges in M, N and K over 4 and 5 threadgroups (12 or 18 tiles: the
          * ping-pong's two consumers take turns with an odd count left), C at an offset; with LAG, K
          * shorter than the lag and threadgroups without a tile below */
@@ -710,11 +711,11 @@ static void test_wgmma_tma(void) {
     tma_case(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 64, 512, 0, 8, 2, 0.5, 1.0);
     /* SK: 12 tiles over 5 threadgroups (2 left, each in 2 parts of uneven steps: 1 and 2 of 3), with the
      * staged and the DIRECT epilogue (float C with beta); 4 tiles over 3 (1 left, 3 parts of 2 steps each),
-     * with a lag and OVW; 9 one-step tiles over 2 (1 left, nothing to split) */
+     * with a lag and the zeroing; 9 one-step tiles over 2 (1 left, nothing to split) */
     int split[4] = {0, 0, 0, 1};
     tma_case_sk(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0, 1, &split[0]);
     tma_case_sk(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT32, 3, 200, 264, 136, 272, 1, 4, 5, -1.5, 0.5, 1, &split[1]);
-    tma_case_sk(TMA_OVW, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 328, 264, 0, 0, 3, 2.0, 0.0, 1, &split[2]);
+    tma_case_sk(TMA_ZERO, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 328, 264, 0, 0, 3, 2.0, 0.0, 1, &split[2]);
     tma_case_sk(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0, 0.0, 1, &split[3]);
     CHECK_MSG(split[0] && split[1] && split[2] && !split[3], "SK split %d %d %d %d, want 1 1 1 0", split[0],
               split[1], split[2], split[3]);

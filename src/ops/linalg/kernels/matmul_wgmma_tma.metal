@@ -36,18 +36,19 @@
 // element by element at the edges), so any C dtype and beta work; tc must
 // still be a valid map over C (the host gives boxes of 128 bytes x 64 rows)
 // but is not used.
-// OVW (a template, 0/1; prepared, not yet timed on a GPU): the epilogue's
+// OVW (a template, 0/1; the op's 1): the epilogue's
 // instructions, during which the tensor cores wait, cut — each tile's first
 // k16 product overwrites the accumulators (wgmma's scale-d 0) instead of 128
 // zeroing moves, and alpha == 1 skips its 128 multiplies.
-// LAG (a template, 0-2; timing only): warpgroup 2 starts LAG K steps after
+// LAG (a template, 0-2; timing only, no gain measured): warpgroup 2 starts LAG K steps after
 // warpgroup 1 (named barrier 3), so that their epilogues no longer fall at
 // the same time and one's products keep the tensor cores busy during the
 // other's; the price is LAG stages of the leader's prefetch. The lag holds
 // itself: a warpgroup alone on the tensor cores catches up what it lost
 // during its own epilogue. LAG <= STAGES - 1: the leader's first LAG steps
 // need no stage released by the follower.
-// SK (a template, 0/1; prepared, not yet timed on a GPU): when the last
+// SK (a template, 0/1; timing only — it lost on an H200: bench/experiments/
+// NOTES.md): when the last
 // round of tiles is at most half full (rem = tiles % P of them, P
 // threadgroups), their K loops are split in S parts (the launch constant
 // sk_parts: the op's min(P / rem, K steps)), part s of tile t going to
