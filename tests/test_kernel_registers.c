@@ -1,13 +1,21 @@
-/* test_kernel_registers.c — the mLSTM training kernels keep their occupancy on CUDA: every specialisation
- * the chunk-parallel backward (and the forward it recomputes) compiles at xLSTM 7B's head sizes (DHQK 256,
- * DHHV 512) uses at most 128 registers a thread, so that two threadgroups of 256 threads fit an SM.
+/* test_kernel_registers.c — kernels whose speed hangs on what ptxas makes of them keep it on CUDA, checked
+ * without a GPU:
+ * - the mLSTM training kernels keep their occupancy: every specialisation the chunk-parallel backward (and
+ *   the forward it recomputes) compiles at xLSTM 7B's head sizes (DHQK 256, DHHV 512) uses at most 128
+ *   registers a thread, so that two threadgroups of 256 threads fit an SM;
+ * - the Hopper GEMM (matmul_wgmma_tma, as the op launches it, for 16-bit, float32 and float64 results) keeps
+ *   its wgmma pipelined and spills nothing: ptxas for sm_90a reports no C75xx message (a serialised wgmma,
+ *   C7514 / C7520: each made to wait for the one before, about 20% of the GEMM's speed; or a warpgroup wait
+ *   or arrive it had to inject, C7517 / C7519) and no spill bytes.
  *
  * Why a test: a restructuring that leaves every result alone can still cost a third of the time. Turning
  * the backward's phase 3 into the body of a loop that ran once took its float16-tile specialisation from
  * 122 registers to 159 — one threadgroup an SM, the float32 DEFAULT backward 12.1 -> 16.5 ms on an H200 —
- * and nothing failed (bench/experiments/NOTES.md). Runs on the CPU with ALLOY_COMPILE_CHECK=cuda and
- * ALLOY_COMPILE_CHECK_DUMP (NVRTC, no GPU), then reads each cubin's register count (the EIATTR_REGCOUNT
- * attribute of its .nv.info section). Skips where NVRTC is not installed. */
+ * and nothing failed; a vector type built from the GEMM's accumulators made the compiler carry them in
+ * integer registers through the products and ptxas serialised every wgmma (bench/experiments/NOTES.md).
+ * Runs on the CPU with ALLOY_COMPILE_CHECK=cuda and ALLOY_COMPILE_CHECK_DUMP (NVRTC, no GPU), then reads
+ * each mLSTM cubin's register count (the EIATTR_REGCOUNT attribute of its .nv.info section) and runs the
+ * toolkit's ptxas over the GEMM's PTX. Skips where NVRTC (or, for the GEMM, ptxas) is not installed. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +25,7 @@
 
 #include "alloy/alloy.h"
 #include "harness.h"
+#include "ops/catalog.h"
 
 enum { REG_BUDGET = 128 };
 
@@ -156,6 +165,121 @@ static void test_mlstm_training_registers(void) {
     CHECK_MSG(seen >= 6, "only %d mLSTM kernels were compiled and dumped", seen);
 }
 
+/* ptxas from the CUDA toolkit: on PATH, under CUDA_HOME, or the usual place; "" when there is none */
+static const char *find_ptxas(void) {
+    static char path[512];
+    if (system("command -v ptxas > /dev/null 2>&1") == 0) return "ptxas";
+    const char *home = getenv("CUDA_HOME");
+    snprintf(path, sizeof path, "%s/bin/ptxas", home && *home ? home : "/usr/local/cuda");
+    return access(path, X_OK) == 0 ? path : "";
+}
+
+/* One launch of matmul_wgmma_tma on the CPU (its portable path runs; the compile check compiles and dumps
+ * the CUDA source) with the op's templates and tensor maps: 128 x 256 tiles, boxes of 64 columns. */
+static int launch_tma(alloy_dtype in, alloy_dtype out, int direct) {
+    alloy_kernel *k = NULL;
+    CHECK_OK(alloy_catalog_kernel("src/ops/linalg/kernels/matmul_wgmma_tma.metal", &k));
+    if (!k) return 0;
+    alloy_device *dev = NULL;
+    CHECK_OK(alloy_device_get("cpu", &dev));
+    const int64_t M = 130, N = 264, K = 72, sa[2] = {M, K}, sb[2] = {K, N}, sc[2] = {M, N};
+    void *zeros = calloc((size_t)(M * N + K * N + M * K), 8);
+    alloy_array *a = NULL, *b = NULL, *c = NULL, *res[2] = {NULL, NULL};
+    CHECK_OK(alloy_array_from_host(dev, in, 2, sa, zeros, &a));
+    CHECK_OK(alloy_array_from_host(dev, in, 2, sb, zeros, &b));
+    CHECK_OK(alloy_array_from_host(dev, out, 2, sc, zeros, &c));
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output_array(l, c));
+    CHECK_OK(alloy_launch_add_output_array(l, c)); /* W, untouched without SK */
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
+    CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
+    const struct { const char *n; int64_t v; } t[] = {{"DIRECT", direct}, {"LAG", 0}, {"OVW", 1}, {"SK", 0}};
+    for (size_t e = 0; e < sizeof t / sizeof t[0]; e++) CHECK_OK(alloy_launch_add_template_int(l, t[e].n, t[e].v));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, 3 * 48 * 1024 + 64 * 1024 + 2048));
+    const struct { const char *n; int64_t v; } c64[] = {
+        {"M", M}, {"N", N}, {"K", K}, {"batch", 1}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1}, {"sb_b", K * N},
+        {"sb_k", N}, {"sb_n", 1}, {"sc_b", M * N}, {"sc_m", N}, {"tile_m", 128}, {"tile_n", 256}, {"a_off", 0},
+        {"b_off", 0}, {"c_off", 0}, {"sk_parts", 1}};
+    for (size_t e = 0; e < sizeof c64 / sizeof c64[0]; e++)
+        CHECK_OK(alloy_launch_set_constant_int(l, c64[e].n, ALLOY_INT64, c64[e].v));
+    CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, 1.0));
+    CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
+    const struct { const char *n; int op; int64_t cols, rows, rs; uint32_t bx, by; } maps[] = {
+        {"ta", 0, K, M, K, 64, 128}, {"tb", 1, N, K, N, 64, 64},
+        {"tc", 2, N, M, N, (uint32_t)(128 / alloy_dtype_size(out)), 64}};
+    for (size_t e = 0; e < 3; e++) {
+        alloy_tensor_map_spec m;
+        memset(&m, 0, sizeof m);
+        m.operand = maps[e].op, m.rank = 3, m.offset = 0;
+        m.dims[0] = maps[e].cols, m.dims[1] = maps[e].rows, m.dims[2] = 1;
+        m.strides[0] = 1, m.strides[1] = maps[e].rs, m.strides[2] = 8;
+        m.box[0] = maps[e].bx, m.box[1] = maps[e].by, m.box[2] = 1;
+        m.swizzle = 128;
+        CHECK_OK(alloy_launch_set_tensor_map(l, maps[e].n, &m));
+    }
+    CHECK_OK(alloy_launch_set_grid(l, 2 * 384, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
+    alloy_array *ins[2] = {a, b};
+    const alloy_status st = alloy_kernel_apply(k, 2, ins, l, NULL, res);
+    const int skip = st != ALLOY_OK && strstr(alloy_last_error(), "cannot check kernel") != NULL;
+    if (!skip) CHECK_MSG(st == ALLOY_OK, "matmul_wgmma_tma %s -> %s: %s", alloy_dtype_name(in),
+                         alloy_dtype_name(out), alloy_last_error());
+    alloy_array_free(res[0]), alloy_array_free(res[1]);
+    alloy_array_free(a), alloy_array_free(b), alloy_array_free(c);
+    alloy_launch_free(l);
+    free(zeros);
+    return skip;
+}
+
+static void test_gemm_wgmma_pipelined(void) {
+    const char *ptxas = find_ptxas();
+    if (!*ptxas) {
+        SKIP("no ptxas (the CUDA toolkit) on this machine");
+        return;
+    }
+    /* the op's choices: 16-bit results through the staged stores, float32 / float64 ones DIRECT */
+    if (launch_tma(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 0)) {
+        SKIP("NVRTC is not available (ALLOY_COMPILE_CHECK=cuda)");
+        return;
+    }
+    launch_tma(ALLOY_FLOAT16, ALLOY_FLOAT16, 0);
+    launch_tma(ALLOY_BFLOAT16, ALLOY_FLOAT32, 1);
+    launch_tma(ALLOY_FLOAT16, ALLOY_FLOAT64, 1);
+    DIR *d = opendir(g_dump);
+    CHECK(d != NULL);
+    if (!d) return;
+    int seen = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".ptx") != 0) continue;
+        if (strncmp(e->d_name, "alloy_matmul_wgmma_tma", 22) != 0) continue;
+        char cmd[1200], line[1024], bad[1024] = "";
+        snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90a -v '%s/%s' -o /dev/null 2>&1", ptxas, g_dump, e->d_name);
+        FILE *p = popen(cmd, "r");
+        CHECK(p != NULL);
+        if (!p) break;
+        int info = 0;
+        while (fgets(line, sizeof line, p)) {
+            if (strstr(line, "Used ")) info = 1;
+            /* "N bytes spill stores, M bytes spill loads": N (the number before the words) must be 0 */
+            const char *sp = strstr(line, " bytes spill stores");
+            const char *q = sp;
+            while (q && q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+            const int spills = sp && atoi(q) > 0;
+            /* (C75xx): wgmma serialised, or a wait / arrive the compiler had to inject around the products */
+            if ((strstr(line, "(C75") || spills) && !*bad)
+                snprintf(bad, sizeof bad, "%s", line);
+        }
+        const int rc = pclose(p);
+        CHECK_MSG(rc == 0 && info, "ptxas over %s: exit %d", e->d_name, rc);
+        CHECK_MSG(!*bad, "%s: %s", e->d_name, bad);
+        seen++;
+    }
+    closedir(d);
+    CHECK_MSG(seen == 4, "%d matmul_wgmma_tma specialisations compiled and dumped, want 4", seen);
+}
+
 int main(void) {
     harness_seed();
     /* a fresh cache (so that every specialisation compiles, and so is checked and dumped) and the dump */
@@ -167,6 +291,7 @@ int main(void) {
     setenv("ALLOY_COMPILE_CHECK", "cuda", 1);
     setenv("ALLOY_COMPILE_CHECK_DUMP", g_dump, 1);
     RUN(test_mlstm_training_registers);
+    RUN(test_gemm_wgmma_pipelined);
     /* the dump and the cache are scratch */
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dump);
