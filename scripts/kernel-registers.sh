@@ -8,7 +8,8 @@
 # runs once — bench/experiments/NOTES.md).
 #   scripts/kernel-registers.sh [-o DIR] COMMAND [ARG...]
 #   e.g. scripts/kernel-registers.sh build/alloy bench nn --quick
-# Output, one line per specialisation, sorted: kernel, its template values, registers, spill bytes.
+# Output, one line per specialisation, sorted: kernel, its template values, registers, spill bytes, and
+# ptxas's C75xx codes where it printed any (a Hopper wgmma kernel that lost its pipelining).
 # Needs NVRTC (ALLOY_COMPILE_CHECK) and ptxas (CUDA toolkit, or PTXAS=path).
 set -euo pipefail
 dir=""
@@ -34,5 +35,8 @@ for ptx in "$dir"/*.ptx; do
     info=$("$PTXAS" -v -arch=sm_90a "$ptx" -o "$tmp/x.cubin" 2>&1 || true)
     regs=$(echo "$info" | grep -o 'Used [0-9]* registers' | grep -o '[0-9]*' | head -1)
     spill=$(echo "$info" | grep -o '[0-9]* bytes spill stores' | grep -o '^[0-9]*' | head -1)
-    printf '%s %s: %s registers, %s bytes spilled\n' "${name%-*}" "$tpl" "${regs:-?}" "${spill:-?}"
+    # ptxas's C75xx messages: wgmma serialised, or warpgroup waits / arrives it injected
+    c75=$(echo "$info" | grep -o '(C75[0-9]*)' | tr -d '()' | sort -u | tr '\n' ' ' || true)
+    printf '%s %s: %s registers, %s bytes spilled%s\n' "${name%-*}" "$tpl" "${regs:-?}" "${spill:-?}" \
+        "${c75:+, ptxas ${c75% }}"
 done | sort
