@@ -598,10 +598,12 @@ enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_ZERO, TMA_DIRECT };
  * matrix when b_shared), 16-bit C at an element offset (a multiple of 8:
  * its rows are 16-byte aligned) whose elements before it stay untouched,
  * alpha; edges in M, N and K fall to the copy engine's zero fill and
- * clipped stores. */
-static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
-                        int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta, int sk,
-                        int *split) {
+ * clipped stores. half (HALF): a last round of tiles at most half full
+ * computed as 128 x 128 halves — *split says whether this case had such a
+ * round. */
+static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
+                          int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta,
+                          int half, int *split) {
     const int pingpong = variant == TMA_PINGPONG;
     alloy_kernel *k = NULL;
     CHECK_OK(alloy_catalog_kernel(pingpong ? "src/ops/linalg/kernels/matmul_wgmma_pingpong.metal"
@@ -613,26 +615,15 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
     const int64_t nc = c_off + batch * M * N;
     double *c0;
     void *raw;
-    alloy_array *c = prefilled_c(out, nc, c_off, beta, &c0, &raw), *res[2] = {NULL, NULL}, *ws = NULL;
+    alloy_array *c = prefilled_c(out, nc, c_off, beta, &c0, &raw), *res = NULL;
     alloy_launch *l = NULL;
     CHECK_OK(alloy_launch_new(&l));
     CHECK_OK(alloy_launch_add_output_array(l, c));
-    /* SK's parts: the op's rule (matmul.c, sk_workspace) */
+    /* the kernel's rule for halves: a last round with rem tiles left, 2 rem <= the threadgroups */
     const int64_t tiles = batch * ((M + 127) / 128) * ((N + (pingpong ? 127 : 255)) / (pingpong ? 128 : 256));
-    const int64_t P = tiles < groups ? tiles : groups, rem = tiles % P, kt = (K + 63) / 64;
-    int64_t parts = sk && rem > 0 && 2 * rem <= P ? P / rem : 1;
-    if (parts > kt) parts = kt;
-    if (split) *split = parts > 1;
-    if (!pingpong) {
-        if (parts > 1) {
-            const int64_t nw = rem * parts * 2 * 16384 + rem * 2;
-            CHECK_OK(alloy_array_new(ku_device(), ALLOY_FLOAT32, 1, &nw, &ws));
-            CHECK_OK(alloy_array_fill(ws, 0.0));
-        }
-        CHECK_OK(alloy_launch_add_output_array(l, ws ? ws : c));
-        CHECK_OK(alloy_launch_add_template_int(l, "SK", parts > 1));
-        CHECK_OK(alloy_launch_set_constant_int(l, "sk_parts", ALLOY_INT64, parts));
-    }
+    const int64_t rem = tiles % groups;
+    if (split) *split = half && rem > 0 && 2 * rem <= (int64_t)groups;
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "HALF", half));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
@@ -655,7 +646,7 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
     CHECK_OK(alloy_launch_set_grid(l, groups * 384, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
     alloy_array *ins[2] = {A.a, B.a};
-    CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, res));
+    CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     char label[128];
     snprintf(label, sizeof label, "%s%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
@@ -664,16 +655,14 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
              : variant == TMA_LAG     ? "wgmma_tma LAG=2"
              : variant == TMA_ZERO    ? "wgmma_tma OVW=0 LAG=1"
                                       : "wgmma_tma",
-             parts > 1 ? " SK" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
+             half ? " HALF" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
     const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
     CHECK_MSG(bad == 0, "%s: %d of %lld elements wrong", label, bad, (long long)nc);
     free(raw);
     free(c0);
-    alloy_array_free(res[0]);
-    alloy_array_free(res[1]);
-    alloy_array_free(ws);
+    alloy_array_free(res);
     alloy_array_free(c);
     alloy_launch_free(l);
     drop(&A);
@@ -682,7 +671,7 @@ static void tma_case_sk(int variant, alloy_dtype in, alloy_dtype out, int64_t ba
 
 static void tma_case(int variant, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
                      int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta) {
-    tma_case_sk(variant, in, out, batch, M, N, K, NB, b_shared, c_off, groups, alpha, beta, 0, NULL);
+    tma_case_half(variant, in, out, batch, M, N, K, NB, b_shared, c_off, groups, alpha, beta, 0, NULL);
 }
 
 static void test_wgmma_tma(void) {
@@ -709,16 +698,18 @@ static void test_wgmma_tma(void) {
     tma_case(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT32, 3, 200, 264, 72, 272, 1, 4, 4, -1.0, 0.0);
     tma_case(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT64, 1, 130, 264, 40, 264, 0, 0, 5, 1.0, -2.0);
     tma_case(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 64, 512, 0, 8, 2, 0.5, 1.0);
-    /* SK: 12 tiles over 5 threadgroups (2 left, each in 2 parts of uneven steps: 1 and 2 of 3), with the
-     * staged and the DIRECT epilogue (float C with beta); 4 tiles over 3 (1 left, 3 parts of 2 steps each),
-     * with a lag and the zeroing; 9 one-step tiles over 2 (1 left, nothing to split) */
-    int split[4] = {0, 0, 0, 1};
-    tma_case_sk(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0, 1, &split[0]);
-    tma_case_sk(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT32, 3, 200, 264, 136, 272, 1, 4, 5, -1.5, 0.5, 1, &split[1]);
-    tma_case_sk(TMA_ZERO, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 328, 264, 0, 0, 3, 2.0, 0.0, 1, &split[2]);
-    tma_case_sk(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0, 0.0, 1, &split[3]);
-    CHECK_MSG(split[0] && split[1] && split[2] && !split[3], "SK split %d %d %d %d, want 1 1 1 0", split[0],
-              split[1], split[2], split[3]);
+    /* HALF: 12 tiles over 5 threadgroups (2 left: 4 halves, the last tile column's second half past N), with
+     * the staged and the DIRECT epilogue (float C with beta); 4 tiles over 3 (1 left: its halves on
+     * threadgroups 0 and 1), with a lag and the zeroing; 9 tiles over 2 (1 left); 3 tiles over 2 with a
+     * float64 C (1 left) */
+    int split[5] = {0, 0, 0, 0, 0};
+    tma_case_half(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0, 1, &split[0]);
+    tma_case_half(TMA_DIRECT, ALLOY_FLOAT16, ALLOY_FLOAT32, 3, 200, 264, 136, 272, 1, 4, 5, -1.5, 0.5, 1, &split[1]);
+    tma_case_half(TMA_ZERO, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 328, 264, 0, 0, 3, 2.0, 0.0, 1, &split[2]);
+    tma_case_half(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 300, 40, 64, 40, 1, 0, 2, 1.0, 0.0, 1, &split[3]);
+    tma_case_half(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT64, 3, 100, 256, 24, 256, 0, 0, 2, 1.0, 0.0, 1, &split[4]);
+    CHECK_MSG(split[0] && split[1] && split[2] && split[3] && split[4], "HALF rounds %d %d %d %d %d, want all",
+              split[0], split[1], split[2], split[3], split[4]);
 }
 
 /* x rounded to TF32 as matmul_tf32_split.metal does (ties away, truncated

@@ -19,7 +19,6 @@
 
 #include "alloy/alloy.h"
 #include "alloy/linalg.h"
-#include "core/array_internal.h"
 #include "core/error.h"
 #include "ops/catalog.h"
 #include "ops/env_override.h"
@@ -210,6 +209,11 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
          * ALLOY_MATMUL_TMA_OVW=0 restores the zeroing (timing) */
         if (st == ALLOY_OK && p->tensor_maps && !pingpong)
             st = alloy_launch_add_template_int(l, "OVW", alloy_ops_env_int("ALLOY_MATMUL_TMA_OVW", 0, 1, 1));
+        /* ALLOY_MATMUL_TMA_HALF=1 (prepared, not yet timed): a last round of tiles at most half full computed
+         * as 128 x 128 halves over twice as many threadgroups (matmul_wgmma_tma.metal); SK, the same
+         * round's K loops split over scratch slots, lost on the H200 (0.318 ms against 0.308; NOTES.md) */
+        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
+            st = alloy_launch_add_template_int(l, "HALF", alloy_ops_env_int("ALLOY_MATMUL_TMA_HALF", 0, 1, 0));
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }
@@ -274,46 +278,6 @@ static alloy_status set_tensor_maps(alloy_launch *l, int64_t M, int64_t N, int64
     alloy_status st = set_map(l, "ta", 0, oa, K, M, sa_m, batch, sa_b, 64, 128);
     if (st == ALLOY_OK) st = set_map(l, "tb", 1, ob, N, K, sb_k, batch, sb_b, 64, 64);
     if (st == ALLOY_OK) st = set_map(l, "tc", 2, oc, N, M, N, batch, sc_b, c_box_cols, c_box_rows);
-    return st;
-}
-
-/* matmul_wgmma_tma's SK (ALLOY_MATMUL_TMA_SK=1, timing only: on the H200,
- * 100 x 1024^3 with OVW took 0.318 ms against 0.308 without; see
- * bench/experiments/NOTES.md):
- * when the last round of tiles over the `groups` threadgroups is at most half
- * full, its K loops split in S parts (the kernel's top comment). Sets the
- * template SK, the constant sk_parts (S, or 1) and the output W: for a split,
- * *ws = rem * S * 2 slots of 64 x 256 floats and rem * 2 counters after
- * them, the counters zeroed on the stream before the launch; otherwise C
- * itself stands for W (never touched). One launch only (outer == 1): the
- * counters are zeroed once. */
-static alloy_status sk_workspace(alloy_launch *l, alloy_array *c, int64_t tiles, int64_t groups, int64_t K,
-                                 int64_t outer, alloy_stream *stream, alloy_array **ws) {
-    const int64_t rem = tiles % groups, kt = (K + 63) / 64;
-    int64_t parts = rem > 0 && 2 * rem <= groups ? groups / rem : 1;
-    if (parts > kt) parts = kt;
-    if (outer != 1 || !alloy_ops_env_int("ALLOY_MATMUL_TMA_SK", 0, 1, 0)) parts = 1;
-    alloy_status st = ALLOY_OK;
-    if (parts > 1) {
-        const int64_t slots = rem * parts * 2 * 16384, n = slots + rem * 2;
-        st = alloy_array_new(alloy_array_device(c), ALLOY_FLOAT32, 1, &n, ws);
-        alloy_array *counts = NULL;
-        const int64_t nc = rem * 2;
-        if (st == ALLOY_OK)
-            st = alloy_array_wrap(alloy_array_device(c), alloy_array_data(*ws), ALLOY_FLOAT32, 1, &nc, NULL, slots,
-                                  NULL, NULL, &counts);
-        if (st == ALLOY_OK) st = alloy_array_fill_on(counts, 0.0, stream); /* 0.0f: the bits of uint 0 */
-        alloy_array_free(counts);
-        if (st != ALLOY_OK) { /* no workspace: the round unsplit */
-            alloy_array_free(*ws);
-            *ws = NULL;
-            parts = 1;
-            st = ALLOY_OK;
-        }
-    }
-    st = alloy_launch_add_template_int(l, "SK", parts > 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "sk_parts", ALLOY_INT64, parts);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, *ws ? *ws : c);
     return st;
 }
 
@@ -465,7 +429,6 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                         outer_a, outer_b, M, N, K, alloy_array_data(c), o.beta};
     if (st == ALLOY_OK) st = choose_kernel(dev, dt, odt, &lay, &p, l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, c);
-    alloy_array *ws = NULL; /* matmul_wgmma_tma's W: the split last round's sums (sk_workspace) */
     const int64_t tm = p.tile_m ? p.tile_m : 1, tn = p.tile_n ? p.tile_n : 1;
     const int64_t gx = (N + tn - 1) / tn, gy = (M + tm - 1) / tm;
     if (st == ALLOY_OK && gx * p.threads > UINT32_MAX)
@@ -478,8 +441,6 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
             st = alloy_error(ALLOY_ERROR_UNSUPPORTED, "alloy_matmul: %lld tiles of %u x %u are too many for one launch",
                              (long long)tiles, p.tile_m, p.tile_n);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * p.threads), 1, 1);
-        if (st == ALLOY_OK && p.file == WGMMA_TMA_FILE)
-            st = sk_workspace(l, c, tiles, groups, K, outer, stream, &ws);
     } else if (p.per_group && st == ALLOY_OK) {
         /* as many rounds of resident threadgroups as the batch needs, the
          * groups evened out over them */
@@ -533,15 +494,13 @@ alloy_status alloy_matmul(alloy_array *a, alloy_array *b, const alloy_matmul_opt
                 if (st == ALLOY_OK && p.tensor_maps) /* the maps' origins move with the offsets */
                     st = set_tensor_maps(l, M, N, K, n, offs[0] + i0 * sab, A.rs, sab, offs[1] + i0 * sbb, B.rs, sbb,
                                          offs[2] + i0 * scb, scb, p.c_box_cols, p.c_box_rows);
-                alloy_array *res[2] = {NULL, NULL};
-                if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, res);
-                alloy_array_free(res[0]);
-                alloy_array_free(res[1]);
+                alloy_array *res = NULL;
+                if (st == ALLOY_OK) st = alloy_kernel_apply(p.kernel, 2, ins, l, stream, &res);
+                alloy_array_free(res);
             }
         }
     }
     alloy_launch_free(l);
-    alloy_array_free(ws); /* the caching allocator reuses it only after this stream's launch */
     if (st != ALLOY_OK) {
         if (!*out) alloy_array_free(c);
         return st;

@@ -47,37 +47,31 @@
 // itself: a warpgroup alone on the tensor cores catches up what it lost
 // during its own epilogue. LAG <= STAGES - 1: the leader's first LAG steps
 // need no stage released by the follower.
-// SK (a template, 0/1; timing only — it lost on an H200: bench/experiments/
-// NOTES.md): when the last
+// HALF (a template, 0/1; prepared, not yet timed on a GPU): when the last
 // round of tiles is at most half full (rem = tiles % P of them, P
-// threadgroups), their K loops are split in S parts (the launch constant
-// sk_parts: the op's min(P / rem, K steps)), part s of tile t going to
-// threadgroup (t - (tiles - rem)) * S + s after its whole tiles, so that
-// the round takes about 1/S of a tile's time instead of a whole one. Each
-// consumer warpgroup writes its part's 64 x 256 float sums into its slot of
-// W (as float4s, thread-major: coalesced, and read back by the same thread
-// layout), then counts itself on its tile half's counter (after W's float
-// slots: rem * 2 uints, zeroed by the host before the launch); the last of
-// the S adds the slots in the order s = 0 .. S-1 (the same result whichever
-// arrives last) and stores C from the sums as DIRECT does. W: rem * S * 2
-// slots of 16384 floats, then the counters; without SK (or when nothing is
-// split) W is not touched (the op passes C).
+// threadgroups), those tiles are computed as 2 * rem halves of 128 x 128
+// (m64n128k16, two of B's boxes a K step), half h of tile t by threadgroup
+// 2 (t - (tiles - rem)) + h after its whole tiles, so that the round takes
+// about half a tile's time instead of a whole one (100 x 1024^3 on 132 SMs:
+// 32 tiles left, 64 halves). The halves' code follows the whole tiles' loop,
+// so no shape branch enters the main K loop (one there once cost ptxas's
+// wgmma pipelining: bench/experiments/NOTES.md).
 // On the CPU the body loops over the same tiles in the same order, element
 // by element (the maps unused; the op never picks this kernel off a Hopper
 // GPU).
 // Launch: any grid of threadgroups of (384, 1, 1) (the op's: (P*384, 1, 1)
 // with P = min(tiles, SMs)), threadgroup memory 3 * 48 KB + 64 KB + 2 KB;
-// launch constants as matmul_wgmma's and long sk_parts (SK's S; 1: none).
+// launch constants as matmul_wgmma's.
 //! name: alloy_matmul_wgmma_tma
 //! inputs: A B
-//! outputs: C W
+//! outputs: C
 //! ensure_row_contiguous: false
 //! template: TIN=bfloat16
 //! template: TOUT=bfloat16
 //! template: DIRECT=0
 //! template: LAG=0
 //! template: OVW=0
-//! template: SK=0
+//! template: HALF=0
 //! header:
 #undef ALLOY_CUDA_LAUNCH_BOUNDS /* one threadgroup of 384 threads per SM */
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(384, 1)
@@ -109,48 +103,42 @@ if (tid == 0) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 threadgroup_barrier(mem_flags::mem_threadgroup);
-// SK: the last round's K loops split (see top); a threadgroup's work items
-// are its whole tiles g0, g0 + P, ... < whole, then at most one part
+// HALF: the last round's tiles in halves of 128 columns (see top); a
+// threadgroup's work: its whole tiles g0, g0 + P, ... < whole, then at most
+// one half (NB: B's 64-column boxes a K step, 4 for a whole tile)
 const int rem = tiles % P;
-/* S from the host (sk_parts, which sized W for it); a value the round cannot take splits nothing */
-const int S = SK != 0 && rem > 0 && sk_parts > 1 && sk_parts <= KT && long(rem) * sk_parts <= long(P) ? int(sk_parts) : 1;
-const int whole = S > 1 ? tiles - rem : tiles;
+const bool halves = HALF != 0 && rem > 0 && 2 * rem <= P;
+const int whole = halves ? tiles - rem : tiles;
 const int nwhole = g0 < whole ? (whole - g0 + P - 1) / P : 0;
-const int items = nwhole + (S > 1 && g0 < rem * S ? 1 : 0);
-/* item w: its tile and K steps [t0, t1); the part's index s, or -1 for a whole tile */
-auto item_of = [&](int w, thread int &tile, thread int &t0, thread int &t1) {
-    if (w < nwhole) {
-        tile = g0 + w * P, t0 = 0, t1 = KT;
-        return -1;
-    }
-    const int sp = g0 % S;
-    tile = whole + g0 / S, t0 = sp * KT / S, t1 = (sp + 1) * KT / S;
-    return sp;
-};
-threadgroup uint sk_last[2];
+const bool has_half = halves && g0 < 2 * rem;
+struct whole_tile { static constexpr int nb() { return 4; } };
+struct half_tile { static constexpr int nb() { return 2; } };
 const int wg = int(tid / 128);
 if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
     if (tid == 0) {
         asm volatile("prefetch.tensormap [%0];\n" :: "l"(&ta) : "memory");
         asm volatile("prefetch.tensormap [%0];\n" :: "l"(&tb) : "memory");
-        int it = 0; /* K steps issued, over all of this threadgroup's work items */
-        for (int w = 0; w < items; w++) {
-            int tile, t0, t1;
-            item_of(w, tile, t0, t1);
+        int it = 0; /* K steps issued, over all of this threadgroup's tiles */
+        // the K steps of one tile (or half: columns from bn) into the stages
+        auto produce = [&](auto shape, int tile, int col) {
+            constexpr int NB = decltype(shape)::nb();
             long bz, bm, bn;
             mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
             const int za = sa_b == 0 ? 0 : int(bz), zb = sb_b == 0 ? 0 : int(bz);
-            for (int t = t0; t < t1; t++, it++) {
+            for (int t = 0; t < KT; t++, it++) {
                 const int s = it % STAGES;
                 const uint full = full0 + uint(8 * s), sa = sbase + uint(s * STAGE), sb = sa + A_STAGE;
                 tma_bar_wait(empty0 + uint(8 * s), uint(((it / STAGES) & 1) ^ 1));
-                tma_bar_expect(full, STAGE);
+                tma_bar_expect(full, A_STAGE + NB * BK * 128);
                 tma_load3(sa, ta, t * BK, int(bm), za, full);
                 #pragma unroll
-                for (int j = 0; j < BN / 64; j++) tma_load3(sb + uint(j * BK * 128), tb, int(bn) + 64 * j, t * BK, zb, full);
+                for (int j = 0; j < NB; j++)
+                    tma_load3(sb + uint(j * BK * 128), tb, int(bn) + col + 64 * j, t * BK, zb, full);
             }
-        }
+        };
+        for (int w = 0; w < nwhole; w++) produce(whole_tile{}, g0 + w * P, 0);
+        if (has_half) produce(half_tile{}, whole + g0 / 2, 128 * (g0 % 2));
     }
 } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
@@ -160,14 +148,25 @@ if (wg == 0) {
     // the warp's 16, column blocks j / j + 1)
     const int srow = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, sblk = lane >> 4;
     int it = 0; /* K steps consumed */
-    float d[128];
+    float d[128]; /* a half tile uses d[0..63] */
     #pragma unroll
     for (int i = 0; i < 128; i++) d[i] = 0.0f;
     static_assert(LAG >= 0 && LAG < STAGES, "LAG: 0 to STAGES - 1");
-    if (LAG > 0 && cw == 1 && items > 0) asm volatile("bar.sync 3, 256;\n" ::: "memory");
-    // K steps t0 .. t1-1 of item w into d (the first overwriting it with OVW)
-    auto k_steps = [&](int w, int t0, int t1) {
-        for (int t = t0; t < t1; t++, it++) {
+    if (LAG > 0 && cw == 1 && (nwhole > 0 || has_half)) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    // thread (warp w, lane l): rows bm + 64cw + 16w + l/4 (+8), columns
+    // bn + 8j + 2(l%4) (+1), j < 8 NB; column pairs aligned for one store
+    const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(TOUT))) == 0;
+    // one tile (or half, columns from col): its K steps into d, then its epilogue; first: the threadgroup's
+    // first (LAG's hand-over)
+    auto tile_of = [&](auto shape, int tile, int col, bool first) {
+        constexpr int NB = decltype(shape)::nb(), NA = NB * 32; /* accumulators a thread */
+        if constexpr (OVW == 0) {
+            if (!first) {
+                #pragma unroll
+                for (int i = 0; i < NA; i++) d[i] = 0.0f;
+            }
+        }
+        for (int t = 0; t < KT; t++, it++) {
             const int s = it % STAGES;
             const uint sa = sbase + uint(s * STAGE + cw * (64 * 128)), sb = sbase + uint(s * STAGE + A_STAGE);
             tma_bar_wait(full0 + uint(8 * s), uint((it / STAGES) & 1));
@@ -176,38 +175,26 @@ if (wg == 0) {
             for (int kk = 0; kk < BK / 16; kk++) {
                 const ulong da = mm_desc(sa + uint(kk * 32), 16, 1024);
                 const ulong db = mm_desc(sb + uint(kk * 2048), BK * 128, 1024);
-                mm_wgmma_n256<TIN>(d, da, db, OVW == 0 || t > t0 || kk > 0);
+                if constexpr (NB == 4) mm_wgmma_n256<TIN>(d, da, db, OVW == 0 || t > 0 || kk > 0);
+                else mm_wgmma_n128<TIN>(d, da, db, OVW == 0 || t > 0 || kk > 0);
             }
             asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
             // the previous step's products are done: its stage goes back
             asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-            if (t > t0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
-            /* LAG: warpgroup 1's first item, after min(LAG, its steps) steps, lets warpgroup 2 go */
-            if (LAG > 0 && cw == 0 && w == 0 && t - t0 + 1 == min(LAG, t1 - t0))
-                asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+            if (t > 0 && ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES)));
+            /* LAG: warpgroup 1's first tile, after min(LAG, KT) steps, lets warpgroup 2 go */
+            if (LAG > 0 && cw == 0 && first && t + 1 == min(LAG, KT)) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-        if (ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES))); /* every item has a step */
-    };
-    // thread (warp w, lane l): rows bm + 64cw + 16w + l/4 (+8), columns
-    // bn + 8j + 2(l%4) (+1), j < 32; column pairs aligned for one store
-    const bool pairs = ((c_off | sc_b | sc_m) & 1) == 0 && ((ulong)C % (2 * sizeof(TOUT))) == 0;
-    for (int w = 0; w < nwhole; w++) {
-        const int tile = g0 + w * P;
-        if constexpr (OVW == 0) {
-            if (w != 0) {
-                #pragma unroll
-                for (int i = 0; i < 128; i++) d[i] = 0.0f;
-            }
-        }
-        k_steps(w, 0, KT);
+        if (ctid == 0) tma_bar_arrive(empty0 + uint(8 * ((it - 1) % STAGES))); /* K >= 1: a step at least */
         long bz, bm, bn;
         mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
+        bn += col;
         if constexpr (DIRECT != 0) {
-            mm_epilogue_direct<TOUT>(C + (c_off + bz * sc_b), d, bm + cw * 64 + warp * 16 + lane / 4,
-                                     bn + 2 * (lane % 4), M, N, sc_m, pairs && bm + BM <= M && bn + BN <= N, al, be,
-                                     beta != 0.0);
-            continue;
+            mm_epilogue_direct<TOUT, NB * 8>(C + (c_off + bz * sc_b), d, bm + cw * 64 + warp * 16 + lane / 4,
+                                             bn + 2 * (lane % 4), M, N, sc_m,
+                                             pairs && bm + BM <= M && bn + 64 * NB <= N, al, be, beta != 0.0);
+            return;
         }
         // the previous tile's stores have read the region
         if (ctid == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -216,10 +203,10 @@ if (wg == 0) {
         // (b % 8) ^ (r % 8) of the box's 128-byte row r (the 128-byte swizzle)
         if (OVW == 0 || al != 1.0f) {
             #pragma unroll
-            for (int i = 0; i < 128; i++) d[i] *= al;
+            for (int i = 0; i < NA; i++) d[i] *= al;
         }
         #pragma unroll
-        for (int j = 0; j < 32; j += 2) {
+        for (int j = 0; j < 8 * NB; j += 2) {
             const int blk = j + sblk;
             mm_stmatrix4(region + uint((blk >> 3) * 8192 + srow * 128 + (((blk & 7) ^ (srow & 7)) << 4)),
                          mm_pack2<TOUT>(d[4 * j], d[4 * j + 1]), mm_pack2<TOUT>(d[4 * j + 2], d[4 * j + 3]),
@@ -229,64 +216,13 @@ if (wg == 0) {
         mm_bar_warpgroup(cw);
         if (ctid == 0) {
             #pragma unroll
-            for (int b = 0; b < BN / 64; b++)
+            for (int b = 0; b < NB; b++)
                 tma_store3(tc, int(bn) + 64 * b, int(bm) + 64 * cw, int(bz), region + uint(b * 8192));
             asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
         }
-    }
-    if constexpr (SK != 0) {
-        if (items > nwhole) {
-            // the part, last (no product follows the branches below): its sums into its slot, the count;
-            // the last of the tile's parts adds every slot, in order, and stores C
-            int tile, t0, t1;
-            const int part = item_of(nwhole, tile, t0, t1);
-            if constexpr (OVW == 0) {
-                if (nwhole != 0) {
-                    #pragma unroll
-                    for (int i = 0; i < 128; i++) d[i] = 0.0f;
-                }
-            }
-            k_steps(nwhole, t0, t1);
-            const int tt = g0 / S;
-            device float4 *slots = (device float4 *)W + long(tt * S * 2 + cw) * 4096 + ctid;
-            device uint *count = (device uint *)((device float *)W + long(rem) * S * 2 * 16384) + tt * 2 + cw;
-            /* (as float operands: a vector type here made the compiler carry d in integer registers through
-             * the products, which serialised every wgmma) */
-            #pragma unroll
-            for (int v = 0; v < 32; v++)
-                asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n"
-                             :: "l"(slots + long(part) * 2 * 4096 + v * 128), "f"(d[4 * v]), "f"(d[4 * v + 1]),
-                                "f"(d[4 * v + 2]), "f"(d[4 * v + 3])
-                             : "memory");
-            asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-            mm_bar_warpgroup(cw);
-            if (ctid == 0) {
-                uint old;
-                asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;\n" : "=r"(old) : "l"(count) : "memory");
-                sk_last[cw] = old == uint(S - 1) ? 1u : 0u;
-            }
-            mm_bar_warpgroup(cw);
-            if (sk_last[cw] != 0u) {
-                asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-                long bz, bm, bn;
-                mm_tile_origin<BM, BN>(tile, gm, gn, bz, bm, bn);
-                const bool whole_pairs = pairs && bm + BM <= M && bn + BN <= N;
-                for (int v = 0; v < 32; v++) {
-                    float4 sum = float4(0.0f);
-                    for (int sp = 0; sp < S; sp++) {
-                        /* .cg: from L2, where the other threadgroups' slots are */
-                        float4 x;
-                        asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                                     : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
-                                     : "l"(slots + long(sp) * 2 * 4096 + v * 128));
-                        sum = sp == 0 ? x : sum + x;
-                    }
-                    mm_store_quad<TOUT>(C + (c_off + bz * sc_b), sum, bm + cw * 64 + warp * 16 + lane / 4,
-                                        bn + 8 * v + 2 * (lane % 4), M, N, sc_m, whole_pairs, al, be, beta != 0.0);
-                }
-            }
-        }
-    }
+    };
+    for (int w = 0; w < nwhole; w++) tile_of(whole_tile{}, g0 + w * P, 0, w == 0);
+    if (has_half) tile_of(half_tile{}, whole + g0 / 2, 128 * (g0 % 2), nwhole == 0);
     if (ctid == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 #else

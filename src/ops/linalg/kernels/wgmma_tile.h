@@ -139,50 +139,25 @@ template <class T> METAL_FUNC void mm_load2(const device T *p, thread float &lo,
         hi = float(p[1]);
     }
 }
-/* One thread's four results of mm_epilogue_direct's column block j (below)
- * from another source: v at (row0, col), (row0, col + 1), (row0 + 8, col),
- * (row0 + 8, col + 1), col = col0 + 8j; pairs and beta as there. */
-template <class TOUT, class PC>
-METAL_FUNC void mm_store_quad(PC Cb, float4 v, long row0, long col, long M, long N, long sc_m, bool pairs, float al,
-                              float be, bool has_beta) {
-    if (pairs) {
-        device TOUT *c0 = Cb + (row0 * sc_m + col), *c1 = c0 + 8 * sc_m;
-        float o0 = 0.0f, o1 = 0.0f, o2 = 0.0f, o3 = 0.0f;
-        if (has_beta) {
-            mm_load2(c0, o0, o1);
-            mm_load2(c1, o2, o3);
-        }
-        mm_store2(c0, fma(be, o0, al * v.x), fma(be, o1, al * v.y));
-        mm_store2(c1, fma(be, o2, al * v.z), fma(be, o3, al * v.w));
-        return;
-    }
-    #pragma unroll
-    for (int h = 0; h < 4; h++) {
-        const long m = row0 + (h >> 1) * 8, n = col + (h & 1);
-        if (m >= M || n >= N) continue;
-        float r = al * v[h];
-        if (has_beta) r = fma(be, float(Cb[m * sc_m + n]), r);
-        Cb[m * sc_m + n] = TOUT(r);
-    }
-}
-/* The epilogue from the accumulators of one warpgroup's 64 x 256 part
- * (thread: rows row0 and row0 + 8, columns col0 + 8j and + 1, j < 32):
+/* The epilogue from the accumulators of one warpgroup's 64 x 8NJ part (NJ
+ * 32: 256 columns; thread: rows row0 and row0 + 8, columns col0 + 8j and +
+ * 1, j < NJ):
  * `pairs` (whole tile, pairs aligned) one store a column pair, with beta's
  * test outside the loop; else element by element with bounds checks. */
-template <class TOUT, class PC>
+template <class TOUT, int NJ = 32, class PC>
 METAL_FUNC void mm_epilogue_direct(PC Cb, const thread float *d, long row0, long col0, long M, long N, long sc_m,
                                    bool pairs, float al, float be, bool has_beta) {
     if (pairs) {
         device TOUT *c0 = Cb + (row0 * sc_m + col0), *c1 = c0 + 8 * sc_m;
         if (!has_beta) {
             #pragma unroll
-            for (int j = 0; j < 32; j++) {
+            for (int j = 0; j < NJ; j++) {
                 mm_store2(c0 + 8 * j, al * d[4 * j], al * d[4 * j + 1]);
                 mm_store2(c1 + 8 * j, al * d[4 * j + 2], al * d[4 * j + 3]);
             }
         } else {
             #pragma unroll
-            for (int j = 0; j < 32; j++) {
+            for (int j = 0; j < NJ; j++) {
                 float o0, o1, o2, o3;
                 mm_load2(c0 + 8 * j, o0, o1);
                 mm_load2(c1 + 8 * j, o2, o3);
@@ -192,7 +167,7 @@ METAL_FUNC void mm_epilogue_direct(PC Cb, const thread float *d, long row0, long
         }
     } else { /* an edge tile, or unaligned pairs: element by element */
         #pragma unroll
-        for (int j = 0; j < 32; j++) {
+        for (int j = 0; j < NJ; j++) {
             #pragma unroll
             for (int h = 0; h < 4; h++) {
                 const long m = row0 + (h >> 1) * 8, n = col0 + j * 8 + (h & 1);
