@@ -159,14 +159,16 @@ static void test_softcap(void) {
         }
 }
 
-/* Several 16-byte chunks a thread per round (ALLOY_NN_SOFTCAP_U = 2, 3, 8), forward and backward, on sizes
- * whose last round is partial (some of a thread's chunks past the end) and whose tail is scalar. */
+/* Several 16-byte chunks a thread per round (ALLOY_NN_SOFTCAP_U = 2, 3, 8, and 1 in threadgroups of 64 or
+ * 128: ALLOY_NN_SOFTCAP_TG), forward and backward, on sizes whose last round is partial (some of a thread's
+ * chunks past the end) and whose tail is scalar. */
 static void test_softcap_rounds(void) {
-    static const char *us[3] = {"2", "3", "8"};
+    static const char *us[5] = {"2", "3", "8", "1", "1"}, *tgs[5] = {"256", "128", "256", "64", "128"};
     const int64_t sizes[2] = {5003, 40001};
     const double cap = 15;
-    for (int ui = 0; ui < 3; ui++) {
+    for (int ui = 0; ui < 5; ui++) {
         setenv("ALLOY_NN_SOFTCAP_U", us[ui], 1);
+        setenv("ALLOY_NN_SOFTCAP_TG", tgs[ui], 1);
         for (int di = 0; di < 4; di++)
             for (int si = 0; si < 2; si++) {
                 const alloy_dtype dt = DTYPES[di];
@@ -181,13 +183,14 @@ static void test_softcap_rounds(void) {
                 double *y = host_of(Y), *dx = host_of(DX);
                 /* (the outputs start as NaN: an element no round wrote fails) */
                 CHECK_MSG(rel_err(y, ry, n) <= 2 * tol(dt) && rel_err(dx, rdx, n) <= 2 * tol(dt),
-                          "softcap U=%s n=%lld %s: y error %.3g, dx error %.3g", us[ui], (long long)n,
+                          "softcap U=%s TG=%s n=%lld %s: y error %.3g, dx error %.3g", us[ui], tgs[ui], (long long)n,
                           alloy_dtype_name(dt), rel_err(y, ry, n), rel_err(dx, rdx, n));
                 alloy_array_free(X), alloy_array_free(DY), alloy_array_free(Y), alloy_array_free(DX);
                 free(x), free(dy), free(ry), free(rdx), free(y), free(dx);
             }
     }
     unsetenv("ALLOY_NN_SOFTCAP_U");
+    unsetenv("ALLOY_NN_SOFTCAP_TG");
 }
 
 /* One unit in the last place of v as dtype dt (float16, bfloat16: normal and subnormal). */

@@ -9,7 +9,8 @@
 // Template: T (data), A (accumulation), U (16-byte chunks a thread per round,
 // loaded together: softcap.c), FT (16-bit data: 1 - tanh^2 from one
 // exponential and one approximate division, softcap_math.h).
-// Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1).
+// Launch: grid = (stride, 1, 1), threadgroup = (256, 1, 1) (any size up to 256 that
+// divides the grid: the body does not depend on it).
 //! name: alloy_nn_softcap_backward
 //! inputs: x dy
 //! outputs: dx
