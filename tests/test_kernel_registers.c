@@ -126,6 +126,43 @@ static int run_backward(alloy_dtype dt, alloy_mlstm_backward_method method) {
     return skip;
 }
 
+/* Calls check(name, stem length) for each file of the dump whose name starts with prefix and ends with
+ * suffix; returns how many there were. */
+static int for_each_dump(const char *prefix, const char *suffix, void (*check)(const char *name, size_t stem)) {
+    DIR *d = opendir(g_dump);
+    CHECK(d != NULL);
+    if (!d) return 0;
+    int seen = 0;
+    const size_t np = strlen(prefix), ns = strlen(suffix);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        const size_t len = strlen(e->d_name);
+        if (len <= ns || strcmp(e->d_name + len - ns, suffix) != 0 || strncmp(e->d_name, prefix, np) != 0) continue;
+        check(e->d_name, len - ns);
+        seen++;
+    }
+    closedir(d);
+    return seen;
+}
+
+/* One mLSTM cubin: its register count within the budget. */
+static void check_mlstm_cubin(const char *name, size_t stem) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", g_dump, name);
+    size_t n = 0;
+    unsigned char *b = read_all(path, &n);
+    const int regs = b ? cubin_registers(b, n) : -1;
+    free(b);
+    /* which specialisation: its template values as the generated source declares them */
+    char phase[64] = "?";
+    snprintf(path, sizeof path, "%s/%.*s.cu", g_dump, (int)stem, name);
+    unsigned char *src = read_all(path, &n);
+    const char *at = src ? strstr((const char *)src, "#define ALLOY_TEMPLATE_PHASE ") : NULL;
+    if (at) snprintf(phase, sizeof phase, "%.*s", (int)strcspn(at + 29, "\n"), at + 29);
+    free(src);
+    CHECK_MSG(regs > 0 && regs <= REG_BUDGET, "%s (PHASE %s): %d registers a thread, budget %d", name, phase, regs,
+              REG_BUDGET);
+}
+
 static void test_mlstm_training_registers(void) {
     /* bfloat16 on the chunk-parallel path; float32 at DEFAULT on float16 tiles (the CPU takes them with
      * ALLOY_MLSTM_PATH=scaled) */
@@ -136,32 +173,8 @@ static void test_mlstm_training_registers(void) {
     setenv("ALLOY_MLSTM_PATH", "scaled", 1);
     run_backward(ALLOY_FLOAT32, ALLOY_MLSTM_BACKWARD_CHUNKED_DEFAULT);
     unsetenv("ALLOY_MLSTM_PATH");
-    DIR *d = opendir(g_dump);
-    CHECK(d != NULL);
-    if (!d) return;
-    int seen = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const size_t len = strlen(e->d_name);
-        if (len < 7 || strcmp(e->d_name + len - 6, ".cubin") != 0) continue;
-        if (strncmp(e->d_name, "alloy_mlstm_chunkwise", 21) != 0) continue; /* the forward and the backward */
-        char path[600];
-        snprintf(path, sizeof path, "%s/%s", g_dump, e->d_name);
-        size_t n = 0;
-        unsigned char *b = read_all(path, &n);
-        const int regs = b ? cubin_registers(b, n) : -1;
-        free(b);
-        /* which specialisation: its template values as the generated source declares them */
-        char phase[64] = "?";
-        snprintf(path, sizeof path, "%s/%.*s.cu", g_dump, (int)(len - 6), e->d_name);
-        unsigned char *src = read_all(path, &n);
-        const char *at = src ? strstr((const char *)src, "#define ALLOY_TEMPLATE_PHASE ") : NULL;
-        if (at) snprintf(phase, sizeof phase, "%.*s", (int)strcspn(at + 29, "\n"), at + 29);
-        free(src);
-        CHECK_MSG(regs > 0 && regs <= REG_BUDGET, "%s (PHASE %s): %d registers a thread, budget %d", e->d_name,
-                  phase, regs, REG_BUDGET);
-        seen++;
-    }
-    closedir(d);
+    /* the forward and the backward */
+    const int seen = for_each_dump("alloy_mlstm_chunkwise", ".cubin", check_mlstm_cubin);
     CHECK_MSG(seen >= 6, "only %d mLSTM kernels were compiled and dumped", seen);
 }
 
@@ -231,9 +244,35 @@ static int launch_tma(alloy_dtype in, alloy_dtype out, int direct, int half) {
     return skip;
 }
 
+static const char *g_ptxas;
+
+/* One GEMM PTX through ptxas: no C75xx message (wgmma serialised, or a wait / arrive the compiler had to
+ * inject around the products) and no spilled byte. */
+static void check_gemm_ptx(const char *name, size_t stem) {
+    (void)stem;
+    char cmd[1200], line[1024], bad[1024] = "";
+    snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90a -v '%s/%s' -o /dev/null 2>&1", g_ptxas, g_dump, name);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    if (!p) return;
+    int info = 0;
+    while (fgets(line, sizeof line, p)) {
+        if (strstr(line, "Used ")) info = 1;
+        /* "N bytes spill stores, M bytes spill loads": N (the number before the words) must be 0 */
+        const char *sp = strstr(line, " bytes spill stores");
+        const char *q = sp;
+        while (q && q > line && q[-1] >= '0' && q[-1] <= '9') q--;
+        const int spills = sp && atoi(q) > 0;
+        if ((strstr(line, "(C75") || spills) && !*bad) snprintf(bad, sizeof bad, "%s", line);
+    }
+    const int rc = pclose(p);
+    CHECK_MSG(rc == 0 && info, "ptxas over %s: exit %d", name, rc);
+    CHECK_MSG(!*bad, "%s: %s", name, bad);
+}
+
 static void test_gemm_wgmma_pipelined(void) {
-    const char *ptxas = find_ptxas();
-    if (!*ptxas) {
+    g_ptxas = find_ptxas();
+    if (!*g_ptxas) {
         SKIP("no ptxas (the CUDA toolkit) on this machine");
         return;
     }
@@ -247,37 +286,7 @@ static void test_gemm_wgmma_pipelined(void) {
     launch_tma(ALLOY_FLOAT16, ALLOY_FLOAT64, 1, 0);
     /* and the timing switch HALF's specialisation, whose half tiles follow the main loop */
     launch_tma(ALLOY_BFLOAT16, ALLOY_BFLOAT16, 0, 1);
-    DIR *d = opendir(g_dump);
-    CHECK(d != NULL);
-    if (!d) return;
-    int seen = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        const size_t len = strlen(e->d_name);
-        if (len < 5 || strcmp(e->d_name + len - 4, ".ptx") != 0) continue;
-        if (strncmp(e->d_name, "alloy_matmul_wgmma_tma", 22) != 0) continue;
-        char cmd[1200], line[1024], bad[1024] = "";
-        snprintf(cmd, sizeof cmd, "'%s' -arch=sm_90a -v '%s/%s' -o /dev/null 2>&1", ptxas, g_dump, e->d_name);
-        FILE *p = popen(cmd, "r");
-        CHECK(p != NULL);
-        if (!p) break;
-        int info = 0;
-        while (fgets(line, sizeof line, p)) {
-            if (strstr(line, "Used ")) info = 1;
-            /* "N bytes spill stores, M bytes spill loads": N (the number before the words) must be 0 */
-            const char *sp = strstr(line, " bytes spill stores");
-            const char *q = sp;
-            while (q && q > line && q[-1] >= '0' && q[-1] <= '9') q--;
-            const int spills = sp && atoi(q) > 0;
-            /* (C75xx): wgmma serialised, or a wait / arrive the compiler had to inject around the products */
-            if ((strstr(line, "(C75") || spills) && !*bad)
-                snprintf(bad, sizeof bad, "%s", line);
-        }
-        const int rc = pclose(p);
-        CHECK_MSG(rc == 0 && info, "ptxas over %s: exit %d", e->d_name, rc);
-        CHECK_MSG(!*bad, "%s: %s", e->d_name, bad);
-        seen++;
-    }
-    closedir(d);
+    const int seen = for_each_dump("alloy_matmul_wgmma_tma", ".ptx", check_gemm_ptx);
     CHECK_MSG(seen == 5, "%d matmul_wgmma_tma specialisations compiled and dumped, want 5", seen);
 }
 
