@@ -329,4 +329,23 @@ static inline int ku_cmp_u32(const char *what, const uint32_t *got, const uint32
     return bad;
 }
 
+/* One (cols, rows, batch) tensor map of matmul_wgmma_tma, made here from
+ * the layout (the tests' own copy of the rules in matmul.c), 128-byte
+ * swizzle: an extent of 1
+ * takes a stride of 8 elements (the maps' strides must be positive multiples
+ * of 16 bytes even where nothing steps). */
+static inline void ku_gemm_tma_map(alloy_launch *l, const char *name, int operand, int64_t off, int64_t cols,
+                                   int64_t rows, int64_t rs, int64_t batch, int64_t bs, uint32_t bx, uint32_t by) {
+    alloy_tensor_map_spec m;
+    memset(&m, 0, sizeof m);
+    m.operand = operand;
+    m.rank = 3;
+    m.offset = off;
+    m.dims[0] = cols, m.dims[1] = rows, m.dims[2] = bs ? batch : 1;
+    m.strides[0] = 1, m.strides[1] = rows > 1 ? rs : 8, m.strides[2] = m.dims[2] > 1 ? bs : 8;
+    m.box[0] = bx, m.box[1] = by, m.box[2] = 1;
+    m.swizzle = 128;
+    CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
+}
+
 #endif

@@ -25,6 +25,7 @@
 
 #include "alloy/alloy.h"
 #include "harness.h"
+#include "kernel_util.h"
 #include "ops/catalog.h"
 
 enum { REG_BUDGET = 128 };
@@ -217,19 +218,9 @@ static int launch_tma(alloy_dtype in, alloy_dtype out, int direct, int half) {
         CHECK_OK(alloy_launch_set_constant_int(l, c64[e].n, ALLOY_INT64, c64[e].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, 1.0));
     CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, 0.0));
-    const struct { const char *n; int op; int64_t cols, rows, rs; uint32_t bx, by; } maps[] = {
-        {"ta", 0, K, M, K, 64, 128}, {"tb", 1, N, K, N, 64, 64},
-        {"tc", 2, N, M, N, (uint32_t)(128 / alloy_dtype_size(out)), 64}};
-    for (size_t e = 0; e < 3; e++) {
-        alloy_tensor_map_spec m;
-        memset(&m, 0, sizeof m);
-        m.operand = maps[e].op, m.rank = 3, m.offset = 0;
-        m.dims[0] = maps[e].cols, m.dims[1] = maps[e].rows, m.dims[2] = 1;
-        m.strides[0] = 1, m.strides[1] = maps[e].rs, m.strides[2] = 8;
-        m.box[0] = maps[e].bx, m.box[1] = maps[e].by, m.box[2] = 1;
-        m.swizzle = 128;
-        CHECK_OK(alloy_launch_set_tensor_map(l, maps[e].n, &m));
-    }
+    ku_gemm_tma_map(l, "ta", 0, 0, K, M, K, 1, M * K, 64, 128);
+    ku_gemm_tma_map(l, "tb", 1, 0, N, K, N, 1, K * N, 64, 64);
+    ku_gemm_tma_map(l, "tc", 2, 0, N, M, N, 1, M * N, (uint32_t)(128 / alloy_dtype_size(out)), 64);
     CHECK_OK(alloy_launch_set_grid(l, 2 * 384, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
     alloy_array *ins[2] = {a, b};

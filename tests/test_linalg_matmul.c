@@ -566,24 +566,6 @@ static void wgmma_case(alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M
     drop(&B);
 }
 
-/* One (cols, rows, batch) tensor map of matmul_wgmma_tma, made here from
- * the layout (the test's own copy of the rules in matmul.c): an extent of 1
- * takes a stride of 8 elements (the maps' strides must be positive multiples
- * of 16 bytes even where nothing steps). */
-static void tma_map(alloy_launch *l, const char *name, int operand, int64_t off, int64_t cols, int64_t rows,
-                    int64_t rs, int64_t batch, int64_t bs, uint32_t bx, uint32_t by) {
-    alloy_tensor_map_spec m;
-    memset(&m, 0, sizeof m);
-    m.operand = operand;
-    m.rank = 3;
-    m.offset = off;
-    m.dims[0] = cols, m.dims[1] = rows, m.dims[2] = bs ? batch : 1;
-    m.strides[0] = 1, m.strides[1] = rows > 1 ? rs : 8, m.strides[2] = m.dims[2] > 1 ? bs : 8;
-    m.box[0] = bx, m.box[1] = by, m.box[2] = 1;
-    m.swizzle = 128;
-    CHECK_OK(alloy_launch_set_tensor_map(l, name, &m));
-}
-
 enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_ZERO, TMA_DIRECT };
 
 /* matmul_wgmma_tma (TMA_PINGPONG: matmul_wgmma_pingpong, its 128 x 128 tiles
@@ -640,9 +622,9 @@ static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t 
         CHECK_OK(alloy_launch_set_constant_int(l, ints[i].n, ALLOY_INT64, ints[i].v));
     CHECK_OK(alloy_launch_set_constant(l, "alpha", ALLOY_FLOAT64, alpha));
     CHECK_OK(alloy_launch_set_constant(l, "beta", ALLOY_FLOAT64, beta));
-    tma_map(l, "ta", 0, 0, K, M, K, batch, M * K, 64, 128);
-    tma_map(l, "tb", 1, 0, N, K, NB, batch, sbb, 64, 64);
-    tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, (uint32_t)(128 / alloy_dtype_size(out)), pingpong ? 128 : 64);
+    ku_gemm_tma_map(l, "ta", 0, 0, K, M, K, batch, M * K, 64, 128);
+    ku_gemm_tma_map(l, "tb", 1, 0, N, K, NB, batch, sbb, 64, 64);
+    ku_gemm_tma_map(l, "tc", 2, c_off, N, M, N, batch, M * N, (uint32_t)(128 / alloy_dtype_size(out)), pingpong ? 128 : 64);
     CHECK_OK(alloy_launch_set_grid(l, groups * 384, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 384, 1, 1));
     alloy_array *ins[2] = {A.a, B.a};

@@ -197,23 +197,26 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         st = alloy_catalog_kernel(p->file, &p->kernel);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TIN", in);
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "TOUT", outdt);
-        if (st == ALLOY_OK && p->tensor_maps && !pingpong) st = alloy_launch_add_template_int(l, "DIRECT", mode == 2);
-        /* ALLOY_MATMUL_TMA_LAG=1|2 (timing only): the second consumer warpgroup that many K steps behind
-         * the first, so that their epilogues do not coincide (matmul_wgmma_tma.metal); on the H200 with
-         * OVW, 100 x 1024^3: 0.307-0.308 ms against 0.306-0.308 without (no gain) */
-        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
-            st = alloy_launch_add_template_int(l, "LAG", alloy_ops_env_int("ALLOY_MATMUL_TMA_LAG", 0, 2, 0));
-        /* OVW: the epilogue without the accumulators' zeroing (each tile's first product overwrites them)
-         * and, for alpha == 1, without alpha's multiplies (H200, same call: 100 x 1024^3 bfloat16 0.311 ->
-         * 0.306-0.308 ms, 0.981x -> 0.991-0.992x torch.bmm; 8192^3 1.381 -> 1.375 ms);
-         * ALLOY_MATMUL_TMA_OVW=0 restores the zeroing (timing) */
-        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
-            st = alloy_launch_add_template_int(l, "OVW", alloy_ops_env_int("ALLOY_MATMUL_TMA_OVW", 0, 1, 1));
-        /* ALLOY_MATMUL_TMA_HALF=1 (prepared, not yet timed): a last round of tiles at most half full computed
-         * as 128 x 128 halves over twice as many threadgroups (matmul_wgmma_tma.metal); SK, the same
-         * round's K loops split over scratch slots, lost on the H200 (0.318 ms against 0.308; NOTES.md) */
-        if (st == ALLOY_OK && p->tensor_maps && !pingpong)
-            st = alloy_launch_add_template_int(l, "HALF", alloy_ops_env_int("ALLOY_MATMUL_TMA_HALF", 0, 1, 0));
+        if (p->tensor_maps && !pingpong) { /* matmul_wgmma_tma's templates */
+            if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "DIRECT", mode == 2);
+            /* ALLOY_MATMUL_TMA_LAG=1|2 (timing only): the second consumer warpgroup that many K steps
+             * behind the first, so that their epilogues do not coincide (matmul_wgmma_tma.metal); on the
+             * H200 with OVW, 100 x 1024^3: 0.307-0.308 ms against 0.306-0.308 without (no gain) */
+            if (st == ALLOY_OK)
+                st = alloy_launch_add_template_int(l, "LAG", alloy_ops_env_int("ALLOY_MATMUL_TMA_LAG", 0, 2, 0));
+            /* OVW: the epilogue without the accumulators' zeroing (each tile's first product overwrites
+             * them) and, for alpha == 1, without alpha's multiplies (H200, same call: 100 x 1024^3 bfloat16
+             * 0.311 -> 0.306-0.308 ms, 0.981x -> 0.991-0.992x torch.bmm; 8192^3 1.381 -> 1.375 ms);
+             * ALLOY_MATMUL_TMA_OVW=0 restores the zeroing (timing) */
+            if (st == ALLOY_OK)
+                st = alloy_launch_add_template_int(l, "OVW", alloy_ops_env_int("ALLOY_MATMUL_TMA_OVW", 0, 1, 1));
+            /* ALLOY_MATMUL_TMA_HALF=1 (prepared, not yet timed): a last round of tiles at most half full
+             * computed as 128 x 128 halves over twice as many threadgroups (matmul_wgmma_tma.metal); SK, the
+             * same round's K loops split over scratch slots, lost on the H200 (0.318 ms against 0.308;
+             * NOTES.md) */
+            if (st == ALLOY_OK)
+                st = alloy_launch_add_template_int(l, "HALF", alloy_ops_env_int("ALLOY_MATMUL_TMA_HALF", 0, 1, 0));
+        }
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup_memory(l, p->threadgroup_memory);
         return st;
     }

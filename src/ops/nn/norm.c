@@ -125,7 +125,7 @@ static int bwd_vsum(alloy_dtype dt, int rms) {
  * of spills at 128 registers to none. On for bfloat16 (H200, two rounds in
  * one call: per-head LayerNorm 86.4 -> 92.9% of copy, rows of 1024 87.2 ->
  * 88.0%, RMSNorm 91.5 -> 92.1%); float16 only with ALLOY_NN_NORM_BWD_OPQ=1
- * (not yet timed); ALLOY_NN_NORM_BWD_OPQ=0 turns it off. */
+ * (timed: within the noise); ALLOY_NN_NORM_BWD_OPQ=0 turns it off. */
 static int bwd_opq(alloy_dtype dt) {
     return alloy_dtype_size(dt) == 2 && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, dt == ALLOY_BFLOAT16);
 }
