@@ -583,6 +583,8 @@ enum { TMA_STAGED, TMA_PINGPONG, TMA_LAG, TMA_ZERO, TMA_DIRECT };
  * clipped stores. half (HALF): a last round of tiles at most half full
  * computed as 128 x 128 halves — *split says whether this case had such a
  * round. */
+static int tma_stages = 3; /* matmul_wgmma_tma's STAGES for the cases below */
+
 static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t batch, int64_t M, int64_t N, int64_t K,
                           int64_t NB, int b_shared, int64_t c_off, uint32_t groups, double alpha, double beta,
                           int half, int *split) {
@@ -606,13 +608,15 @@ static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t 
     const int64_t rem = tiles % groups;
     if (split) *split = half && rem > 0 && 2 * rem <= (int64_t)groups;
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "HALF", half));
+    if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "STAGES", tma_stages));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TIN", in));
     CHECK_OK(alloy_launch_add_template_dtype(l, "TOUT", out));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : variant == TMA_ZERO));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "OVW", variant != TMA_ZERO));
-    CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
-                                                             : 3 * 48 * 1024 + 64 * 1024 + 2048));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong          ? 5 * 32 * 1024 + 64 * 1024 + 2048
+                                                    : tma_stages == 4 ? 4 * 48 * 1024 + 32 * 1024 + 2048
+                                                                      : 3 * 48 * 1024 + 64 * 1024 + 2048));
     const int64_t sbb = b_shared ? 0 : K * NB;
     const struct { const char *n; int64_t v; } ints[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", batch}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1},
@@ -631,13 +635,13 @@ static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t 
     CHECK_OK(alloy_kernel_apply(k, 2, ins, l, NULL, &res));
     CHECK_OK(alloy_array_copy_to_host(c, raw, (size_t)nc * alloy_dtype_size(out)));
     char label[128];
-    snprintf(label, sizeof label, "%s%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
+    snprintf(label, sizeof label, "%s%s%s %s->%s batch %lld M=%lld N=%lld K=%lld groups %u",
              pingpong                 ? "wgmma_pingpong"
              : variant == TMA_DIRECT  ? "wgmma_tma DIRECT"
              : variant == TMA_LAG     ? "wgmma_tma LAG=2"
              : variant == TMA_ZERO    ? "wgmma_tma OVW=0 LAG=1"
                                       : "wgmma_tma",
-             half ? " HALF" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
+             half ? " HALF" : "", tma_stages == 4 && !pingpong ? " STAGES=4" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
              (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
     const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
@@ -692,6 +696,16 @@ static void test_wgmma_tma(void) {
     tma_case_half(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT64, 3, 100, 256, 24, 256, 0, 0, 2, 1.0, 0.0, 1, &split[4]);
     CHECK_MSG(split[0] && split[1] && split[2] && split[3] && split[4], "HALF rounds %d %d %d %d %d, want all",
               split[0], split[1], split[2], split[3], split[4]);
+    /* STAGES=4: the staged epilogue in two passes (whole tiles, edges, many K steps through the stages,
+     * halves), and DIRECT */
+    tma_stages = 4;
+    tma_case(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0);
+    tma_case(TMA_STAGED, ALLOY_FLOAT16, ALLOY_FLOAT16, 2, 256, 512, 328, 512, 1, 0, 3, -0.5, 0.0);
+    tma_case(TMA_LAG, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 40, 264, 0, 0, 5, 1.0, 0.0);
+    tma_case(TMA_DIRECT, ALLOY_BFLOAT16, ALLOY_FLOAT32, 2, 256, 512, 136, 512, 0, 0, 3, 1.5, 0.5);
+    tma_case_half(TMA_STAGED, ALLOY_BFLOAT16, ALLOY_BFLOAT16, 3, 200, 264, 136, 272, 0, 8, 5, 1.0, 0.0, 1, &split[0]);
+    tma_case_half(TMA_ZERO, ALLOY_BFLOAT16, ALLOY_FLOAT16, 1, 130, 264, 328, 264, 0, 0, 3, 2.0, 0.0, 1, &split[2]);
+    tma_stages = 3;
 }
 
 /* x rounded to TF32 as matmul_tf32_split.metal does (ties away, truncated

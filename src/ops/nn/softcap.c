@@ -36,21 +36,21 @@ static alloy_status elementwise(const char *fn, const char *path, const char *ou
         alloy_array *ops[3] = {x, dy, o};
         const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
         const int64_t nv = alloy_ops_aligned16(3, ops) ? n / V : 0, rest = n - nv * V;
-        /* U 16-byte chunks a thread per round, loaded together: 2 for the forward (one load a thread left
-         * it short of the copy: H200, 64 M elements, same call, % of copy f32 / bf16 / f16: 98.5 / 93.6 /
-         * 94.4 against 96.1 / 91.8 / 92.0; U = 4: 96.9 / 86.5 / 86.1), 1 for the backward, whose two
-         * loads a chunk are enough (102.1 / 91.7 / 92.0 against 101.6 / 81.4 / 89.4 with U = 2);
-         * ALLOY_NN_SOFTCAP_U=k (1-8) for timing */
-        const int64_t U = alloy_ops_env_int("ALLOY_NN_SOFTCAP_U", 1, 8, dy ? 1 : 2), nvu = (nv + U - 1) / U;
+        /* U 16-byte chunks a thread per round, loaded together, in threadgroups of tg threads. 16-bit
+         * forwards: 1 in 128 (torch.compile's pointwise shape; H200, 64 M elements, same call, three rounds,
+         * % of copy bf16 / f16: 100.6-100.7 / 99.9 against 95.7 / 95.6-95.7 with 2 in 256 and 97.7 / 98.1
+         * with 2 in 128). float32's forward: 2 in 256 (one load a thread left it short of the copy: 98.5
+         * against 96.1; U = 4: 96.9); not timed in 128. Backwards: 1 in 256, their two loads a chunk are
+         * enough (102.1 / 91.7 / 92.0 against 101.6 / 81.4 / 89.4 with U = 2). ALLOY_NN_SOFTCAP_U=k (1-8)
+         * and ALLOY_NN_SOFTCAP_TG=64|128|256 for timing */
+        const int fwd16 = !dy && alloy_dtype_size(dt) == 2;
+        const int64_t U = alloy_ops_env_int("ALLOY_NN_SOFTCAP_U", 1, 8, dy || fwd16 ? 1 : 2), nvu = (nv + U - 1) / U;
         const int64_t threads = alloy_nn_grid_threads(nvu > rest ? nvu : rest);
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)threads, 1, 1);
-        /* ALLOY_NN_SOFTCAP_TG=64|128|256 (timing only): threads a threadgroup (torch.compile's pointwise
-         * kernels take one 16-byte chunk a thread in blocks of 128; with ALLOY_NN_SOFTCAP_U=1 this is that
-         * shape) */
-        int64_t tg = alloy_ops_env_int("ALLOY_NN_SOFTCAP_TG", 64, 256, 256);
+        int64_t tg = alloy_ops_env_int("ALLOY_NN_SOFTCAP_TG", 64, 256, fwd16 ? 128 : 256);
         if (tg != 64 && tg != 128) tg = 256; /* like every override: a bad value leaves the default */
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)tg, 1, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "n", ALLOY_INT64, n);
