@@ -27,7 +27,8 @@
 // Launch constants: long R (rows), long PT, int DH, int G, int rms, int has_b,
 // A eps. Template: T (data), A (accumulation), NC (chunks per lane), WG (SIMD
 // groups per group: 1, 2, 4 or 8), VEC (16-byte accesses), PF (load the next
-// row ahead).
+// row ahead), FULL (the lanes' chunks tile the group exactly: NC * 32 * WG *
+// V == DH, so no element is checked against DH).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
 //! name: alloy_nn_norm_rows
 //! inputs: x w b
@@ -38,6 +39,7 @@
 //! template: NC=1
 //! template: WG=1
 //! template: PF=1
+//! template: FULL=0
 //! header:
 // at most 64 registers a thread (four threadgroups of 256 threads per SM); with
 // PF 80 (three) with 4 chunks a lane, 128 (two) with 8: norm.c sizes the grid
@@ -92,7 +94,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     A s2 = A(0);
     for (int i = 0; i < NC; i++)
         for (int e = 0; e < V; e++)
-            if ((i * 32 * WG + q) * V + e < DH) {
+            if (FULL != 0 || (i * 32 * WG + q) * V + e < DH) {
                 const A d = nn_chunk_elem<T, A>(u[i], e) - mu;
                 s2 += d * d;
             }
@@ -108,7 +110,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;
-            if (col >= DH) continue;
+            if (FULL == 0 && col >= DH) continue;
             const uint4 wu = nn_chunk_load<T, VEC>(w, hw + col, DH - col);
             const uint4 bu = nn_chunk_load<T, VEC>(b, hw + col, has_b != 0 ? DH - col : 0);
             A o[V];
