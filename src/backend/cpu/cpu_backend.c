@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/backend.h"
@@ -29,8 +30,12 @@
 #include "cpu_sched.h"
 
 /* Launches of loop-mode kernels with at most this many threads in total run
- * on the caller alone: waking the pool would cost more than the work. */
+ * on the caller alone — waking the pool would cost more than the work —
+ * unless the program's last such launch says they would take longer than
+ * CPU_INLINE_NS: threads may be heavy (the catalog's CPU GEMM is one thread
+ * per 64 x 128 tile, its 1024^3 128 threads of 170 us each). */
 #define CPU_INLINE_THREADS 2048u
+#define CPU_INLINE_NS 50000.0
 
 typedef void (*group_loop_fn)(const alloy_cpu_group *g);
 
@@ -40,6 +45,8 @@ typedef struct cpu_program {
     alloy_cpu_thread_fn thread;
     int uses_sync;
     int debug; /* built for ALLOY_CPU_DEBUG */
+    /* nanoseconds a thread took in the last launch run inline (0: none yet), for the next launch's choice */
+    _Atomic double thread_ns;
     char *path; /* NULL when the cache is off (the file is gone) */
     size_t bytes;
 } cpu_program;
@@ -198,6 +205,7 @@ static alloy_status finish_program(cpu_program *p, void **program) {
         return alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
     }
     *q = *p;
+    atomic_init(&q->thread_ns, 0.0);
     *program = q;
     return ALLOY_OK;
 }
@@ -471,9 +479,19 @@ static alloy_status cpu_launch(alloy_device *dev, void *program, const alloy_lau
     c.status = ALLOY_OK;
     c.msg[0] = 0;
 
-    if (n_groups == 1 || (!prog->uses_sync && n_threads <= CPU_INLINE_THREADS)) {
+    const double thread_ns = atomic_load_explicit(&prog->thread_ns, memory_order_relaxed);
+    if (n_groups == 1) {
+        run_group_task(&c, 0);
+    } else if (!prog->uses_sync && n_threads <= CPU_INLINE_THREADS &&
+               (double)n_threads * thread_ns <= CPU_INLINE_NS) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
         for (size_t i = 0; i < n_groups; i++)
             if (run_group_task(&c, i)) break;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        /* the one field a launch writes (the program is otherwise read-only) */
+        atomic_store_explicit(&((cpu_program *)program)->thread_ns, ns / (double)n_threads, memory_order_relaxed);
     } else {
         alloy_cpu_pool_run(n_groups, 0, run_group_task, &c);
     }
