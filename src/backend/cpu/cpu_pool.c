@@ -72,6 +72,9 @@ static int spin_until(atomic_int *flag, int want) {
 }
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
+static atomic_size_t jobs_run;
+
+size_t alloy_cpu_pool_jobs(void) { return atomic_load_explicit(&jobs_run, memory_order_relaxed); }
 static int configured = 1;
 
 static void unlink_job(pool_job *j) {
@@ -190,6 +193,7 @@ void alloy_cpu_pool_run(size_t n, size_t chunk, alloy_cpu_task_fn fn, void *ctx)
             if (fn(ctx, i)) break;
         return;
     }
+    atomic_fetch_add_explicit(&jobs_run, 1, memory_order_relaxed);
     pool_job j;
     j.fn = fn;
     j.ctx = ctx;

@@ -24,4 +24,9 @@ int alloy_cpu_pool_threads(void);
  * Items are claimed in chunks of `chunk` (0: chosen from n and the pool). */
 void alloy_cpu_pool_run(size_t n, size_t chunk, alloy_cpu_task_fn fn, void *ctx);
 
+/* Jobs handed to the workers so far (runs of alloy_cpu_pool_run that did
+ * not stay on the caller alone): what tests read to see which path a
+ * launch took. */
+size_t alloy_cpu_pool_jobs(void);
+
 #endif
