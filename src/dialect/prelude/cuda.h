@@ -115,6 +115,20 @@ template <class T> ALLOY_FN T alloy_shfl(uint m, const T &v, uint src) {
     return r;
 }
 
+/* Value of `v` in lane (caller's lane ^ k), every lane of the warp active:
+ * the mask a constant, so the shuffle is one SHFL.BFLY a word with no
+ * convergence handling around it. */
+template <class T> ALLOY_FN T alloy_shfl_xor_full(const T &v, uint k) {
+    constexpr int NW = (int)((sizeof(T) + 3u) / 4u);
+    uint w[NW];
+    for (int i = 0; i < NW; i++) w[i] = 0u;
+    ALLOY_MEMCPY(w, &v, sizeof(T));
+    for (int i = 0; i < NW; i++) w[i] = __shfl_xor_sync(0xffffffffu, w[i], k);
+    T r;
+    ALLOY_MEMCPY(&r, w, sizeof(T));
+    return r;
+}
+
 /* The caller's view of one SIMD operation: the active lanes, its lane, and
  * its group of W lanes (W = 32: simdgroup, W = 4: quad) — the group's first
  * lane and its active lanes. */
@@ -181,7 +195,7 @@ template <uint W, class T, class Op> ALLOY_FN T alloy_grp_reduce(const T &x, Op 
     } else {
         T v = x;
         if (g.m == 0xffffffffu) { /* the whole warp (uniform branch): butterfly */
-            for (uint k = W / 2u; k > 0u; k >>= 1) v = op(v, alloy_shfl(g.m, v, g.lane ^ k));
+            for (uint k = W / 2u; k > 0u; k >>= 1) v = op(v, alloy_shfl_xor_full(v, k));
             return v;
         }
         /* a tree over the ranks of the active lanes, the result at rank 0 */
