@@ -3,7 +3,7 @@
 # what CI runs (.ci/run). Stages (each can be skipped with ALLOY_SKIP_<NAME>=1):
 #   main      Release build + ctest (ALLOY_DEVICE picks the device, default cpu)
 #   asan      AddressSanitizer + UBSan build + ctest
-#   tsan      ThreadSanitizer build + the concurrency tests
+#   tsan      ThreadSanitizer build + the concurrency and thread-pool tests
 #   aarch64   the test suite (less the CLI, concurrency and _cpudebug tests: see
 #             scripts/test-aarch64.sh) cross-built for AArch64, run under
 #             qemu-user (needs gcc-aarch64-linux-gnu and qemu-user; skipped with
@@ -38,7 +38,7 @@ var_set MAIN || stage main build
 # intercept_tls_get_addr=0: LeakSanitizer can crash at exit scanning the
 # thread-local threadgroup memory of dlopen'd kernels (a sanitizer runtime bug).
 var_set ASAN || ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 stage asan build-asan -DALLOY_SANITIZE=address,undefined -DALLOY_BUILD_BENCH=OFF
-var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R '^test_(concurrency|cpu_sched)$'
+var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R '^test_(concurrency|cpu_sched|cpu_pool)$'
 
 if ! var_set AARCH64; then
     if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
