@@ -329,6 +329,13 @@ static inline int ku_cmp_u32(const char *what, const uint32_t *got, const uint32
     return bad;
 }
 
+/* matmul_wgmma_tma's threadgroup memory for 3 or 4 stages of 48 KB (the
+ * tests' own copy of matmul.c's rule): 64 KB of staged C with 3, 32 KB with
+ * 4, and 2 KB for the alignment and the mbarriers. */
+static inline size_t ku_gemm_tma_smem(int stages) {
+    return (size_t)stages * 48 * 1024 + (stages == 3 ? 64 : 32) * 1024 + 2048;
+}
+
 /* One (cols, rows, batch) tensor map of matmul_wgmma_tma, made here from
  * the layout (the tests' own copy of the rules in matmul.c), 128-byte
  * swizzle: an extent of 1

@@ -210,7 +210,7 @@ static int launch_tma(alloy_dtype in, alloy_dtype out, int direct, int half) {
     const struct { const char *n; int64_t v; } t[] = {
         {"DIRECT", direct}, {"LAG", 0}, {"OVW", 1}, {"HALF", half}, {"STAGES", 4}};
     for (size_t e = 0; e < sizeof t / sizeof t[0]; e++) CHECK_OK(alloy_launch_add_template_int(l, t[e].n, t[e].v));
-    CHECK_OK(alloy_launch_set_threadgroup_memory(l, 4 * 48 * 1024 + 32 * 1024 + 2048));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, ku_gemm_tma_smem(4)));
     const struct { const char *n; int64_t v; } c64[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", 1}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1}, {"sb_b", K * N},
         {"sb_k", N}, {"sb_n", 1}, {"sc_b", M * N}, {"sc_m", N}, {"tile_m", 128}, {"tile_n", 256}, {"a_off", 0},

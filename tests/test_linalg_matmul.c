@@ -614,9 +614,8 @@ static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t 
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "DIRECT", variant == TMA_DIRECT));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "LAG", variant == TMA_LAG ? 2 : variant == TMA_ZERO));
     if (!pingpong) CHECK_OK(alloy_launch_add_template_int(l, "OVW", variant != TMA_ZERO));
-    CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong          ? 5 * 32 * 1024 + 64 * 1024 + 2048
-                                                    : tma_stages == 4 ? 4 * 48 * 1024 + 32 * 1024 + 2048
-                                                                      : 3 * 48 * 1024 + 64 * 1024 + 2048));
+    CHECK_OK(alloy_launch_set_threadgroup_memory(l, pingpong ? 5 * 32 * 1024 + 64 * 1024 + 2048
+                                                             : ku_gemm_tma_smem(tma_stages)));
     const int64_t sbb = b_shared ? 0 : K * NB;
     const struct { const char *n; int64_t v; } ints[] = {
         {"M", M}, {"N", N}, {"K", K}, {"batch", batch}, {"sa_b", M * K}, {"sa_m", K}, {"sa_k", 1},
@@ -641,8 +640,8 @@ static void tma_case_half(int variant, alloy_dtype in, alloy_dtype out, int64_t 
              : variant == TMA_LAG     ? "wgmma_tma LAG=2"
              : variant == TMA_ZERO    ? "wgmma_tma OVW=0 LAG=1"
                                       : "wgmma_tma",
-             half ? " HALF" : "", tma_stages == 4 && !pingpong ? " STAGES=4" : "", alloy_dtype_name(in), alloy_dtype_name(out), (long long)batch,
-             (long long)M, (long long)N, (long long)K, groups);
+             half ? " HALF" : "", tma_stages == 4 && !pingpong ? " STAGES=4" : "", alloy_dtype_name(in),
+             alloy_dtype_name(out), (long long)batch, (long long)M, (long long)N, (long long)K, groups);
     const int64_t sa_e[3] = {M * K, K, 1}, sb_e[3] = {sbb, NB, 1};
     const int bad = check_c(label, out, raw, c0, c_off, batch, M, N, K, A.v, sa_e, B.v, sb_e, alpha, beta, 2e-7, 0.0);
     CHECK_MSG(bad == 0, "%s: %d of %lld elements wrong", label, bad, (long long)nc);

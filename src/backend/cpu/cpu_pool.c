@@ -72,10 +72,8 @@ static int spin_until(atomic_int *flag, int want) {
 }
 
 static pthread_once_t config_once = PTHREAD_ONCE_INIT, start_once = PTHREAD_ONCE_INIT;
-static atomic_size_t jobs_run;
-
-size_t alloy_cpu_pool_jobs(void) { return atomic_load_explicit(&jobs_run, memory_order_relaxed); }
 static int configured = 1;
+static atomic_size_t jobs_run; /* alloy_cpu_pool_jobs */
 
 static void unlink_job(pool_job *j) {
     if (!j->queued) return;
@@ -234,3 +232,5 @@ void alloy_cpu_pool_run(size_t n, size_t chunk, alloy_cpu_task_fn fn, void *ctx)
         pthread_mutex_unlock(&pool.mu);
     }
 }
+
+size_t alloy_cpu_pool_jobs(void) { return atomic_load_explicit(&jobs_run, memory_order_relaxed); }

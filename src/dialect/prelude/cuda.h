@@ -103,30 +103,26 @@ ALLOY_FN uint alloy_nth_lane(uint m, uint k) {
     return p;
 }
 
-/* Value of `v` in lane `src` (which must be in m; every lane of m calls). */
-template <class T> ALLOY_FN T alloy_shfl(uint m, const T &v, uint src) {
+/* `v` moved between lanes as 32-bit words, each through shuffle(word). */
+template <class T, class F> ALLOY_FN T alloy_shfl_words(const T &v, F shuffle) {
     constexpr int NW = (int)((sizeof(T) + 3u) / 4u);
     uint w[NW];
     for (int i = 0; i < NW; i++) w[i] = 0u;
     ALLOY_MEMCPY(w, &v, sizeof(T));
-    for (int i = 0; i < NW; i++) w[i] = __shfl_sync(m, w[i], src);
+    for (int i = 0; i < NW; i++) w[i] = shuffle(w[i]);
     T r;
     ALLOY_MEMCPY(&r, w, sizeof(T));
     return r;
 }
-
+/* Value of `v` in lane `src` (which must be in m; every lane of m calls). */
+template <class T> ALLOY_FN T alloy_shfl(uint m, const T &v, uint src) {
+    return alloy_shfl_words(v, [&](uint w) { return __shfl_sync(m, w, src); });
+}
 /* Value of `v` in lane (caller's lane ^ k), every lane of the warp active:
  * the mask a constant, so the shuffle is one SHFL.BFLY a word with no
  * convergence handling around it. */
 template <class T> ALLOY_FN T alloy_shfl_xor_full(const T &v, uint k) {
-    constexpr int NW = (int)((sizeof(T) + 3u) / 4u);
-    uint w[NW];
-    for (int i = 0; i < NW; i++) w[i] = 0u;
-    ALLOY_MEMCPY(w, &v, sizeof(T));
-    for (int i = 0; i < NW; i++) w[i] = __shfl_xor_sync(0xffffffffu, w[i], k);
-    T r;
-    ALLOY_MEMCPY(&r, w, sizeof(T));
-    return r;
+    return alloy_shfl_words(v, [&](uint w) { return __shfl_xor_sync(0xffffffffu, w, k); });
 }
 
 /* The caller's view of one SIMD operation: the active lanes, its lane, and

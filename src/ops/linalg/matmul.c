@@ -185,15 +185,17 @@ static alloy_status choose_kernel(alloy_device *dev, alloy_dtype in, alloy_dtype
         p->threads = p->tensor_maps ? 384 : 256;
         p->c_box_rows = pingpong ? 128 : 64;
         p->c_box_cols = (uint32_t)(128 / alloy_dtype_size(outdt)); /* 128 bytes: the swizzle's span */
-        /* copy engine: 4 stages of 48 KB and 32 KB of staged outputs (3 and
-         * 64 KB; ping-pong: 5 of 32 KB and 64 KB); cp.async: 4 stages; 1 KB
-         * for the alignment to 1024 bytes, the mbarriers after */
-        /* matmul_wgmma_tma: a fourth stage, the staging in two passes (H200, same call, three rounds:
-         * 100 x 1024^3 bfloat16 0.309-0.312 -> 0.305-0.306 ms, 2048^3 0.94-0.95x -> 0.96x cuBLAS, 8192^3
-         * within the noise; cuBLAS's kernel there has four stages too); ALLOY_MATMUL_TMA_STAGES=3 for timing */
+        /* copy engine: 4 stages of 48 KB and 32 KB of staged outputs (the
+         * staging in two passes; H200, same call, three rounds: 100 x 1024^3
+         * bfloat16 0.309-0.312 -> 0.305-0.306 ms, 2048^3 0.94-0.95x -> 0.96x
+         * cuBLAS, 8192^3 within the noise; cuBLAS's kernel there has four
+         * stages too; ALLOY_MATMUL_TMA_STAGES=3, for timing: 3 and 64 KB);
+         * ping-pong: 5 of 32 KB and 64 KB; cp.async: 4 stages; 1 KB for the
+         * alignment to 1024 bytes, the mbarriers after */
         const int tma_stages = (int)alloy_ops_env_int("ALLOY_MATMUL_TMA_STAGES", 3, 4, 4);
+        const size_t tma_smem = (size_t)tma_stages * 48 * 1024 + (tma_stages == 3 ? 64 : 32) * 1024 + 2048;
         p->threadgroup_memory = pingpong         ? 5 * 32 * 1024 + 64 * 1024 + 2048
-                                : p->tensor_maps ? (size_t)tma_stages * 48 * 1024 + (tma_stages == 3 ? 64 : 32) * 1024 + 2048
+                                : p->tensor_maps ? tma_smem
                                                  : 4 * 48 * 1024 + 1024;
         /* one threadgroup per SM (its shared memory allows no second) */
         p->persistent = alloy_device_multiprocessor_count(dev);
