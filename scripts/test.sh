@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 summary=()
 
-stage() { # name, build dir, cmake args..., then -- ctest args
+stage() { # name, build dir, cmake args..., then -- ctest args (STAGE_TARGETS: build only these)
     local name=$1 dir=$2; shift 2
     local cm=() ct=()
     while [ $# -gt 0 ] && [ "$1" != "--" ]; do cm+=("$1"); shift; done
@@ -26,7 +26,8 @@ stage() { # name, build dir, cmake args..., then -- ctest args
     ct=("$@")
     echo "=== $name: configure and build ($dir)"
     cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cm[@]}" >/dev/null
-    cmake --build "$dir" -j "$JOBS"
+    # shellcheck disable=SC2086 # STAGE_TARGETS: a list of targets, or empty for all
+    cmake --build "$dir" -j "$JOBS" ${STAGE_TARGETS:+--target $STAGE_TARGETS}
     echo "=== $name: test"
     ctest --test-dir "$dir" --output-on-failure -j "$JOBS" "${ct[@]}"
     summary+=("$name: ok")
@@ -37,8 +38,11 @@ var_set() { local v="ALLOY_SKIP_$1"; [ "${!v:-0}" = "1" ]; }
 var_set MAIN || stage main build
 # intercept_tls_get_addr=0: LeakSanitizer can crash at exit scanning the
 # thread-local threadgroup memory of dlopen'd kernels (a sanitizer runtime bug).
-var_set ASAN || ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 stage asan build-asan -DALLOY_SANITIZE=address,undefined -DALLOY_BUILD_BENCH=OFF
-var_set TSAN || stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF -- -R '^test_(concurrency|cpu_sched|cpu_pool)$'
+# The sanitizer stages reuse the main stage's kernel cache (tests/CMakeLists.txt
+# says why).
+shared_cache=-DALLOY_TEST_CACHE_DIR=$PWD/build/test-cache
+var_set ASAN || ASAN_OPTIONS=detect_leaks=1:intercept_tls_get_addr=0 stage asan build-asan -DALLOY_SANITIZE=address,undefined -DALLOY_BUILD_BENCH=OFF "$shared_cache"
+var_set TSAN || STAGE_TARGETS="test_concurrency test_cpu_sched test_cpu_pool" stage tsan build-tsan -DALLOY_SANITIZE=thread -DALLOY_BUILD_BENCH=OFF "$shared_cache" -- -R '^test_(concurrency|cpu_sched|cpu_pool)$'
 
 if ! var_set AARCH64; then
     if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then

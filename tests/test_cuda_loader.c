@@ -1,12 +1,15 @@
 /* test_cuda_loader.c — the parts of the CUDA backend that work without a
  * GPU: the probe's explanation when there is no driver (what `alloy info`
  * prints), "auto" falling back to the CPU, and the device-free NVRTC compile
- * check (ALLOY_COMPILE_CHECK=cuda) on valid, invalid and Hopper-only sources.
+ * check (ALLOY_COMPILE_CHECK=cuda) on valid, invalid and Hopper-only sources,
+ * and its record of the sources that passed.
  * Runs everywhere; the NVRTC checks skip where no NVRTC can be loaded. */
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include "backend/cuda/cuda_internal.h"
 #include "core/backend.h"
+#include "core/disk_cache.h"
 #include "harness.h"
 
 static int cuda_index(void) {
@@ -140,6 +143,65 @@ static void test_compile_check_hopper_only(void) {
     free(log);
 }
 
+/* A passed check is recorded in the cache and not compiled again; a failed
+ * one is not recorded; a corrupt record is ignored. Seen through a record
+ * planted for a broken source: the check then passes without compiling it. */
+static void test_compile_check_remembered(void) {
+    const char *good = PRELUDE "extern \"C\" __global__ void alloy_kernel(int* out, alloy_launch_info alloy_info) {\n"
+                               "  out[threadIdx.x] = 7;\n"
+                               "}\n";
+    const char *bad = PRELUDE "extern \"C\" __global__ void alloy_kernel(int* out, alloy_launch_info alloy_info) {\n"
+                              "  out[0] = not_declared_here\n"
+                              "}\n";
+    alloy_status st;
+    char *log = NULL;
+    if (check_source("remembered", good, &st, &log)) {
+        SKIP("NVRTC cannot be loaded here");
+        return;
+    }
+    char *good_path = alloy_cuda_check_marker_path(good, "sm_90");
+    char *bad_path = alloy_cuda_check_marker_path(bad, "sm_90");
+    if (!good_path || !bad_path) {
+        SKIP("the kernel cache is off");
+    } else {
+        CHECK_MSG(st == ALLOY_OK, "%s: %s", alloy_status_name(st), alloy_last_error());
+        CHECK_MSG(access(good_path, F_OK) == 0, "no record of the passed check at %s", good_path);
+        unlink(bad_path);
+        free(log);
+        check_source("remembered_bad", bad, &st, &log);
+        CHECK(st == ALLOY_ERROR_COMPILE);
+        CHECK_MSG(access(bad_path, F_OK) != 0, "a failed check was recorded at %s", bad_path);
+        /* a record planted for the broken source: believed, as compiled kernels in the cache are */
+        FILE *f = fopen(good_path, "rb");
+        char rec[ALLOY_CACHE_TRAILER_SIZE + 1];
+        size_t n = f ? fread(rec, 1, sizeof rec, f) : 0;
+        if (f) fclose(f);
+        CHECK_MSG(n == ALLOY_CACHE_TRAILER_SIZE, "the record holds %zu bytes, want an empty sealed entry", n);
+        f = fopen(bad_path, "wb");
+        CHECK(f != NULL);
+        if (f) {
+            fwrite(rec, 1, n, f);
+            fclose(f);
+        }
+        free(log);
+        check_source("remembered_bad", bad, &st, &log);
+        CHECK_MSG(st == ALLOY_OK, "a recorded pass was compiled again: %s", alloy_status_name(st));
+        /* a corrupt record is not: the source is compiled (and fails) again */
+        f = fopen(bad_path, "r+b");
+        if (f) {
+            fputc('X', f);
+            fclose(f);
+        }
+        free(log);
+        check_source("remembered_bad", bad, &st, &log);
+        CHECK_MSG(st == ALLOY_ERROR_COMPILE, "a corrupt record was believed: %s", alloy_status_name(st));
+        unlink(bad_path);
+    }
+    free(good_path);
+    free(bad_path);
+    free(log);
+}
+
 /* The whole path through the public API with ALLOY_COMPILE_CHECK=cuda: the
  * kernel runs on the CPU and is also compiled by NVRTC. */
 static void test_compile_check_through_api(void) {
@@ -188,6 +250,7 @@ int main(void) {
     RUN(test_compile_check_valid);
     RUN(test_compile_check_invalid);
     RUN(test_compile_check_hopper_only);
+    RUN(test_compile_check_remembered);
     RUN(test_compile_check_through_api);
     return harness_finish();
 }

@@ -183,6 +183,7 @@ static alloy_status run_nvrtc(const char *src, const char *kernel_name, const ch
 
 static alloy_status run_nvrtc(const char *src, const char *kernel_name, const char *arch, void **image,
                               size_t *size, char **log);
+static alloy_status write_entry(const char *path, const void *image, size_t size);
 
 /* ALLOY_COMPILE_CHECK_DUMP=DIR: each checked kernel's source, cubin and PTX
  * go to DIR/<kernel>-<hash>.cu, .cubin and .ptx, so that a machine without a
@@ -215,6 +216,21 @@ static void dump_checked(const alloy_compile_job *job, const char *arch, const v
     free(ptx);
 }
 
+char *alloy_cuda_check_marker_path(const char *source, const char *arch) {
+    char extra[512], hex[65];
+    const char *inc = alloy_cuda_include_dir();
+    snprintf(extra, sizeof extra, "alloy-cuda-check-1|-default-device --std=c++20 -lineinfo|nvrtc %d|%s|%s",
+             alloy_cuda_nvrtc_version(), arch, inc ? inc : "-");
+    alloy_sha256 s;
+    uint8_t digest[32];
+    alloy_sha256_init(&s);
+    alloy_sha256_update(&s, extra, strlen(extra) + 1);
+    alloy_sha256_update(&s, source, strlen(source));
+    alloy_sha256_final(&s, digest);
+    alloy_digest_to_hex(digest, hex);
+    return alloy_disk_cache_path("cuda-check", hex, ".ok");
+}
+
 alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) {
     *log = NULL;
     char why[2048];
@@ -224,8 +240,20 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) 
     void *image = NULL;
     size_t size = 0;
     const char *arch = needs_sm90a(job->source) ? "sm_90a" : "sm_90";
+    /* a source recorded as passed is not compiled again (alloy_cuda_check_marker_path) */
+    const char *dump = getenv("ALLOY_COMPILE_CHECK_DUMP");
+    char *passed = dump && *dump ? NULL : alloy_cuda_check_marker_path(job->source, arch);
+    int corrupt = 0;
+    if (passed && access(passed, F_OK) == 0 && alloy_disk_cache_verify(passed, &size, &corrupt) == ALLOY_OK) {
+        free(passed);
+        return ALLOY_OK;
+    }
     alloy_status st = run_nvrtc(job->source, job->kernel_name, arch, &image, &size, log);
     if (st == ALLOY_OK) dump_checked(job, arch, image, size);
+    if (st == ALLOY_OK && passed && write_entry(passed, "", 0) != ALLOY_OK)
+        alloy_warn("kernel '%s': cannot record its passed compile check in the cache: %s", job->kernel_name,
+                   alloy_last_error());
+    free(passed);
     free(image);
     if (st == ALLOY_OK) { /* warnings are not failures */
         free(*log);

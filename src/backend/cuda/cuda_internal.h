@@ -153,6 +153,13 @@ alloy_status alloy_cuda_compile(alloy_device *dev, const alloy_compile_job *job,
                                 char **log, int *from_disk);
 char *alloy_cuda_program_report(alloy_device *dev, void *program);
 alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log);
+/* Where a passed compile check of `source` for `arch` is recorded (malloc'd;
+ * NULL when the cache is off): an empty cache entry keyed by the source and
+ * what it passed with (NVRTC's version, the options, the CUDA headers). A
+ * recorded source is not compiled again; failures are never recorded (their
+ * log is the point), nor checks under ALLOY_COMPILE_CHECK_DUMP (which want
+ * the image). NVRTC must be loaded. */
+char *alloy_cuda_check_marker_path(const char *source, const char *arch);
 /* Picks the NVRTC target for a device of compute capability major.minor:
  * fills d->arch_num, d->sass (or d->arch_error). */
 void alloy_cuda_choose_arch(cuda_device *d);
