@@ -3,7 +3,8 @@
  * then HOME/.cache/alloy; ALLOY_CACHE=0 disables it), read from the
  * environment on every call, so this test changes it with setenv/unsetenv;
  * alloy_cache_stats counting the entries of two freshly compiled kernels in
- * a new temporary directory (checked against a directory walk written here);
+ * a new temporary directory (checked against a directory walk written here)
+ * and the records of passed NVRTC compile checks (cuda-check/);
  * alloy_cache_clear emptying the cache without touching unrelated files. */
 #include <dirent.h>
 #include <ftw.h>
@@ -90,8 +91,8 @@ static int hex_entry_name(const char *n) {
 static void walk_entries(const char *root, int64_t *entries, int64_t *bytes) {
     *entries = 0;
     *bytes = 0;
-    static const char *const sub[] = {"cpu", "cuda"};
-    for (int s = 0; s < 2; s++) {
+    static const char *const sub[] = {"cpu", "cuda", "cuda-check"};
+    for (int s = 0; s < 3; s++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", root, sub[s]);
         DIR *d = opendir(dir);
@@ -229,8 +230,19 @@ static void test_stats_and_clear(void) {
     CHECK_OK(alloy_cache_stats(&entries, &bytes));
     CHECK(entries == after_two);
 
+    /* a record of a passed NVRTC compile check is an entry too */
+    snprintf(path, sizeof path, "%s/cuda-check", cache);
+    CHECK(mkdir(path, 0755) == 0);
+    char record[4400];
+    snprintf(record, sizeof record, "%s/cuda-check/%s", cache,
+             "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.ok");
+    CHECK(write_text(record, "sealed elsewhere") == 0);
+    CHECK_OK(alloy_cache_stats(&entries, &bytes));
+    CHECK_MSG(entries == after_two + 1, "%lld entries with a compile-check record", (long long)entries);
+
     /* clear: every entry goes, nothing else does */
     CHECK_OK(alloy_cache_clear());
+    CHECK(!exists(record));
     CHECK_OK(alloy_cache_stats(&entries, &bytes));
     CHECK(entries == 0 && bytes == 0);
     walk_entries(cache, &ref_entries, &ref_bytes);

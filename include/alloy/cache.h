@@ -2,8 +2,9 @@
  *
  * Location: ALLOY_CACHE_DIR, else $XDG_CACHE_HOME/alloy, else ~/.cache/alloy.
  * ALLOY_CACHE=0 disables it (compiled kernels then live in memory only).
- * Entries are written atomically and checksummed; a corrupt entry is
- * detected on load and rebuilt. */
+ * Entries (compiled kernels, and the records of sources that passed the
+ * NVRTC compile check, ALLOY_COMPILE_CHECK=cuda) are written atomically and
+ * checksummed; a corrupt entry is detected on load and rebuilt. */
 #ifndef ALLOY_CACHE_H
 #define ALLOY_CACHE_H
 

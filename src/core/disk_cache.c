@@ -19,7 +19,9 @@
 #include "sha256.h"
 
 static const char MAGIC[8] = {'A', 'L', 'L', 'O', 'Y', 'S', 'U', 'M'};
-static const char *const BACKEND_DIRS[] = {"cpu", "cuda", NULL};
+/* the directories of entries: compiled kernels per backend, and the CUDA
+ * sources that passed the NVRTC compile check (ALLOY_COMPILE_CHECK=cuda) */
+static const char *const BACKEND_DIRS[] = {"cpu", "cuda", "cuda-check", NULL};
 
 int alloy_cache_enabled(void) {
     const char *e = getenv("ALLOY_CACHE");
