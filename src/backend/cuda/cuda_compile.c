@@ -116,6 +116,11 @@ static void normalize_locations(char *log) {
     }
 }
 
+/* NVRTC's options besides the architecture and the CUDA headers' -I (also
+ * part of the key of a recorded compile check) */
+#define NVRTC_N_FIXED 3
+static const char *const NVRTC_FIXED_OPTIONS[NVRTC_N_FIXED] = {"-default-device", "--std=c++20", "-lineinfo"};
+
 /* Compiles src for `arch` ("sm_90", "sm_90a", "compute_90"). On success
  * *image (malloc'd) holds a cubin (sm_*) or NUL-terminated PTX. *log gets
  * the NVRTC output (errors or warnings; NULL if none). */
@@ -128,8 +133,9 @@ static alloy_status run_nvrtc(const char *src, const char *kernel_name, const ch
     char name[128], arch_opt[64], inc_opt[4200];
     snprintf(name, sizeof name, "%s.cu", kernel_name ? kernel_name : "kernel");
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", arch);
-    const char *opts[6] = {arch_opt, "-default-device", "--std=c++20", "-lineinfo"};
-    int n_opts = 4;
+    const char *opts[2 + NVRTC_N_FIXED] = {arch_opt};
+    int n_opts = 1;
+    for (int i = 0; i < NVRTC_N_FIXED; i++) opts[n_opts++] = NVRTC_FIXED_OPTIONS[i];
     const char *inc = alloy_cuda_include_dir();
     if (inc) {
         snprintf(inc_opt, sizeof inc_opt, "-I%s", inc);
@@ -219,12 +225,14 @@ static void dump_checked(const alloy_compile_job *job, const char *arch, const v
 char *alloy_cuda_check_marker_path(const char *source, const char *arch) {
     char extra[512], hex[65];
     const char *inc = alloy_cuda_include_dir();
-    snprintf(extra, sizeof extra, "alloy-cuda-check-1|-default-device --std=c++20 -lineinfo|nvrtc %d|%s|%s",
-             alloy_cuda_nvrtc_version(), arch, inc ? inc : "-");
+    snprintf(extra, sizeof extra, "alloy-cuda-check-1|nvrtc %d|%s|%s", alloy_cuda_nvrtc_version(), arch,
+             inc ? inc : "-");
     alloy_sha256 s;
     uint8_t digest[32];
     alloy_sha256_init(&s);
     alloy_sha256_update(&s, extra, strlen(extra) + 1);
+    for (int i = 0; i < NVRTC_N_FIXED; i++)
+        alloy_sha256_update(&s, NVRTC_FIXED_OPTIONS[i], strlen(NVRTC_FIXED_OPTIONS[i]) + 1);
     alloy_sha256_update(&s, source, strlen(source));
     alloy_sha256_final(&s, digest);
     alloy_digest_to_hex(digest, hex);
