@@ -251,8 +251,9 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) 
     /* a source recorded as passed is not compiled again (alloy_cuda_check_marker_path) */
     const char *dump = getenv("ALLOY_COMPILE_CHECK_DUMP");
     char *passed = dump && *dump ? NULL : alloy_cuda_check_marker_path(job->source, arch);
+    size_t recorded = 0; /* the record's payload: none */
     int corrupt = 0;
-    if (passed && access(passed, F_OK) == 0 && alloy_disk_cache_verify(passed, &size, &corrupt) == ALLOY_OK) {
+    if (passed && access(passed, F_OK) == 0 && alloy_disk_cache_verify(passed, &recorded, &corrupt) == ALLOY_OK) {
         free(passed);
         return ALLOY_OK;
     }
