@@ -25,6 +25,8 @@ static uint32_t heavy_ref(uint32_t gid, int iters) {
 static void launch(alloy_kernel *k, int heavy, int64_t n, int iters) {
     alloy_device *cpu = NULL;
     CHECK_OK(alloy_device_get("cpu", &cpu));
+    alloy_stream *st = NULL; /* the CPU's stream, whatever ALLOY_DEVICE says (the GPU check sets cuda) */
+    CHECK_OK(alloy_stream_default(cpu, &st));
     alloy_array *out = NULL, *res = NULL;
     CHECK_OK(alloy_array_new(cpu, ALLOY_UINT32, 1, &n, &out));
     CHECK_OK(alloy_array_fill(out, 0));
@@ -34,7 +36,7 @@ static void launch(alloy_kernel *k, int heavy, int64_t n, int iters) {
     CHECK_OK(alloy_launch_set_grid(l, (uint32_t)n, 1, 1));
     CHECK_OK(alloy_launch_set_threadgroup(l, 1, 1, 1));
     if (heavy) CHECK_OK(alloy_launch_set_constant_int(l, "iters", ALLOY_INT32, iters));
-    CHECK_OK(alloy_kernel_apply(k, 0, NULL, l, NULL, &res));
+    CHECK_OK(alloy_kernel_apply(k, 0, NULL, l, st, &res));
     const uint32_t *o = out ? alloy_array_data(out) : NULL;
     int bad = 0;
     for (int64_t i = 0; o && i < n; i++)
