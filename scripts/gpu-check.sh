@@ -12,19 +12,26 @@ mkdir -p "$OUT"
 STEPS=${ALLOY_GPU_STEPS:-build test bench python sanitize}
 JOBS=${JOBS:-$(nproc)}
 export ALLOY_CACHE_DIR=${ALLOY_CACHE_DIR:-/tmp/alloy-gpu-cache}
+# the kernel cache travels between calls (carry ".gpu"; scripts/gpu-cache.sh), and
+# the tests use the same one (their own default is <build>/test-cache, new each machine)
+. scripts/gpu-cache.sh
+gpu_cache_seed
+cache_opt=-DALLOY_TEST_CACHE_DIR=$ALLOY_CACHE_DIR
 summary=()
 note() { summary+=("$(printf '| %-28s | %s |' "$1" "$2")"); }
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 
-# At most 8 files come back from $OUT: info.txt, build.log, tests-cuda.log,
+# At most 8 files come back from $OUT (the first 8 by name): info.txt, build.log, tests-cuda.log,
 # bench_cuda_runtime.txt (with the cuBLAS peer), bench_examples.txt, bench_catalog.txt
 # (alloy bench: matmul and linalg, then torch.linalg's rows), python.log, bench_python.txt,
-# sanitizer.log.
+# sanitizer.log, xlstm_train_*; with ALLOY_GPU_KEEP_CACHE=1 the kernel cache too, as
+# cache.txz.* (copy them to .gpu/ for the next call). Where there are more than 8,
+# the logs go into one file, logs.tar.xz, at the end (tar xJf it here).
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/info.txt" 2>&1
 note "device" "$(head -1 "$OUT/info.txt")"
 
 if has build; then
-    if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release > "$OUT/build.log" 2>&1 &&
+    if cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "$cache_opt" > "$OUT/build.log" 2>&1 &&
        cmake --build build-gpu -j "$JOBS" >> "$OUT/build.log" 2>&1; then
         note "build" "ok"
     else
@@ -98,7 +105,7 @@ if has python; then
         python3 -m pip install -q --no-index --no-deps --target /tmp/alloy-site .whl/*.whl
         export PYTHONPATH=/tmp/alloy-site${PYTHONPATH:+:$PYTHONPATH}
     fi
-    if cmake -S . -B build-gpu -DALLOY_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
+    if cmake -S . -B build-gpu -DALLOY_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" "$cache_opt" \
             > "$OUT/python.log" 2>&1 && cmake --build build-gpu -j "$JOBS" >> "$OUT/python.log" 2>&1; then
         PYTHONPATH=$PWD/build-gpu/python${PYTHONPATH:+:$PYTHONPATH} ALLOY_TEST_DEVICE=cuda \
             python3 -m pytest python/tests -q -rs -p no:cacheprovider >> "$OUT/python.log" 2>&1
@@ -152,6 +159,14 @@ if has sanitize; then
         done
         note "compute-sanitizer $tool" "$((ran - fails))/$ran clean"
     done
+fi
+
+[ "${ALLOY_GPU_KEEP_CACHE:-0}" = 1 ] && gpu_cache_keep
+rm -f "$OUT/peer.tmp"
+logs=$(cd "$OUT" && ls | grep -v '^cache\.txz\.')
+if [ "$(ls "$OUT" | wc -l)" -gt 8 ]; then
+    # shellcheck disable=SC2086 # file names without spaces, one word each
+    (cd "$OUT" && tar cJf logs.tar.xz $logs && rm -f $logs)
 fi
 
 echo
