@@ -109,12 +109,16 @@ int64_t alloy_nn_rows_per_part(int64_t rows) {
 
 alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_t M1, alloy_array *a,
                                  alloy_array *b, alloy_dtype dt, alloy_stream *stream) {
+    /* k-slices: enough that each thread's blocks (at most 8) are loaded at once, no more (tree levels) */
+    int ks = 1;
+    while (ks < 32 && 8 * (int64_t)ks < P) ks *= 2;
     alloy_launch *l = NULL;
     alloy_status st = alloy_launch_new(&l);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, a);
     if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, b);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 31) / 32 * 32), 8, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)((M + 31) / 32 * 32), (uint32_t)ks, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)ks, 1);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "KS", ks);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, M1);
