@@ -500,6 +500,23 @@ static void test_norms_variants(void) {
     }
 }
 
+/* The forward's threadgroups of fewer SIMD groups (ALLOY_NN_NORM_FWD_SG=1, 2, 4: a timing switch; the
+ * kernel takes at least WG), each forced on RMSNorm and LayerNorm: one SIMD group a row (rows of 1024,
+ * partial chunks), several (2100: 2 to 8 a row, so the switch is raised to WG), heads that take the looped
+ * grid with the next row loaded ahead (16-bit heads of 512, heads of 8), rows past a threadgroup's share
+ * (530 rows), the hostile rows. */
+static void test_norms_fwd_sg(void) {
+    const norm_case cases[6] = {{3, 33, 0}, {9, 1024, 0}, {2, 2100, 0}, {530, 64, 8}, {11, 4096, 512}, {5, 1000, 0}};
+    for (int v = 0; v < 3; v++) {
+        setenv("ALLOY_NN_NORM_FWD_SG", v == 0 ? "1" : v == 1 ? "2" : "4", 1);
+        for (int rms = 0; rms < 2; rms++)
+            for (int ci = 0; ci < 6; ci++)
+                for (int di = 0; di < 4; di++) /* rows far from 0 for 16-bit data only, as above */
+                    run_norm(rms, ci % 2 == 0, cases[ci], DTYPES[di], (ci + v) % 3 == 2 && di < 2 ? 0 : (ci + v) % 3);
+    }
+    unsetenv("ALLOY_NN_NORM_FWD_SG");
+}
+
 /* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
  * kernels take their scalar accesses. */
 static alloy_array *offset_array(alloy_dtype dt, int nd, const int64_t *shape, const double *x) {
@@ -805,6 +822,7 @@ int main(void) {
     RUN(test_norms_onepass);
     RUN(test_norms_shift);
     RUN(test_norms_variants);
+    RUN(test_norms_fwd_sg);
     RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_grid);

@@ -149,6 +149,16 @@ static int fwd_pf(alloy_dtype dt, int64_t DH, int64_t nc, int64_t wg) {
     return alloy_ops_env_int("ALLOY_NN_NORM_PF", 0, 1, small) && !(dt == ALLOY_BFLOAT16 && nc >= 8);
 }
 
+/* The forward's SIMD groups a threadgroup: 8 (threadgroups of 256 threads,
+ * 8 / wg groups each); ALLOY_NN_NORM_FWD_SG=1, 2 or 4 (at least wg) gives
+ * threadgroups of fewer, as many more of them (torch.compile's LayerNorm
+ * forward runs blocks of one warp, a row each), for timing only. */
+static int64_t fwd_sg(int64_t wg) {
+    int64_t sg = alloy_ops_env_int("ALLOY_NN_NORM_FWD_SG", 1, 8, 8);
+    if (sg != 1 && sg != 2 && sg != 4) sg = 8;
+    return sg < wg ? wg : sg;
+}
+
 /* The SMs the grids are sized for: the device's, or an H100's 132 where it
  * has none (the CPU). */
 static int64_t sm_count(alloy_device *dev) {
@@ -163,6 +173,7 @@ typedef struct norm_dims {
      * the backward's threadgroup memory in bytes */
     int64_t nc, wg, pt, smem;
     int pf; /* the forward loads each row's next row ahead (fwd_pf) */
+    int64_t sg; /* SIMD groups a threadgroup (fwd_sg; the backward 8) */
 } norm_dims;
 
 static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
@@ -219,11 +230,13 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
      * FWD_PF_TGS an SM for small groups; the backward: what the SMs hold at once), and as many rounds of
      * 8 / wg rows each (no SIMD group idles in a last round while others work) */
     d->pf = !dy && d->nc && fwd_pf(dt, d->DH, d->nc, d->wg);
-    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem);
-    const int64_t rw = 8 / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
+    d->sg = !dy && d->nc ? fwd_sg(d->wg) : 8;
+    /* (rows_per_sm counts threadgroups of 256 threads) */
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem) * (8 / d->sg);
+    const int64_t rw = d->sg / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
-    if (d->G > (INT32_MAX / 256) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
+    if (d->G > (INT32_MAX / (32 * d->sg)) / (d->pt > 0 ? d->pt : 1)) d->nc = 0; /* the grid would not fit */
     return ALLOY_OK;
 }
 
@@ -233,8 +246,9 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
                                 int n_ops, alloy_array *const *ops) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
     const int vec = d->DH % V == 0 && alloy_ops_aligned16(n_ops, ops);
-    alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 256), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 256, 1, 1);
+    alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 32 * d->sg), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, (uint32_t)(32 * d->sg), 1, 1);
+    if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "SG", (int)d->sg);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NC", (int)d->nc);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "WG", (int)d->wg);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "R", ALLOY_INT64, d->R);

@@ -15,7 +15,7 @@
 // deviations, so a constant group gives 0:
 //   rms == 1: y = x * rstd * w,            rstd = 1 / sqrt(mean(x^2) + eps)
 //   rms == 0: y = (x - mu) * rstd * w + b, rstd = 1 / sqrt(mean((x - mu)^2) + eps)
-// Threadgroup p (8 SIMD groups, RW = 8 / WG groups at a time) serves head h =
+// Threadgroup p (SG SIMD groups, RW = SG / WG groups at a time) serves head h =
 // p % G of the rows r = sg / WG + RW * (p / G) + RW * PT * k (PT threadgroups
 // per head; norm.c sizes the grid for one round: PT covers every row, so
 // each SIMD group normalises one row — on an H100 that reached 97-99% of
@@ -28,8 +28,9 @@
 // A eps. Template: T (data), A (accumulation), NC (chunks per lane), WG (SIMD
 // groups per group: 1, 2, 4 or 8), VEC (16-byte accesses), PF (load the next
 // row ahead), FULL (the lanes' chunks tile the group exactly: NC * 32 * WG *
-// V == DH, so no element is checked against DH).
-// Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1).
+// V == DH, so no element is checked against DH), SG (SIMD groups a
+// threadgroup: 8, or 1, 2, 4 >= WG for timing, norm.c's fwd_sg).
+// Launch: grid = (PT * G * 32 * SG, 1, 1), threadgroup = (32 * SG, 1, 1).
 //! name: alloy_nn_norm_rows
 //! inputs: x w b
 //! outputs: y
@@ -40,22 +41,26 @@
 //! template: WG=1
 //! template: PF=1
 //! template: FULL=0
+//! template: SG=8
 //! header:
-// at most 64 registers a thread (four threadgroups of 256 threads per SM); with
-// PF 80 (three) with 4 chunks a lane, 128 (two) with 8: norm.c sizes the grid
+// at most 64 registers a thread (four threadgroups of 256 threads per SM, or as
+// many threads in smaller ones); with PF 80 (three) with 4 chunks a lane, 128
+// (two) with 8: norm.c sizes the grid
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS \
-    __launch_bounds__(256, ALLOY_TEMPLATE_PF == 0 ? 4 : ALLOY_TEMPLATE_NC >= 8 ? 2 : ALLOY_TEMPLATE_NC >= 4 ? 3 : 4)
+#define ALLOY_CUDA_LAUNCH_BOUNDS                                                                           \
+    __launch_bounds__(32 * ALLOY_TEMPLATE_SG,                                                              \
+                      (ALLOY_TEMPLATE_PF == 0 ? 4 : ALLOY_TEMPLATE_NC >= 8 ? 2 : ALLOY_TEMPLATE_NC >= 4 ? 3 : 4) * \
+                          (8 / ALLOY_TEMPLATE_SG))
 #include "src/ops/nn/kernels/chunk.h"
 //! body:
 constexpr int V = 16 / int(sizeof(T));
-constexpr int RW = 8 / WG;
+constexpr int RW = SG / WG;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);
 const int q = (sg % WG) * 32 + lane, sr = sg / WG;
 const long p = long(threadgroup_position_in_grid.x);
 const int h = int(p % long(G));
 const long hw = long(h) * long(DH);
-threadgroup A tred[2][2][8];
+threadgroup A tred[2][2][SG];
 int par = 0;
 // the chunks of this row (u) and of the next (un); every chunk's load is issued before any is used
 uint4 u[NC], un[PF != 0 ? NC : 1];
