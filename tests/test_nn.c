@@ -769,6 +769,57 @@ static void test_conv_decoding(void) {
 
 /* ---- errors --------------------------------------------------------------- */
 
+/* Empty inputs: no rows (norms), no timesteps or no batch (conv1d). The outputs over them are empty; the
+ * weights' gradients are sums over nothing, exact zeros, written over caller-provided NaN arrays (the
+ * second stage of their reduction runs with no partial rows); the state's gradient with S = 0 is zero too. */
+static void test_empty(void) {
+    const int64_t D = 40, K = 4, x0[2] = {0, D}, wd[1] = {D}, cwd[2] = {D, K};
+    for (int di = 0; di < 4; di++) {
+        const alloy_dtype dt = DTYPES[di];
+        double ones[64];
+        for (int e = 0; e < 64; e++) ones[e] = 1.0;
+        alloy_array *x = dev_array(dt, 2, x0, ones), *dy = dev_array(dt, 2, x0, ones), *w = dev_array(dt, 1, wd, ones);
+        for (int rms = 0; rms < 2; rms++) {
+            alloy_array *y = NULL, *dx = NULL, *dw = nan_array(dt, 1, wd), *db = nan_array(dt, 1, wd);
+            if (rms) CHECK_OK(alloy_nn_rms_norm(x, w, 0, 1e-5, NULL, &y));
+            else CHECK_OK(alloy_nn_layer_norm(x, w, w, 0, 1e-5, NULL, &y));
+            if (rms) CHECK_OK(alloy_nn_rms_norm_backward(x, w, dy, 0, 1e-5, NULL, &dx, &dw));
+            else CHECK_OK(alloy_nn_layer_norm_backward(x, w, dy, 0, 1e-5, NULL, &dx, &dw, &db));
+            CHECK(y && alloy_array_size(y) == 0 && dx && alloy_array_size(dx) == 0);
+            double *hw = host_of(dw), *hb = host_of(db);
+            int bad = 0;
+            for (int64_t e = 0; e < D; e++) bad += hw[e] != 0.0 || (!rms && hb[e] != 0.0);
+            CHECK_MSG(bad == 0, "%s %s, no rows: %d weight gradients not 0", rms ? "rms" : "layer", alloy_dtype_name(dt), bad);
+            free(hw), free(hb);
+            alloy_array_free(y), alloy_array_free(dx), alloy_array_free(dw), alloy_array_free(db);
+        }
+        /* conv1d: (2, 0, D) with a state, and (0, 5, D) */
+        const int64_t xs[2][3] = {{2, 0, D}, {0, 5, D}}, ss[2][3] = {{2, K - 1, D}, {0, K - 1, D}};
+        for (int c = 0; c < 2; c++) {
+            double *st = calloc((size_t)(2 * (K - 1) * D), sizeof(double));
+            for (int64_t e = 0; e < 2 * (K - 1) * D; e++) st[e] = 0.5 + (double)(e % 7);
+            alloy_array *cx = dev_array(dt, 3, xs[c], ones), *cdy = dev_array(dt, 3, xs[c], ones);
+            alloy_array *cw = dev_array(dt, 2, cwd, ones), *cs = dev_array(dt, 3, ss[c], st);
+            alloy_array *y = NULL, *dx = NULL, *dw = nan_array(dt, 2, cwd), *db = nan_array(dt, 1, wd);
+            alloy_array *ds = nan_array(dt, 3, ss[c]);
+            CHECK_OK(alloy_nn_causal_conv1d(cx, cw, NULL, cs, NULL, &y, NULL));
+            CHECK_OK(alloy_nn_causal_conv1d_backward(cx, cw, cs, cdy, NULL, &dx, &dw, &db, &ds));
+            CHECK(y && alloy_array_size(y) == 0 && dx && alloy_array_size(dx) == 0);
+            double *hw = host_of(dw), *hb = host_of(db), *hs = host_of(ds);
+            int bad = 0;
+            for (int64_t e = 0; e < D * K; e++) bad += hw[e] != 0.0;
+            for (int64_t e = 0; e < D; e++) bad += hb[e] != 0.0;
+            for (int64_t e = 0; e < alloy_array_size(ds); e++) bad += hs[e] != 0.0;
+            CHECK_MSG(bad == 0, "conv1d %s, x (%lld, %lld, %lld): %d gradients not 0", alloy_dtype_name(dt),
+                      (long long)xs[c][0], (long long)xs[c][1], (long long)xs[c][2], bad);
+            free(hw), free(hb), free(hs), free(st);
+            alloy_array *all[] = {cx, cdy, cw, cs, y, dx, dw, db, ds};
+            for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+        }
+        alloy_array_free(x), alloy_array_free(dy), alloy_array_free(w);
+    }
+}
+
 static void test_errors(void) {
     const alloy_status INV = ALLOY_ERROR_INVALID_ARGUMENT;
     const int64_t s2[2] = {3, 8}, s1[1] = {8}, s1b[1] = {7}, s3[3] = {2, 5, 8}, w9[2] = {8, 9}, w3[2] = {8, 3};
@@ -828,5 +879,6 @@ int main(void) {
     RUN(test_conv_grid);
     RUN(test_conv_ring);
     RUN(test_conv_decoding);
+    RUN(test_empty);
     return harness_finish();
 }
