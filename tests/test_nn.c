@@ -510,9 +510,11 @@ static void test_norms_fwd_sg(void) {
     for (int v = 0; v < 3; v++) {
         setenv("ALLOY_NN_NORM_FWD_SG", v == 0 ? "1" : v == 1 ? "2" : "4", 1);
         for (int rms = 0; rms < 2; rms++)
-            for (int ci = 0; ci < 6; ci++)
+            for (int ci = 0; ci < 6; ci++) {
+                if (v > 0 && ci != 1 && ci != 2 && ci != 4) continue; /* 2 and 4: rows, several SIMD groups, heads */
                 for (int di = 0; di < 4; di++) /* rows far from 0 for 16-bit data only, as above */
                     run_norm(rms, ci % 2 == 0, cases[ci], DTYPES[di], (ci + v) % 3 == 2 && di < 2 ? 0 : (ci + v) % 3);
+            }
     }
     unsetenv("ALLOY_NN_NORM_FWD_SG");
 }
