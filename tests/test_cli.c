@@ -596,9 +596,10 @@ static void test_bench_once(void) {
     CHECK_MSG(rows == 2, "%d chunkwise f32 rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "\"case\": \"chunkwise f32 small tf32\"") != NULL);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--device", "cpu", "--quick", "--once", "--json", "--only", "step"), 0);
-    rows = json_rows("mlstm", "copy_share", 0, INFINITY); /* in place, new states, C in place */
-    CHECK_MSG(rows == 3, "%d step rows in: %s", rows, run_out);
+    rows = json_rows("mlstm", "copy_share", 0, INFINITY); /* in place, new states, C in place, the roof */
+    CHECK_MSG(rows == 4, "%d step rows in: %s", rows, run_out);
     CHECK(strstr(run_out, "\"case\": \"step bf16 7B C in place\"") != NULL);
+    CHECK(strstr(run_out, "\"case\": \"step roof: in-place update\"") != NULL);
     CHECK_RC(RUN_CLI("bench", "mlstm", "--twice"), 2);
 }
 

@@ -70,6 +70,20 @@ const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t si
  * on the CPU) and copy_share (rate / copy_rate, -1 without a copy rate). */
 void bench_copy_json(alloy_device *dev, double rate, double copy_rate, double kernel_rate, double other_rate);
 
+/* A second reference (bench_copy.c): an update in place of total_bytes / 2
+ * bytes, each 16-byte word read and written back by one thread — the traffic
+ * of a state updated in place (the mLSTM step's C), whose share of the copy
+ * says how near the copy an in-place kernel can come at all. */
+typedef struct bench_inplace {
+    alloy_kernel *kern;
+    alloy_launch *launch;
+    alloy_array *a;
+    alloy_stream *s;
+} bench_inplace;
+alloy_status bench_inplace_init(bench_inplace *c, alloy_device *dev, alloy_stream *s, size_t total_bytes);
+int bench_inplace_run(void *c); /* a bench_fn: one launch; 0 on success */
+void bench_inplace_free(bench_inplace *c);
+
 /* `alloy bench linalg`: the batched factorizations (cmd_bench_linalg.c). */
 int bench_linalg(alloy_device *dev, int quick, const char *only, int json);
 

@@ -8,7 +8,9 @@
  * on the CPU. Timing: bench_time_calls, batches of about 50 ms. Each byte
  * count is measured once (the rows share a few counts); an op's share of it
  * can also be measured in rounds alternating with the op
- * (bench_copy_share_interleaved), which takes the GPU's clock drift out. */
+ * (bench_copy_share_interleaved), which takes the GPU's clock drift out.
+ * Beside it, an update in place of the same bytes (bench_inplace_*): the
+ * roof of a kernel that writes back what it reads. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -179,6 +181,43 @@ double bench_copy_share_interleaved(bench_copy *cp, alloy_device *dev, alloy_str
     if (n < rounds) return -1;
     *op_time = bench_median(times, n);
     return bench_median(share, n);
+}
+
+/* Each thread's 16-byte word, read and written back changed (one bit flipped,
+ * so that no launch leaves the memory as it found it). */
+static const char INPLACE_BODY[] = "const ulong e = ulong(thread_position_in_grid.x);\n"
+                                   "if (e < n16) { device uint4 *p = (device uint4*)a + e; *p = *p ^ uint4(1u); }\n";
+
+alloy_status bench_inplace_init(bench_inplace *c, alloy_device *dev, alloy_stream *s, size_t total_bytes) {
+    memset(c, 0, sizeof *c);
+    c->s = s;
+    const size_t half = total_bytes / 2 / 16 * 16;
+    const int64_t n = (int64_t)(half / 4);
+    static const char *const out_names[] = {"a"};
+    alloy_status st = alloy_kernel_new("bench_inplace16", 0, NULL, 1, out_names, INPLACE_BODY, NULL, 1, 0, &c->kern);
+    if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->a);
+    if (st == ALLOY_OK) st = alloy_array_fill(c->a, 0);
+    if (st == ALLOY_OK) st = alloy_launch_new(&c->launch);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c->launch, c->a);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(c->launch, (uint32_t)(half / 16), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c->launch, 256, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c->launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    return st;
+}
+
+int bench_inplace_run(void *p) {
+    bench_inplace *c = p;
+    alloy_array *out = NULL;
+    const alloy_status st = alloy_kernel_apply(c->kern, 0, NULL, c->launch, c->s, &out);
+    alloy_array_free(out);
+    return st != ALLOY_OK;
+}
+
+void bench_inplace_free(bench_inplace *c) {
+    alloy_launch_free(c->launch);
+    alloy_kernel_free(c->kern);
+    alloy_array_free(c->a);
+    memset(c, 0, sizeof *c);
 }
 
 const char *bench_copy_share(double rate, double copy_rate, char *buf, size_t size) {

@@ -9,7 +9,10 @@
  * the same token count; the recurrent step (alloy_mlstm_step, bf16 inputs,
  * float32 state updated in place) at B = 1, 16, 256 and 1024, and with the
  * new states into other arrays ("new states": one launch) and with C in place
- * and n, m into other arrays ("C in place": one launch) at B = 1 and 1024;
+ * and n, m into other arrays ("C in place": one launch) at B = 1 and 1024,
+ * and beside them the roof of the in-place traffic ("step roof: in-place
+ * update": bench_inplace over the state's bytes, each word read and written
+ * back — what any kernel updating C in place can reach against the copy);
  * the backward
  * and forward+backward rows are cmd_bench_mlstm_bwd.c's. --quick: small
  * shapes only (the CPU's rows).
@@ -74,7 +77,8 @@ typedef struct st_size {
     int64_t B, NH, DK, DV;
     int quick;
     int fresh; /* 1: the new states into other arrays (one launch) instead of in place (two); 2: C in place,
-                * n and m into other arrays (one launch: a decoding loop that alternates two n, m pairs) */
+                * n and m into other arrays (one launch: a decoding loop that alternates two n, m pairs);
+                * 3: not the step but the roof of its in-place traffic, bench_inplace over the same bytes */
 } st_size;
 
 static const st_size ST_SIZES[] = {
@@ -86,6 +90,8 @@ static const st_size ST_SIZES[] = {
     {"step bf16 7B new states", 1024, 8, 256, 512, 0, 1},
     {"step bf16 7B C in place", 1, 8, 256, 512, 1, 2},
     {"step bf16 7B C in place", 1024, 8, 256, 512, 0, 2},
+    {"step roof: in-place update", 1, 8, 256, 512, 1, 3},
+    {"step roof: in-place update", 1024, 8, 256, 512, 0, 3},
 };
 
 /* ---- the float64 reference ------------------------------------------------------ */
@@ -256,6 +262,42 @@ static int run_step(void *p) {
     return alloy_mlstm_step(x->q, x->k, x->v, x->i, x->f, x->c, x->n, x->m, 1e-6, x->s, &h, &c, &n, &m) != ALLOY_OK;
 }
 
+/* Times op (moving `bytes` a call) and prints its row: on a GPU its share of the copy in rounds alternating
+ * with it, as `alloy bench nn`. 1 on failure. */
+static int step_row(alloy_device *dev, alloy_stream *s, bench_copy *copy, const st_size *z, double bytes, bench_fn op,
+                    void *ctx, int json) {
+    const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
+    int per = is_cuda ? (int)(0.02 / (bytes / 2.5e12 > 2e-6 ? bytes / 2.5e12 : 2e-6)) : 3;
+    if (per < 1) per = 1;
+    if (per > 2000) per = 2000;
+    double t = -1, share = -1;
+    if (is_cuda && !bench_once) share = bench_copy_share_interleaved(copy, dev, s, (size_t)bytes, op, ctx, per, 5, &t);
+    else t = bench_time_calls(op, ctx, s, per, is_cuda ? 9 : 3);
+    char size[64];
+    snprintf(size, sizeof size, "B=%lld %lldx%lld/%lld", (long long)z->B, (long long)z->NH, (long long)z->DK,
+             (long long)z->DV);
+    if (t < 0) {
+        fprintf(stderr, "alloy: bench mlstm %s %s: %s\n", z->label, size, alloy_last_error());
+        return 1;
+    }
+    double rk = -1, ro = -1;
+    double cr = bench_copy_rate(copy, dev, s, (size_t)bytes, &rk, &ro);
+    if (share > 0) cr = bytes / t / share; /* the copy rate of the op's own rounds */
+    if (json) {
+        printf("{\"op\": \"mlstm\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", "
+               "\"time_s\": %.6g, \"bytes\": %.0f, \"bytes_per_s\": %.6g, ",
+               z->label, size, alloy_device_name(dev), t, bytes, bytes / t);
+        bench_copy_json(dev, bytes / t, cr, rk, ro);
+        printf("\"peer\": null}\n");
+    } else {
+        char sh[16];
+        printf("%-30s %-30s %9.4f ms %8.1f GB/s  %6s copy\n", z->label, size, t * 1e3, bytes / t / 1e9,
+               bench_copy_share(bytes / t, cr, sh, sizeof sh));
+    }
+    fflush(stdout);
+    return 0;
+}
+
 static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char *only, int json) {
     const int is_cuda = alloy_device_backend(dev) == ALLOY_BACKEND_CUDA;
     bench_copy copy;
@@ -267,6 +309,17 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
         if ((quick || !is_cuda) && !z->quick) continue;
         if (!bench_label_wanted(z->label, only)) continue;
         const int64_t B = z->B, NH = z->NH, DK = z->DK, DV = z->DV;
+        /* the state traffic: C and n read and written, float32 */
+        const double bytes = 8.0 * (double)(B * NH) * (double)(DK * DV + DK);
+        if (z->fresh == 3) {
+            bench_inplace ip;
+            if (bench_inplace_init(&ip, dev, s, (size_t)bytes) == ALLOY_OK)
+                failures += step_row(dev, s, &copy, z, bytes, bench_inplace_run, &ip, json);
+            else
+                failures++, fprintf(stderr, "alloy: bench mlstm %s: %s\n", z->label, alloy_last_error());
+            bench_inplace_free(&ip);
+            continue;
+        }
         const int64_t sqk[3] = {B, NH, DK}, sv[3] = {B, NH, DV}, sg[3] = {B, NH, 1}, sc[4] = {B, NH, DK, DV};
         const alloy_dtype dt = ALLOY_BFLOAT16;
         void *hq = malloc((size_t)(B * NH * DK) * 2), *hk = malloc((size_t)(B * NH * DK) * 2);
@@ -298,41 +351,8 @@ static int bench_step(alloy_device *dev, alloy_stream *s, int quick, const char 
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sqk, &x.no);
             if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_FLOAT32, 3, sg, &x.mo);
         }
-        double t = -1, share = -1;
-        /* the state traffic: C and n read and written, float32 */
-        const double bytes = 8.0 * (double)(B * NH) * (double)(DK * DV + DK);
-        if (st == ALLOY_OK) {
-            int per = is_cuda ? (int)(0.02 / (bytes / 2.5e12 > 2e-6 ? bytes / 2.5e12 : 2e-6)) : 3;
-            if (per < 1) per = 1;
-            if (per > 2000) per = 2000;
-            /* on a GPU the share of the copy in rounds alternating with it, as `alloy bench nn` */
-            if (is_cuda && !bench_once)
-                share = bench_copy_share_interleaved(&copy, dev, s, (size_t)bytes, run_step, &x, per, 5, &t);
-            else
-                t = bench_time_calls(run_step, &x, s, per, is_cuda ? 9 : 3);
-        }
-        char size[64];
-        snprintf(size, sizeof size, "B=%lld %lldx%lld/%lld", (long long)B, (long long)NH, (long long)DK, (long long)DV);
-        if (t < 0) {
-            fprintf(stderr, "alloy: bench mlstm %s %s: %s\n", z->label, size, alloy_last_error());
-            failures++;
-        } else {
-            double rk = -1, ro = -1;
-            double cr = bench_copy_rate(&copy, dev, s, (size_t)bytes, &rk, &ro);
-            if (share > 0) cr = bytes / t / share; /* the copy rate of the step's own rounds */
-            if (json) {
-                printf("{\"op\": \"mlstm\", \"case\": \"%s\", \"size\": \"%s\", \"device\": \"%s\", "
-                       "\"time_s\": %.6g, \"bytes\": %.0f, \"bytes_per_s\": %.6g, ",
-                       z->label, size, alloy_device_name(dev), t, bytes, bytes / t);
-                bench_copy_json(dev, bytes / t, cr, rk, ro);
-                printf("\"peer\": null}\n");
-            } else {
-                char share[16];
-                printf("%-30s %-30s %9.4f ms %8.1f GB/s  %6s copy\n", z->label, size, t * 1e3, bytes / t / 1e9,
-                       bench_copy_share(bytes / t, cr, share, sizeof share));
-            }
-        }
-        fflush(stdout);
+        if (st == ALLOY_OK) failures += step_row(dev, s, &copy, z, bytes, run_step, &x, json);
+        else failures++, fprintf(stderr, "alloy: bench mlstm %s: %s\n", z->label, alloy_last_error());
         if (z->fresh) {
             if (z->fresh == 1) alloy_array_free(x.co);
             alloy_array_free(x.no), alloy_array_free(x.mo);
