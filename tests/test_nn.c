@@ -778,8 +778,8 @@ static void test_empty(void) {
     const int64_t D = 40, K = 4, x0[2] = {0, D}, wd[1] = {D}, cwd[2] = {D, K};
     for (int di = 0; di < 4; di++) {
         const alloy_dtype dt = DTYPES[di];
-        double ones[64];
-        for (int e = 0; e < 64; e++) ones[e] = 1.0;
+        double ones[160]; /* D * K: the largest operand filled from it */
+        for (int e = 0; e < 160; e++) ones[e] = 1.0;
         alloy_array *x = dev_array(dt, 2, x0, ones), *dy = dev_array(dt, 2, x0, ones), *w = dev_array(dt, 1, wd, ones);
         for (int rms = 0; rms < 2; rms++) {
             alloy_array *y = NULL, *dx = NULL, *dw = nan_array(dt, 1, wd), *db = nan_array(dt, 1, wd);
