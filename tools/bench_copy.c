@@ -91,6 +91,17 @@ void bench_copy_free(bench_copy *c) {
     memset(c, 0, sizeof *c);
 }
 
+/* A launch of one thread per 16-byte word of `half` bytes (constant n16) writing `out`: the copy's and the
+ * in-place update's. */
+static alloy_status words16_launch(alloy_launch **l, alloy_array *out, size_t half) {
+    alloy_status st = alloy_launch_new(l);
+    if (st == ALLOY_OK) st = alloy_launch_add_output_array(*l, out);
+    if (st == ALLOY_OK) st = alloy_launch_set_grid(*l, (uint32_t)(half / 16), 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(*l, 256, 1, 1);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(*l, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    return st;
+}
+
 /* The copy of half bytes: its kernel, launch and arrays (st: the first failure). */
 static alloy_status copy_setup(copy_ctx *c, const bench_copy *cp, alloy_device *dev, alloy_stream *s, size_t half) {
     memset(c, 0, sizeof *c);
@@ -103,11 +114,7 @@ static alloy_status copy_setup(copy_ctx *c, const bench_copy *cp, alloy_device *
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->src);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->dst);
     if (st == ALLOY_OK) st = alloy_array_fill(c->src, 1);
-    if (st == ALLOY_OK) st = alloy_launch_new(&c->launch);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c->launch, c->dst);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(c->launch, (uint32_t)(half / 16), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c->launch, 256, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c->launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    if (st == ALLOY_OK) st = words16_launch(&c->launch, c->dst, half);
     return st;
 }
 
@@ -197,11 +204,7 @@ alloy_status bench_inplace_init(bench_inplace *c, alloy_device *dev, alloy_strea
     alloy_status st = alloy_kernel_new("bench_inplace16", 0, NULL, 1, out_names, INPLACE_BODY, NULL, 1, 0, &c->kern);
     if (st == ALLOY_OK) st = alloy_array_new(dev, ALLOY_UINT32, 1, &n, &c->a);
     if (st == ALLOY_OK) st = alloy_array_fill(c->a, 0);
-    if (st == ALLOY_OK) st = alloy_launch_new(&c->launch);
-    if (st == ALLOY_OK) st = alloy_launch_add_output_array(c->launch, c->a);
-    if (st == ALLOY_OK) st = alloy_launch_set_grid(c->launch, (uint32_t)(half / 16), 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(c->launch, 256, 1, 1);
-    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(c->launch, "n16", ALLOY_UINT64, (int64_t)(half / 16));
+    if (st == ALLOY_OK) st = words16_launch(&c->launch, c->a, half);
     return st;
 }
 
