@@ -500,21 +500,23 @@ static void test_norms_variants(void) {
     }
 }
 
-/* The forward's threadgroups of fewer SIMD groups (ALLOY_NN_NORM_FWD_SG=1, 2, 4: a timing switch; the
- * kernel takes at least WG), each forced on RMSNorm and LayerNorm: one SIMD group a row (rows of 1024,
- * partial chunks), several (2100: 2 to 8 a row, so the switch is raised to WG), heads that take the looped
- * grid with the next row loaded ahead (16-bit heads of 512, heads of 8), rows past a threadgroup's share
- * (530 rows), the hostile rows; SG=1 on every case and dtype, 2 and 4 on three cases in float32 and
- * bfloat16 (each (SG, dtype, size) is a kernel of its own to compile). */
+/* The forward's threadgroups of each size (ALLOY_NN_NORM_FWD_SG=1, 2, 4, 8; the defaults: 1 for float32 and
+ * 2 for 16-bit data on groups one SIMD group holds, else 8; the kernel takes at least WG), each forced on
+ * RMSNorm and LayerNorm: one SIMD group a row (rows of 1024, partial chunks), several (2100: 2 to 8 a row, so
+ * the switch is raised to WG), heads that take the looped grid with the next row loaded ahead (16-bit heads
+ * of 512, heads of 8), rows past a threadgroup's share (530 rows), the hostile rows; SG=1 on every case and
+ * dtype, 2, 4 and 8 on three cases in float32 and bfloat16 (each (SG, dtype, size) is a kernel of its own to
+ * compile). */
 static void test_norms_fwd_sg(void) {
     const norm_case cases[6] = {{3, 33, 0}, {9, 1024, 0}, {2, 2100, 0}, {530, 64, 8}, {11, 4096, 512}, {5, 1000, 0}};
-    for (int v = 0; v < 3; v++) {
-        setenv("ALLOY_NN_NORM_FWD_SG", v == 0 ? "1" : v == 1 ? "2" : "4", 1);
+    static const char *sgs[4] = {"1", "2", "4", "8"};
+    for (int v = 0; v < 4; v++) {
+        setenv("ALLOY_NN_NORM_FWD_SG", sgs[v], 1);
         for (int rms = 0; rms < 2; rms++)
             for (int ci = 0; ci < 6; ci++) {
-                if (v > 0 && ci != 1 && ci != 2 && ci != 4) continue; /* 2 and 4: rows, several SIMD groups, heads */
+                if (v > 0 && ci != 1 && ci != 2 && ci != 4) continue; /* 2, 4, 8: rows, several SIMD groups, heads */
                 for (int di = 0; di < 4; di++) {
-                    if (v > 0 && di % 2 == 0) continue; /* 2 and 4: float32 and bfloat16 */
+                    if (v > 0 && di % 2 == 0) continue; /* 2, 4, 8: float32 and bfloat16 */
                     /* rows far from 0 for 16-bit data only, as above */
                     run_norm(rms, ci % 2 == 0, cases[ci], DTYPES[di], (ci + v) % 3 == 2 && di < 2 ? 0 : (ci + v) % 3);
                 }
@@ -712,25 +714,30 @@ static void test_conv(void) {
 }
 
 /* The forms of each pass forced in turn on every dtype — the backward's windows
- * (ALLOY_NN_CONV_BWD_RING=1: block-wide, moved by renaming, float32's default; =0: shifted by a copy
- * each step, 16-bit data's), the loads in halves, each issued before the previous half's math
- * (ALLOY_NN_CONV_FWD_PIPE=1, float16's default; ALLOY_NN_CONV_BWD_PIPE=1, with the shifted windows) —
- * on test_conv's cases: partial last blocks and halves, kernel sizes 1 to 8, decoding states, several
- * workers a sequence. */
+ * (ALLOY_NN_CONV_BWD_RING=1: block-wide, moved by renaming, the default up to K = 4; =0: shifted by a copy
+ * each step, 16-bit data's from K = 5), the loads in halves, each issued before the previous half's math
+ * (ALLOY_NN_CONV_FWD_PIPE=1, float16's default; ALLOY_NN_CONV_BWD_PIPE=1, with the shifted windows), groups
+ * of timesteps that do not divide the 32 of a block (ALLOY_NN_CONV_FWD_NB=12: halves of 6;
+ * ALLOY_NN_CONV_BWD_NB=5), so that whole groups and a block's checked last group alternate — on
+ * test_conv's cases: partial last blocks and halves, kernel sizes 1 to 8, decoding states, several workers a
+ * sequence. */
 static void test_conv_ring(void) {
     const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3},   {3, 17, 130, 8}, {2, 70, 16, 4},
                                 {3, 100, 24, 2}, {8500, 1, 8, 3}, {2, 45, 9, 4}};
-    static const char *forms[3][3] = {{"0", "0", "0"}, {"1", "1", "0"}, {"0", "1", "1"}}; /* RING, FWD, BWD */
-    for (int form = 0; form < 3; form++) {
-        setenv("ALLOY_NN_CONV_BWD_RING", forms[form][0], 1);
-        setenv("ALLOY_NN_CONV_FWD_PIPE", forms[form][1], 1);
-        setenv("ALLOY_NN_CONV_BWD_PIPE", forms[form][2], 1);
+    /* RING, FWD_PIPE, BWD_PIPE, FWD_NB, BWD_NB ("" : the default) */
+    static const char *forms[4][5] = {
+        {"0", "0", "0", "", ""}, {"1", "1", "0", "", ""}, {"0", "1", "1", "", ""}, {"1", "1", "0", "12", "5"}};
+    static const char *vars[5] = {"ALLOY_NN_CONV_BWD_RING", "ALLOY_NN_CONV_FWD_PIPE", "ALLOY_NN_CONV_BWD_PIPE",
+                                  "ALLOY_NN_CONV_FWD_NB", "ALLOY_NN_CONV_BWD_NB"};
+    for (int form = 0; form < 4; form++) {
+        for (int k = 0; k < 5; k++) {
+            if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
+            else unsetenv(vars[k]);
+        }
         for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
-    unsetenv("ALLOY_NN_CONV_BWD_RING");
-    unsetenv("ALLOY_NN_CONV_FWD_PIPE");
-    unsetenv("ALLOY_NN_CONV_BWD_PIPE");
+    for (int k = 0; k < 5; k++) unsetenv(vars[k]);
 }
 
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup

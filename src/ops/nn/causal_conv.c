@@ -79,15 +79,29 @@ static int64_t conv_chunk(alloy_dtype dt) {
     return e == 2 ? 4 : 16 / e;
 }
 
-/* The backward's timesteps loaded ahead (its NB: 8 of float32 data, 6 of
- * 16-bit data) and threadgroups per SM (MINB, its launch bound: 1 for
- * float32, 2 — at most 128 registers a thread — for 16-bit data). On an H100
- * (K = 4) float32 with 8 timesteps and one threadgroup an SM ran at 90.5% of
- * copy against 88.4% with 4 and two, twice each, the rounds alternating;
- * 16-bit data lost 10 points that way. ALLOY_NN_CONV_BWD_NB=k (1-8) and
- * ALLOY_NN_CONV_BWD_MINB=k (1-4) for timing only. */
-static int conv_bwd_nb(alloy_dtype dt) {
-    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 ? 6 : 8);
+/* The backward's form (causal_conv_backward.metal's templates), each
+ * overridable for timing by ALLOY_NN_CONV_BWD_<NAME>=k:
+ *   RING  the windows over the whole group of NB timesteps, moved by renaming:
+ *         float32, and 16-bit data up to K = 4 (H200, 64 M elements, K 4, two
+ *         rounds alternating, with 32-bit offsets and whole groups: bfloat16 /
+ *         float16 83.5 / 87.5% of copy with NB 8 against 72.5 / 74.2 for the
+ *         shifted windows in halves of 3 and 83.6 / 84.5 in whole groups of 6);
+ *         16-bit data from K = 5 shift the windows (NB 8 spills there).
+ *   NB    timesteps of x and dy loaded ahead: 8 (with RING), 6 for the
+ *         shifted 16-bit windows (under the 128-register bound).
+ *   PIPE  with the shifted windows, the group's timesteps in halves, each
+ *         half's loads before the previous half's math: on (H200, before the
+ *         32-bit offsets: bfloat16 77.4% of copy against 73.9%).
+ *   MINB  threadgroups per SM (the launch bound): 1 for float32, 2 — at most
+ *         128 registers a thread — for 16-bit data. On an H100 (K = 4) float32
+ *         with 8 timesteps and one threadgroup an SM ran at 90.5% of copy
+ *         against 88.4% with 4 and two; 16-bit data lost 10 points that way. */
+static int conv_bwd_ring(alloy_dtype dt, int64_t K) {
+    const int ring = dt == ALLOY_FLOAT32 || (alloy_dtype_size(dt) == 2 && K <= 4);
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_RING", 0, 1, ring);
+}
+static int conv_bwd_nb(alloy_dtype dt, int64_t K) {
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 && K > 4 ? 6 : 8);
 }
 static int conv_bwd_minb(alloy_dtype dt) {
     return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
@@ -149,6 +163,14 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
         if (st == ALLOY_OK)
             st = alloy_launch_add_template_int(
                 l, "PIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_FWD_PIPE", 0, 1, dt == ALLOY_FLOAT16));
+        /* timesteps loaded ahead: 8 of float32, 16 of 16-bit data (128 bytes; float64 8); threadgroups of 256
+         * threads per SM (the launch bound) 2; ALLOY_NN_CONV_FWD_NB=k (1-16), ALLOY_NN_CONV_FWD_MINB=k (1-4)
+         * for timing */
+        if (st == ALLOY_OK)
+            st = alloy_launch_add_template_int(
+                l, "NB", (int)alloy_ops_env_int("ALLOY_NN_CONV_FWD_NB", 1, 16, alloy_dtype_size(dt) == 2 ? 16 : 8));
+        if (st == ALLOY_OK)
+            st = alloy_launch_add_template_int(l, "MINB", (int)alloy_ops_env_int("ALLOY_NN_CONV_FWD_MINB", 1, 4, 2));
         /* absent operands: x stands in, never read */
         alloy_array *ins[4] = {x, w, bias ? bias : x, state ? state : x};
         if (st == ALLOY_OK) st = alloy_nn_apply(FWD_FILE, l, dt, 4, ins, 1, stream);
@@ -204,18 +226,9 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, 5, ops);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt));
-        /* the block-wide windows (causal_conv_backward.metal's RING) for float32: H200, 64 M elements, K 4,
-         * 89.2% of copy against 82.8% (16-bit data: 70.0 / 71.9% against 74.2 / 74.4%, so they shift);
-         * ALLOY_NN_CONV_BWD_RING=0|1 overrides */
-        if (st == ALLOY_OK)
-            st = alloy_launch_add_template_int(
-                l, "RING", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_RING", 0, 1, dt == ALLOY_FLOAT32));
-        /* with the shifted windows (16-bit data), the timesteps in halves, each half's loads before the
-         * previous half's math (PIPE, as the float16 forward): H200, same call, 64 M elements, K 4, bfloat16
-         * 77.4 / 77.5% of copy against 73.9 / 74.1%, float16 78.8 / 78.9% against 74.8 / 74.9%;
-         * ALLOY_NN_CONV_BWD_PIPE=0|1 overrides */
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RING", conv_bwd_ring(dt, d.K));
         if (st == ALLOY_OK)
             st = alloy_launch_add_template_int(
                 l, "PIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_PIPE", 0, 1, dt != ALLOY_FLOAT32));

@@ -7,8 +7,8 @@
 // walks blocks of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...;
 // vector accesses with VEC), with two windows in registers: the KT inputs up
 // to time t (for dw) and dy from t to t+KT-1 (for dx); NB timesteps of x and
-// dy (causal_conv.c: 8 of float32 data at one threadgroup an SM, 6 of 16-bit
-// data under the 128-register bound) are loaded before use. Each thread sums dw and db of its channels over
+// dy (causal_conv.c: 8, or 6 for 16-bit data with the shifted windows, under
+// the 128-register bound) are loaded before use. Each thread sums dw and db of its channels over
 // its blocks; the 8 workers of a threadgroup add theirs in threadgroup memory
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
@@ -17,7 +17,7 @@
 // int has_state, int want_state. Template: T (data), A (accumulation; part
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
-// threadgroups per SM), RING (1, float32's: the windows span the block of NB steps, moved by
+// threadgroups per SM), RING (1: the windows span the group of NB steps, moved by
 // renaming; 0: shifted by a copy each step), PIPE (with RING 0: the block's
 // timesteps in halves of NB, each half's loads issued before the previous
 // half's math). Launch: grid = (ceil(ceil(C/V)/32)*32,
@@ -56,14 +56,22 @@ if (cc < CC) {
     for (int e = 0; e < V; e++)
         for (int j = 0; j < KT; j++) wr[j * V + e] = e < m ? A(w[(c0 + e) * KT + j]) : A(0);
     for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW) {
-        const long b = blk / NTB, t0 = (blk % NTB) * L, t1 = min(S, t0 + L);
+        const long b = blk / NTB, t0 = (blk % NTB) * L;
+        // the block's timesteps as offsets s = 0 .. n-1 from t0 (32-bit: one IMAD.WIDE an address, where
+        // (b * S + t) * C + c0 in 64 bits took about ten instructions a load); dy at t0 + s + KT-1 lies
+        // inside S for s < nd
+        const int n = int(min(S - t0, long(L)));
+        const int nd = int(max(0L, min(S - t0 - (KT - 1), long(n))));
+        const auto xb = x + (b * S + t0) * C + c0;
+        const auto dyb = dy + (b * S + t0) * C + c0;
+        const auto dxb = dx + (b * S + t0) * C + c0;
         // xw[j], j < KT-1: ext at t-KT+1+j; dyw[i], i < KT-1: dy at t+i (0 past S)
         for (int j = 0; j < KT - 1; j++) {
-            const long tau = t0 - (KT - 1) + j, ta = t0 + j;
+            const int s = j - (KT - 1);
             uint4 u = uint4(0u, 0u, 0u, 0u), v = uint4(0u, 0u, 0u, 0u);
-            if (tau >= 0) u = nn_ldbits(&x[(b * S + tau) * C + c0], m, vec);
-            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + tau) * C + c0], m, vec);
-            if (ta < S) v = nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec);
+            if (t0 + s >= 0) u = nn_ldbits(xb + long(s) * C, m, vec);
+            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
+            if (t0 + j < S) v = nn_ldbits(dyb + long(j) * C, m, vec);
             nn_unpack<T>(u, &xw[j * V]);
             nn_unpack<T>(v, &dyw[j * V]);
         }
@@ -78,60 +86,68 @@ if (cc < CC) {
                 nn_stbits(&dstate[(b * (KT - 1) + i) * C + c0], nn_pack<T>(o), m, vec);
             }
         }
-        // G timesteps of x and of dy from tb loaded into rx, rd; then used (the windows shifted by a copy a step)
-        auto load = [&](thread uint4 *rx, thread uint4 *rd, long tb, int G) {
-            for (int s = 0; s < G; s++) {
-                const long t = tb + s, ta = t + (KT - 1);
-                rx[s] = t < t1 ? nn_ldbits(&x[(b * S + t) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
-                rd[s] = t < t1 && ta < S ? nn_ldbits(&dy[(b * S + ta) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
+        // G timesteps of x and of dy from offset sb loaded into rx, rd; then used (the windows shifted by a
+        // copy a step). A whole group runs without a check a step: the windows then move by renaming,
+        // where a step's exit (at n) kept them in fixed registers, 24 copies a step (K 4); the block's
+        // last group checks.
+        auto load = [&](thread uint4 *rx, thread uint4 *rd, int sb, int G) {
+            const bool whole = sb + G <= nd;
+            for (int k = 0; k < G; k++) {
+                rx[k] = whole || sb + k < n ? nn_ldbits(xb + long(sb + k) * C, m, vec) : uint4(0u, 0u, 0u, 0u);
+                rd[k] = whole || sb + k < nd ? nn_ldbits(dyb + long(sb + k + KT - 1) * C, m, vec)
+                                             : uint4(0u, 0u, 0u, 0u);
             }
         };
-        auto use = [&](const thread uint4 *rx, const thread uint4 *rd, long tb, int G) {
-            for (int s = 0; s < G; s++) {
-                if (tb + s >= t1) break;
-                nn_unpack<T>(rx[s], &xw[(KT - 1) * V]);
-                nn_unpack<T>(rd[s], &dyw[(KT - 1) * V]);
-                A o[V];
-                for (int e = 0; e < V; e++) {
-                    A acc = A(0);
-                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * dyw[(KT - 1 - j) * V + e];
-                    o[e] = acc;
-                    const A d0 = dyw[e]; // dy at t
-                    for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
-                    gb[e] += d0;
-                }
-                nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
-                for (int k = 0; k < (KT - 1) * V; k++) {
-                    xw[k] = xw[k + V];
-                    dyw[k] = dyw[k + V];
-                }
+        auto step = [&](uint4 rxk, uint4 rdk, int s) {
+            nn_unpack<T>(rxk, &xw[(KT - 1) * V]);
+            nn_unpack<T>(rdk, &dyw[(KT - 1) * V]);
+            A o[V];
+            for (int e = 0; e < V; e++) {
+                A acc = A(0);
+                for (int j = 0; j < KT; j++) acc += wr[j * V + e] * dyw[(KT - 1 - j) * V + e];
+                o[e] = acc;
+                const A d0 = dyw[e]; // dy at t
+                for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
+                gb[e] += d0;
+            }
+            nn_stbits(dxb + long(s) * C, nn_pack<T>(o), m, vec);
+            for (int q = 0; q < (KT - 1) * V; q++) {
+                xw[q] = xw[q + V];
+                dyw[q] = dyw[q + V];
+            }
+        };
+        auto use = [&](const thread uint4 *rx, const thread uint4 *rd, int sb, int G) {
+            if (sb + G <= n) {
+                for (int k = 0; k < G; k++) step(rx[k], rd[k], sb + k);
+            } else {
+                for (int k = 0; k < G && sb + k < n; k++) step(rx[k], rd[k], sb + k);
             }
         };
         if constexpr (PIPE != 0 && RING == 0) {
             constexpr int H = NB / 2 > 0 ? NB / 2 : 1;
             struct half_xd { uint4 x[H], d[H]; };
-            nn_conv_halves<H, half_xd>(t0, t1, [&](thread half_xd &u, long tb) { load(u.x, u.d, tb, H); },
-                                       [&](thread half_xd &u, long tb) { use(u.x, u.d, tb, H); });
+            nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
+                                       [&](thread half_xd &u, int sb) { use(u.x, u.d, sb, H); });
             continue;
         }
-        for (long tb = t0; tb < t1; tb += NB) {
+        for (int sb = 0; sb < n; sb += NB) {
             uint4 rx[NB], rd[NB];
-            load(rx, rd, tb, NB);
+            load(rx, rd, sb, NB);
             if constexpr (RING != 0) {
-                // the windows over the whole block (xe[(s + j) V]: x at tb + s - KT + 1 + j; de[(s + i) V]: dy at
-                // tb + s + i), every step's indices constants of the unrolled loop, so the window moves by
-                // renaming, not by copies (KT - 1 of them per block instead of per step); steps past t1 do
-                // nothing (their dy may be the next block of timesteps', counted there)
+                // the windows over the whole block (xe[(s + j) V]: x at sb + s - KT + 1 + j; de[(s + i) V]: dy at
+                // sb + s + i), every step's indices constants of the unrolled loop, so the window moves by
+                // renaming, not by copies (KT - 1 of them per block instead of per step); steps past n
+                // do nothing (their dy may be the next block of timesteps', counted there)
                 A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
-                for (int k = 0; k < (KT - 1) * V; k++) {
-                    xe[k] = xw[k];
-                    de[k] = dyw[k];
+                for (int q = 0; q < (KT - 1) * V; q++) {
+                    xe[q] = xw[q];
+                    de[q] = dyw[q];
                 }
                 #pragma unroll
                 for (int s = 0; s < NB; s++) {
                     nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
                     nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
-                    if (tb + s >= t1) continue;
+                    if (sb + s >= n) continue;
                     A o[V];
                     for (int e = 0; e < V; e++) {
                         A acc = A(0);
@@ -141,15 +157,15 @@ if (cc < CC) {
                         for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
                         gb[e] += d0;
                     }
-                    nn_stbits(&dx[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
+                    nn_stbits(dxb + long(sb + s) * C, nn_pack<T>(o), m, vec);
                 }
-                for (int k = 0; k < (KT - 1) * V; k++) {
-                    xw[k] = xe[NB * V + k];
-                    dyw[k] = de[NB * V + k];
+                for (int q = 0; q < (KT - 1) * V; q++) {
+                    xw[q] = xe[NB * V + q];
+                    dyw[q] = de[NB * V + q];
                 }
                 continue;
             }
-            use(rx, rd, tb, NB);
+            use(rx, rd, sb, NB);
         }
     }
 }

@@ -5,8 +5,8 @@
 // float32 / float16 / bfloat16, 2 float64) and walks blocks of L = 32
 // consecutive timesteps, keeping the last KT-1 inputs in registers (a block's
 // halo, read again after the previous block's thread read it, comes from
-// cache), its taps and bias in registers, and loading NB = 8 timesteps (16 of
-// 16-bit data: 128 bytes either way) before using them. With VEC (C % V == 0;
+// cache), its taps and bias in registers, and loading NB timesteps (a
+// template) before using them. With VEC (C % V == 0;
 // x, state, y 16-byte aligned) a chunk is one 16-byte (16-bit data: 8-byte)
 // access, else up to V scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
 // reads 32 consecutive chunks of a row), y over 8 of the NW workers; worker k
@@ -15,7 +15,9 @@
 // int has_bias, int has_state. Template: T (data), A (accumulation), KT
 // (taps), VEC (vector accesses; a template, so the kernel carries one
 // path's registers), PIPE (1: the block's timesteps in halves of NB, each
-// half's loads issued before the previous half's math; causal_conv.c).
+// half's loads issued before the previous half's math; causal_conv.c), NB
+// (timesteps loaded ahead: 8 float32, 16 of 16-bit data, 128 bytes either
+// way), MINB (launch bound: threadgroups per SM).
 // Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_forward
@@ -26,14 +28,16 @@
 //! template: VEC=1
 //! template: KT=4
 //! template: PIPE=0
+//! template: NB=8
+//! template: MINB=2
 //! header:
-// at most 128 registers a thread: two threadgroups of 256 threads per SM
+// MINB threadgroups of 256 threads per SM (causal_conv.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, 2)
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
-constexpr int L = 32, NB = sizeof(T) == 2 ? 16 : 8; // 128 bytes of x in flight a thread
+constexpr int L = 32; // NB (template): timesteps of x loaded before use
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
@@ -45,44 +49,56 @@ if (cc < CC) {
         bs[e] = has_bias != 0 && e < m ? A(bias[c0 + e]) : A(0);
     }
     for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW) {
-        const long b = blk / NTB, t0 = (blk % NTB) * L, t1 = min(S, t0 + L);
+        const long b = blk / NTB, t0 = (blk % NTB) * L;
+        // the block's timesteps as offsets s = 0 .. n-1 from t0 (32-bit: one IMAD.WIDE an address,
+        // where (b * S + t) * C + c0 in 64 bits took about ten instructions a load)
+        const int n = int(min(S - t0, long(L)));
+        const auto xb = x + (b * S + t0) * C + c0;
+        const auto yb = y + (b * S + t0) * C + c0;
         // hw[j], j < KT-1: the input at time t-KT+1+j (t0's halo first)
         for (int j = 0; j < KT - 1; j++) {
-            const long tau = t0 - (KT - 1) + j;
+            const int s = j - (KT - 1);
             uint4 u = uint4(0u, 0u, 0u, 0u);
-            if (tau >= 0) u = nn_ldbits(&x[(b * S + tau) * C + c0], m, vec);
-            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + tau) * C + c0], m, vec);
+            if (t0 + s >= 0) u = nn_ldbits(xb + long(s) * C, m, vec);
+            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
             nn_unpack<T>(u, &hw[j * V]);
         }
-        // G timesteps from tb loaded into raw, then used (outputs stored)
-        auto load = [&](thread uint4 *raw, long tb, int G) {
-            for (int s = 0; s < G; s++)
-                raw[s] = tb + s < t1 ? nn_ldbits(&x[(b * S + tb + s) * C + c0], m, vec) : uint4(0u, 0u, 0u, 0u);
+        // G timesteps from offset sb loaded into raw, then used (outputs stored). A whole group runs
+        // without a check a step: the windows then move by renaming, where a step's exit (at n)
+        // kept them in fixed registers, 12 copies a step (K 4); the block's last group checks.
+        auto load = [&](thread uint4 *raw, int sb, int G) {
+            const bool whole = sb + G <= n;
+            for (int k = 0; k < G; k++)
+                raw[k] = whole || sb + k < n ? nn_ldbits(xb + long(sb + k) * C, m, vec) : uint4(0u, 0u, 0u, 0u);
         };
-        auto use = [&](const thread uint4 *raw, long tb, int G) {
-            for (int s = 0; s < G; s++) {
-                if (tb + s >= t1) break;
-                nn_unpack<T>(raw[s], &hw[(KT - 1) * V]);
-                A o[V];
-                for (int e = 0; e < V; e++) {
-                    A acc = bs[e];
-                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * hw[j * V + e];
-                    o[e] = acc;
-                }
-                nn_stbits(&y[(b * S + tb + s) * C + c0], nn_pack<T>(o), m, vec);
-                for (int k = 0; k < (KT - 1) * V; k++) hw[k] = hw[k + V];
+        auto step = [&](uint4 r, int s) {
+            nn_unpack<T>(r, &hw[(KT - 1) * V]);
+            A o[V];
+            for (int e = 0; e < V; e++) {
+                A acc = bs[e];
+                for (int j = 0; j < KT; j++) acc += wr[j * V + e] * hw[j * V + e];
+                o[e] = acc;
+            }
+            nn_stbits(yb + long(s) * C, nn_pack<T>(o), m, vec);
+            for (int q = 0; q < (KT - 1) * V; q++) hw[q] = hw[q + V];
+        };
+        auto use = [&](const thread uint4 *raw, int sb, int G) {
+            if (sb + G <= n) {
+                for (int k = 0; k < G; k++) step(raw[k], sb + k);
+            } else {
+                for (int k = 0; k < G && sb + k < n; k++) step(raw[k], sb + k);
             }
         };
         if constexpr (PIPE != 0) {
             constexpr int H = NB / 2;
             struct half_x { uint4 r[H]; };
-            nn_conv_halves<H, half_x>(t0, t1, [&](thread half_x &u, long tb) { load(u.r, tb, H); },
-                                      [&](thread half_x &u, long tb) { use(u.r, tb, H); });
+            nn_conv_halves<H, half_x>(n, [&](thread half_x &u, int sb) { load(u.r, sb, H); },
+                                      [&](thread half_x &u, int sb) { use(u.r, sb, H); });
         } else {
-            for (long tb = t0; tb < t1; tb += NB) {
+            for (int sb = 0; sb < n; sb += NB) {
                 uint4 raw[NB];
-                load(raw, tb, NB);
-                use(raw, tb, NB);
+                load(raw, sb, NB);
+                use(raw, sb, NB);
             }
         }
     }

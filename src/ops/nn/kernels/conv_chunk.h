@@ -77,17 +77,18 @@ template <class T, class A> inline uint4 nn_pack(const A *v) {
     }
     return u;
 }
-// The timesteps t0 .. t1 in halves of H timesteps (the kernels' PIPE), two
-// buffers of B in turn: each half's loads (load(buffer, tb)) issued before
-// the previous half's math (use(buffer, tb), which stops at t1 itself).
-template <int H, class B, class Load, class Use> inline void nn_conv_halves(long t0, long t1, Load load, Use use) {
+// A block's timesteps 0 .. n-1 (offsets from its first) in halves of H
+// timesteps (the kernels' PIPE), two buffers of B in turn: each half's loads
+// (load(buffer, sb)) issued before the previous half's math (use(buffer, sb),
+// which stops at n itself).
+template <int H, class B, class Load, class Use> inline void nn_conv_halves(int n, Load load, Use use) {
     B a, b;
-    load(a, t0);
-    for (long tb = t0; tb < t1; tb += 2 * H) {
-        if (tb + H < t1) load(b, tb + H);
-        use(a, tb);
-        if (tb + H >= t1) break;
-        if (tb + 2 * H < t1) load(a, tb + 2 * H);
-        use(b, tb + H);
+    load(a, 0);
+    for (int sb = 0; sb < n; sb += 2 * H) {
+        if (sb + H < n) load(b, sb + H);
+        use(a, sb);
+        if (sb + H >= n) break;
+        if (sb + 2 * H < n) load(a, sb + 2 * H);
+        use(b, sb + H);
     }
 }
