@@ -130,6 +130,8 @@ static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NTB", ALLOY_INT64, ntb);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NBLK", ALLOY_INT64, d->B * ntb);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NW", ALLOY_INT64, rows * 8);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NWB", ALLOY_INT64, ntb > 0 ? rows * 8 / ntb : 0);
+    if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "NWR", ALLOY_INT64, ntb > 0 ? rows * 8 % ntb : 0);
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     return st;
 }

@@ -13,7 +13,7 @@
 // in order of y, and threadgroup row q (of NW / 8) writes
 //   part[q*M + c*KT + j] (dw), part[q*M + C*KT + c] (db),  M = C*(KT+1)
 // for column_sum, which adds the rows in order: deterministic.
-// Launch constants: long S, int C, long NTB, long NBLK, long NW,
+// Launch constants: long S, int C, long NTB, long NBLK, long NW, long NWB, long NWR (NW = NWB * NTB + NWR),
 // int has_state, int want_state. Template: T (data), A (accumulation; part
 // is A), KT (taps), VEC (vector accesses; a template, so the kernel carries
 // one path's registers), NB (timesteps loaded ahead), MINB (launch bound:
@@ -55,8 +55,10 @@ if (cc < CC) {
     A wr[KT * V], xw[KT * V], dyw[KT * V];
     for (int e = 0; e < V; e++)
         for (int j = 0; j < KT; j++) wr[j * V + e] = e < m ? A(w[(c0 + e) * KT + j]) : A(0);
-    for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW) {
-        const long b = blk / NTB, t0 = (blk % NTB) * L;
+    // the worker's block: sequence b, its q-th block of L timesteps (nn_conv_next: no division a block)
+    long b = long(thread_position_in_grid.y) / NTB, q = long(thread_position_in_grid.y) % NTB;
+    for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW, nn_conv_next(b, q, NWB, NWR, NTB)) {
+        const long t0 = q * L;
         // the block's timesteps as offsets s = 0 .. n-1 from t0 (32-bit: one IMAD.WIDE an address, where
         // (b * S + t) * C + c0 in 64 bits took about ten instructions a load); dy at t0 + s + KT-1 lies
         // inside S for s < nd

@@ -11,7 +11,7 @@
 // access, else up to V scalar ones. Threadgroups of 32 x 8: x over 32 channel chunks (a SIMD group
 // reads 32 consecutive chunks of a row), y over 8 of the NW workers; worker k
 // takes blocks k, k + NW, ... of the NBLK = B * NTB blocks (NTB = ceil(S/L)).
-// Launch constants: long S, int C, long NTB, long NBLK, long NW,
+// Launch constants: long S, int C, long NTB, long NBLK, long NW, long NWB, long NWR (NW = NWB * NTB + NWR),
 // int has_bias, int has_state. Template: T (data), A (accumulation), KT
 // (taps), VEC (vector accesses; a template, so the kernel carries one
 // path's registers), PIPE (1: the block's timesteps in halves of NB, each
@@ -48,8 +48,10 @@ if (cc < CC) {
         for (int j = 0; j < KT; j++) wr[j * V + e] = e < m ? A(w[(c0 + e) * KT + j]) : A(0);
         bs[e] = has_bias != 0 && e < m ? A(bias[c0 + e]) : A(0);
     }
-    for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW) {
-        const long b = blk / NTB, t0 = (blk % NTB) * L;
+    // the worker's block: sequence b, its q-th block of L timesteps (nn_conv_next: no division a block)
+    long b = long(thread_position_in_grid.y) / NTB, q = long(thread_position_in_grid.y) % NTB;
+    for (long blk = long(thread_position_in_grid.y); blk < NBLK; blk += NW, nn_conv_next(b, q, NWB, NWR, NTB)) {
+        const long t0 = q * L;
         // the block's timesteps as offsets s = 0 .. n-1 from t0 (32-bit: one IMAD.WIDE an address,
         // where (b * S + t) * C + c0 in 64 bits took about ten instructions a load)
         const int n = int(min(S - t0, long(L)));

@@ -92,3 +92,14 @@ template <int H, class B, class Load, class Use> inline void nn_conv_halves(int 
         use(b, sb + H);
     }
 }
+// A worker's next block, NW blocks on (NW = NWB * NTB + NWR): sequence b,
+// its q-th block — a 64-bit division a block took about as many
+// instructions as a timestep's math.
+inline void nn_conv_next(thread long &b, thread long &q, long NWB, long NWR, long NTB) {
+    q += NWR;
+    b += NWB;
+    if (q >= NTB) {
+        q -= NTB;
+        b += 1;
+    }
+}
