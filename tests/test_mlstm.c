@@ -180,6 +180,21 @@ static void test_mlstm_step_tiles_in_one_group(void) {
     unsetenv("ALLOY_MLSTM_STEP_TL");
 }
 
+/* ALLOY_MLSTM_STEP_PS=k: k threadgroups an SM (few on the CPU) walking the (sequence and head, tile) items,
+ * each item's first batch loaded during the previous item's h: one column per lane over three tiles; 16-byte
+ * columns over three tiles (the last partial) with DHQK 33 and batches of 12 rows (the second partial), and
+ * DHQK 300 with one threadgroup an SM — in place and into other arrays, as every case here. */
+static void test_mlstm_step_persistent(void) {
+    setenv("ALLOY_MLSTM_STEP_PS", "2", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "PS D=17/72");
+    setenv("ALLOY_MLSTM_STEP_RB", "12", 1);
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "PS wide D=33/260");
+    unsetenv("ALLOY_MLSTM_STEP_RB");
+    setenv("ALLOY_MLSTM_STEP_PS", "1", 1);
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "PS wide D=300/132");
+    unsetenv("ALLOY_MLSTM_STEP_PS");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -331,6 +346,7 @@ int main(void) {
     RUN(test_mlstm_grid);
     RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_step_tiles_in_one_group);
+    RUN(test_mlstm_step_persistent);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

@@ -88,6 +88,12 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * ALLOY_MLSTM_STEP_RY or ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
         const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 ? 8 : 16);
         const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, 16);
+        /* ALLOY_MLSTM_STEP_PS=k (for timing): k threadgroups an SM (an H100's 132 where the device has no
+         * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
+         * the previous one's barrier and h (mlstm_step.metal's PS); not with TL */
+        const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
+        const int64_t sms = alloy_device_multiprocessor_count(dev) > 0 ? alloy_device_multiprocessor_count(dev) : 132;
+        const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         /* C' and h (and n', m') */
@@ -97,15 +103,17 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
-        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * (tl ? 1 : tiles) * 32), (uint32_t)RY, 1);
+        if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHHV", ALLOY_INT32, DHHV);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tiles", ALLOY_INT32, tiles);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "items", ALLOY_INT64, items);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
         alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[4] = {NULL, NULL, NULL, NULL};

@@ -25,13 +25,20 @@
 // n' and m' may go to n and m themselves in this one launch (each element of
 // n is read and written by the same thread; m is written after the last
 // barrier) — for batches large enough to fill the GPU that way.
+// With PS > 0 the grid is PS threadgroups an SM, each walking items grp,
+// grp + ntg, ... of the BH * tiles (head, tile) pairs, the next item's first
+// batch loaded before the current one's barrier and h, so that loads stay in
+// flight where a threadgroup of one tile ends and the next one starts (for
+// timing: ALLOY_MLSTM_STEP_PS).
 // Launch constants: int DHQK, int DHHV, int tiles (ceil(DHHV / (32 W))),
-// float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
+// long items (BH * tiles), float scale (DHQK^-1/2), float eps. Template: T (the input dtype), W (1 or
 // 4; 4 needs DHHV % 4 == 0 and C, C_out 16-byte aligned), RY (rows of
 // threads: 8 or 16), NM (write n' and m'), RB (rows loaded before the first
 // store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`),
-// TL (a threadgroup per head, all its tiles).
-// Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32), threadgroup = (32, RY, 1).
+// TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
+// walking the items: the grid and the launch bound).
+// Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
+// threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
 //! outputs: h C_out n_out m_out
@@ -41,7 +48,13 @@
 //! template: NM=false
 //! template: RB=16
 //! template: TL=false
+//! template: PS=0
 //! header:
+// With PS (threadgroups an SM), a launch bound that lets that many be resident
+#if ALLOY_TEMPLATE_PS > 0
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
+#endif
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
     if constexpr (WW == 4) {
@@ -58,10 +71,10 @@ template <int WW> METAL_FUNC void st_store(device float *p, const thread float *
         for (int e = 0; e < WW; e++) p[e] = o[e];
     }
 }
-// One batch of a thread's rows j0, j0 + RY, ... (RB of them): C's W columns,
-// k and q^ of each row, all loads issued together; zeros past DHQK or with
-// !live (columns past DHHV).
-template <class TT, int WW, int RBB, int RYY>
+// One batch of a thread's rows j0, j0 + RY, ... (RB of them): C's W columns
+// (LC), k and q^ of each row (LKQ), all loads issued together; zeros past
+// DHQK or with !live (columns past DHHV).
+template <class TT, int WW, int RBB, int RYY, bool LC = true, bool LKQ = true>
 METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK, int j0, bool live,
                              const device TT *k, const device TT *q, long qo, float scale, thread float (*cv)[WW],
                              thread float *kv, thread float *qv) {
@@ -69,12 +82,12 @@ METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK,
     for (int u = 0; u < RBB; u++) {
         const int j = j0 + RYY * u;
         if (live && j < DHQK) {
-            st_load<WW>(C + co + long(j) * DHHV, cv[u]);
-            kv[u] = float(k[qo + j]);
-            qv[u] = float(q[qo + j]) * scale;
+            if (LC) st_load<WW>(C + co + long(j) * DHHV, cv[u]);
+            if (LKQ) kv[u] = float(k[qo + j]), qv[u] = float(q[qo + j]) * scale;
         } else {
-            for (int e = 0; e < WW; e++) cv[u][e] = 0.0f;
-            kv[u] = qv[u] = 0.0f;
+            if (LC)
+                for (int e = 0; e < WW; e++) cv[u][e] = 0.0f;
+            if (LKQ) kv[u] = qv[u] = 0.0f;
         }
     }
 }
@@ -83,57 +96,63 @@ constexpr int NT = 32 * RY;   // threads
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
-const long bh = TL ? grp : grp / tiles;
-const int tile0 = TL ? 0 : int(grp % tiles);   // the (first) tile of columns this threadgroup serves
-const long qo = bh * long(DHQK);
-// this thread's first column in a tile, and that column's offset in C
+// this thread's first column in a tile, and that column's offset in head bh's C
 auto col_of = [&](int tile) { return tile * 32 * W + W * tx; };
-auto co_of = [&](int col) { return bh * long(DHQK) * long(DHHV) + col; };
+auto co_of = [&](long bh, int col) { return bh * long(DHQK) * long(DHHV) + col; };
 threadgroup float part[RY][32 * W + 1];
 threadgroup float qn_part[NT / 32];
-// every load of the first batch at once, before any arithmetic (at B = 1
-// the step is a few memory round trips: the first one carries all of them)
 float cv[RB][W], kv[RB], qv[RB], vv[W];
-{
-    const int col = col_of(tile0);
+// the first batch of rows of head bh's tile and its v, every load at once (at B = 1 the step is a few memory
+// round trips: the first one carries all of them, with the gates' and n's)
+// (with PS the rows' k and q^ come in run_tile: fewer registers live through the previous item's h)
+auto load_first = [&](long bh, int tile) {
+    const int col = col_of(tile);
     const int wl = col < DHHV ? min(W, DHHV - col) : 0;   // W = 1 or DHHV % 4 == 0: wl == W when live
-    st_load_rows<T, W, RB, RY>(C, co_of(col), DHHV, DHQK, ty, col < DHHV, k, q, qo, scale, cv, kv, qv);
+    st_load_rows<T, W, RB, RY, true, PS == 0>(C, co_of(bh, col), DHHV, DHQK, ty, col < DHHV, k, q, bh * long(DHQK),
+                                              scale, cv, kv, qv);
     for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
-}
-const float n0 = tid < DHQK ? n[qo + tid] : 0.0f, k0 = tid < DHQK ? float(k[qo + tid]) : 0.0f;
-const float q0 = tid < DHQK ? float(q[qo + tid]) : 0.0f;
-const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
-const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
-const float m_new = max(lf + m_old, ip);
-const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
-// q^ . n' over the whole group (and n' itself, by the first tile, with NM; with TL each element of n is
-// read and written by the same thread, so n_out may be n)
-const bool writes_nm = NM && tile0 == 0;
-float qn = 0.0f;
-if (tid < DHQK) {
-    const float nn = fa * n0 + ia * k0;
-    qn = q0 * scale * nn;
-    if (writes_nm) n_out[qo + tid] = nn;
-}
-for (int j = tid + NT; j < DHQK; j += NT) {
-    const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
-    qn += float(q[qo + j]) * scale * nn;
-    if (writes_nm) n_out[qo + j] = nn;
-}
-qn = simd_sum(qn);
-if (tx == 0) qn_part[ty] = qn;
-if (writes_nm && !TL && tid == 0) m_out[bh] = m_new;
-// One tile: this thread's W columns of C' and its part of q^ . C', batch by batch (C_out may be C: each
-// element is read before its own thread writes it), then h's columns of the tile. loaded: the first batch
-// and v are in cv, kv, qv, vv already. (A lambda, so that one tile a threadgroup stays straight code.)
-auto run_tile = [&](int tile, bool loaded) {
+};
+// head bh's gates, and its q^ . n' over the whole group into qn_part (n' itself with writes_nm; with TL each
+// element of n is read and written by the same thread, so n_out may be n)
+float fa = 0.0f, ia = 0.0f, m_new = 0.0f;
+auto gates_of = [&](long bh, bool writes_nm) {
+    const long qo = bh * long(DHQK);
+    const float n0 = tid < DHQK ? n[qo + tid] : 0.0f, k0 = tid < DHQK ? float(k[qo + tid]) : 0.0f;
+    const float q0 = tid < DHQK ? float(q[qo + tid]) : 0.0f;
+    const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
+    const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
+    m_new = max(lf + m_old, ip);
+    fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
+    float qn = 0.0f;
+    if (tid < DHQK) {
+        const float nn = fa * n0 + ia * k0;
+        qn = q0 * scale * nn;
+        if (writes_nm) n_out[qo + tid] = nn;
+    }
+    for (int j = tid + NT; j < DHQK; j += NT) {
+        const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
+        qn += float(q[qo + j]) * scale * nn;
+        if (writes_nm) n_out[qo + j] = nn;
+    }
+    qn = simd_sum(qn);
+    if (tx == 0) qn_part[ty] = qn;
+};
+// One tile of head bh: this thread's W columns of C' and its part of q^ . C', batch by batch (C_out may be C:
+// each element is read before its own thread writes it), then h's columns of the tile. loaded: the first batch
+// and v are in cv, kv, qv, vv already (with PS its C rows and v only). With PS, the first batch of item `next`
+// (if any) is loaded after the last batch's math, before the barrier and h: its loads stay in flight through
+// them. (A lambda, so that one tile a threadgroup stays straight code.)
+auto run_tile = [&](long bh, int tile, bool loaded, long next) {
+    const long qo = bh * long(DHQK);
     const int col = col_of(tile);
     const bool live = col < DHHV;
     const int wl = live ? min(W, DHHV - col) : 0;
-    const long co = co_of(col);
+    const long co = co_of(bh, col);
     if (!loaded) {
         st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
         for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+    } else if (PS > 0) {
+        st_load_rows<T, W, RB, RY, false, true>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
     }
     float acc[W], ia_v[W];
     for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
@@ -152,6 +171,7 @@ auto run_tile = [&](int tile, bool loaded) {
             }
         }
     }
+    if (PS > 0 && next < items) load_first(next / tiles, int(next % tiles));
     for (int e = 0; e < W; e++) part[ty][W * tx + e] = acc[e];
     threadgroup_barrier(mem_flags::mem_threadgroup);
     if (ty == 0 && live) {
@@ -165,13 +185,36 @@ auto run_tile = [&](int tile, bool loaded) {
         }
     }
 };
-if constexpr (TL) {
+if constexpr (PS > 0) {
+    // items grp, grp + ntg, ... of the items = BH * tiles (head, tile) pairs, each loaded during the previous
+    // one's barrier and h
+    const long ntg = long(threadgroups_per_grid.x);
+    if (grp < items) load_first(grp / tiles, int(grp % tiles));
+    for (long item = grp; item < items; item += ntg) {
+        const long bh = item / tiles;
+        const int tile = int(item % tiles);
+        const bool writes_nm = NM && tile == 0;
+        gates_of(bh, writes_nm);
+        if (writes_nm && tid == 0) m_out[bh] = m_new;
+        run_tile(bh, tile, true, item + ntg);
+        threadgroup_barrier(mem_flags::mem_threadgroup);   // part and qn_part are read before the next item writes them
+    }
+} else if constexpr (TL) {
+    const long bh = grp;
+    load_first(bh, 0);
+    gates_of(bh, NM);
     for (int tile = 0; tile < tiles; tile++) {
-        run_tile(tile, tile == 0);
+        run_tile(bh, tile, tile == 0, items);
         threadgroup_barrier(mem_flags::mem_threadgroup);   // part is read before the next tile writes it
     }
     // every thread read m before the barriers above (m_out may be m)
-    if (writes_nm && tid == 0) m_out[bh] = m_new;
+    if (NM && tid == 0) m_out[bh] = m_new;
 } else {
-    run_tile(tile0, true);
+    const long bh = grp / tiles;
+    const int tile0 = int(grp % tiles);   // the tile of columns this threadgroup serves
+    const bool writes_nm = NM && tile0 == 0;
+    load_first(bh, tile0);
+    gates_of(bh, writes_nm);
+    if (writes_nm && tid == 0) m_out[bh] = m_new;
+    run_tile(bh, tile0, true, items);
 }
