@@ -155,7 +155,9 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
     if (st == ALLOY_OK && n > 0) {
         alloy_array *ops[3] = {x, state, oy};
         st = alloy_launch_add_output_array(l, oy);
-        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, CONV_TGS_FWD), 3, ops);
+        /* ALLOY_NN_CONV_FWD_TGS=k (132-8448, timing): the grid sized for k threadgroups instead */
+        const int64_t tgs = alloy_ops_env_int("ALLOY_NN_CONV_FWD_TGS", 132, 8448, CONV_TGS_FWD);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, tgs), 3, ops);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         /* the timesteps in halves, each half's loads before the previous half's math (PIPE,
