@@ -719,29 +719,31 @@ static void test_conv(void) {
  * (ALLOY_NN_CONV_FWD_PIPE=1, float16's default; ALLOY_NN_CONV_BWD_PIPE=1, with the shifted windows), groups
  * of timesteps that do not divide the 32 of a block (ALLOY_NN_CONV_FWD_NB=12: halves of 6;
  * ALLOY_NN_CONV_BWD_NB=5), so that whole groups and a block's checked last group alternate, and a grid of
- * few forward threadgroups (ALLOY_NN_CONV_FWD_TGS=132) — on
+ * few forward threadgroups (ALLOY_NN_CONV_FWD_TGS=132), the block-wide windows' whole groups run without a
+ * check a step (ALLOY_NN_CONV_BWD_WHOLE=1) — on
  * test_conv's cases: partial last blocks and halves, kernel sizes 1 to 8, decoding states, several workers a
  * sequence. */
 static void test_conv_ring(void) {
     const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3},   {3, 17, 130, 8}, {2, 70, 16, 4},
                                 {3, 100, 24, 2}, {8500, 1, 8, 3}, {2, 45, 9, 4}};
-    /* RING, FWD_PIPE, BWD_PIPE, FWD_NB, BWD_NB, FWD_TGS ("" : the default; TGS 132: the forward's workers
-     * take more blocks each) */
-    static const char *forms[4][6] = {{"0", "0", "0", "", "", ""},
-                                      {"1", "1", "0", "", "", ""},
-                                      {"0", "1", "1", "", "", ""},
-                                      {"1", "1", "0", "12", "5", "132"}};
-    static const char *vars[6] = {"ALLOY_NN_CONV_BWD_RING", "ALLOY_NN_CONV_FWD_PIPE", "ALLOY_NN_CONV_BWD_PIPE",
-                                  "ALLOY_NN_CONV_FWD_NB",   "ALLOY_NN_CONV_BWD_NB",   "ALLOY_NN_CONV_FWD_TGS"};
+    /* RING, FWD_PIPE, BWD_PIPE, FWD_NB, BWD_NB, FWD_TGS, BWD_WHOLE ("" : the default; TGS 132: the forward's
+     * workers take more blocks each; WHOLE 1: a whole group's steps without a check each) */
+    static const char *forms[4][7] = {{"0", "0", "0", "", "", "", ""},
+                                      {"1", "1", "0", "", "", "", "1"},
+                                      {"0", "1", "1", "", "", "", ""},
+                                      {"1", "1", "0", "12", "5", "132", "1"}};
+    static const char *vars[7] = {"ALLOY_NN_CONV_BWD_RING", "ALLOY_NN_CONV_FWD_PIPE", "ALLOY_NN_CONV_BWD_PIPE",
+                                  "ALLOY_NN_CONV_FWD_NB",   "ALLOY_NN_CONV_BWD_NB",   "ALLOY_NN_CONV_FWD_TGS",
+                                  "ALLOY_NN_CONV_BWD_WHOLE"};
     for (int form = 0; form < 4; form++) {
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < 7; k++) {
             if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
             else unsetenv(vars[k]);
         }
         for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
-    for (int k = 0; k < 6; k++) unsetenv(vars[k]);
+    for (int k = 0; k < 7; k++) unsetenv(vars[k]);
 }
 
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup

@@ -233,6 +233,10 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RING", conv_bwd_ring(dt, d.K));
+        /* with RING, a whole group's steps without a check each (fewer instructions; not timed yet, so off:
+         * ALLOY_NN_CONV_BWD_WHOLE=1 turns it on, for timing) */
+        if (st == ALLOY_OK)
+            st = alloy_launch_add_template_int(l, "WHOLE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_WHOLE", 0, 1, 0));
         if (st == ALLOY_OK)
             st = alloy_launch_add_template_int(
                 l, "PIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_PIPE", 0, 1, dt != ALLOY_FLOAT32));

@@ -20,7 +20,8 @@
 // threadgroups per SM), RING (1: the windows span the group of NB steps, moved by
 // renaming; 0: shifted by a copy each step), PIPE (with RING 0: the block's
 // timesteps in halves of NB, each half's loads issued before the previous
-// half's math). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// half's math), WHOLE (with RING 1: a whole group's steps without a check
+// each). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -33,6 +34,7 @@
 //! template: MINB=2
 //! template: RING=0
 //! template: PIPE=0
+//! template: WHOLE=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
@@ -138,33 +140,40 @@ if (cc < CC) {
             if constexpr (RING != 0) {
                 // the windows over the whole block (xe[(s + j) V]: x at sb + s - KT + 1 + j; de[(s + i) V]: dy at
                 // sb + s + i), every step's indices constants of the unrolled loop, so the window moves by
-                // renaming, not by copies (KT - 1 of them per block instead of per step); steps past n
-                // do nothing (their dy may be the next block of timesteps', counted there)
+                // renaming, not by copies (KT - 1 of them per block instead of per step); steps from offset
+                // end on do nothing (their dy may be the next block of timesteps', counted there). With WHOLE a
+                // whole group (end = sb + NB: every step's check a constant) is straight code, without a branch
+                // a step (bfloat16, K 4, NB 8: 417 instructions a group against about 560); a block's last
+                // group checks.
                 A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
-                for (int q = 0; q < (KT - 1) * V; q++) {
-                    xe[q] = xw[q];
-                    de[q] = dyw[q];
-                }
-                #pragma unroll
-                for (int s = 0; s < NB; s++) {
-                    nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
-                    nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
-                    if (sb + s >= n) continue;
-                    A o[V];
-                    for (int e = 0; e < V; e++) {
-                        A acc = A(0);
-                        for (int j = 0; j < KT; j++) acc += wr[j * V + e] * de[(s + KT - 1 - j) * V + e];
-                        o[e] = acc;
-                        const A d0 = de[s * V + e]; // dy at t
-                        for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
-                        gb[e] += d0;
+                auto group = [&](int end) {
+                    for (int q = 0; q < (KT - 1) * V; q++) {
+                        xe[q] = xw[q];
+                        de[q] = dyw[q];
                     }
-                    nn_stbits(dxb + long(sb + s) * C, nn_pack<T>(o), m, vec);
-                }
-                for (int q = 0; q < (KT - 1) * V; q++) {
-                    xw[q] = xe[NB * V + q];
-                    dyw[q] = de[NB * V + q];
-                }
+                    #pragma unroll
+                    for (int s = 0; s < NB; s++) {
+                        nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
+                        nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
+                        if (sb + s >= end) continue;
+                        A o[V];
+                        for (int e = 0; e < V; e++) {
+                            A acc = A(0);
+                            for (int j = 0; j < KT; j++) acc += wr[j * V + e] * de[(s + KT - 1 - j) * V + e];
+                            o[e] = acc;
+                            const A d0 = de[s * V + e]; // dy at t
+                            for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
+                            gb[e] += d0;
+                        }
+                        nn_stbits(dxb + long(sb + s) * C, nn_pack<T>(o), m, vec);
+                    }
+                    for (int q = 0; q < (KT - 1) * V; q++) {
+                        xw[q] = xe[NB * V + q];
+                        dyw[q] = de[NB * V + q];
+                    }
+                };
+                if (WHOLE != 0 && sb + NB <= n) group(sb + NB);
+                else group(n);
                 continue;
             }
             use(rx, rd, sb, NB);
