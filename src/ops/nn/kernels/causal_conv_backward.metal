@@ -73,9 +73,9 @@ if (cc < CC) {
         for (int j = 0; j < KT - 1; j++) {
             const int s = j - (KT - 1);
             uint4 u = uint4(0u, 0u, 0u, 0u), v = uint4(0u, 0u, 0u, 0u);
-            if (t0 + s >= 0) u = nn_ldbits(xb + long(s) * C, m, vec);
+            if (t0 + s >= 0) u = nn_ldbits(&xb[long(s) * C], m, vec);
             else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
-            if (t0 + j < S) v = nn_ldbits(dyb + long(j) * C, m, vec);
+            if (t0 + j < S) v = nn_ldbits(&dyb[long(j) * C], m, vec);
             nn_unpack<T>(u, &xw[j * V]);
             nn_unpack<T>(v, &dyw[j * V]);
         }
@@ -97,8 +97,8 @@ if (cc < CC) {
         auto load = [&](thread uint4 *rx, thread uint4 *rd, int sb, int G) {
             const bool whole = sb + G <= nd;
             for (int k = 0; k < G; k++) {
-                rx[k] = whole || sb + k < n ? nn_ldbits(xb + long(sb + k) * C, m, vec) : uint4(0u, 0u, 0u, 0u);
-                rd[k] = whole || sb + k < nd ? nn_ldbits(dyb + long(sb + k + KT - 1) * C, m, vec)
+                rx[k] = whole || sb + k < n ? nn_ldbits(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
+                rd[k] = whole || sb + k < nd ? nn_ldbits(&dyb[long(sb + k + KT - 1) * C], m, vec)
                                              : uint4(0u, 0u, 0u, 0u);
             }
         };
@@ -114,7 +114,7 @@ if (cc < CC) {
                 for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
                 gb[e] += d0;
             }
-            nn_stbits(dxb + long(s) * C, nn_pack<T>(o), m, vec);
+            nn_stbits(&dxb[long(s) * C], nn_pack<T>(o), m, vec);
             for (int q = 0; q < (KT - 1) * V; q++) {
                 xw[q] = xw[q + V];
                 dyw[q] = dyw[q + V];
@@ -165,7 +165,7 @@ if (cc < CC) {
                             for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
                             gb[e] += d0;
                         }
-                        nn_stbits(dxb + long(sb + s) * C, nn_pack<T>(o), m, vec);
+                        nn_stbits(&dxb[long(sb + s) * C], nn_pack<T>(o), m, vec);
                     }
                     for (int q = 0; q < (KT - 1) * V; q++) {
                         xw[q] = xe[NB * V + q];

@@ -61,7 +61,7 @@ if (cc < CC) {
         for (int j = 0; j < KT - 1; j++) {
             const int s = j - (KT - 1);
             uint4 u = uint4(0u, 0u, 0u, 0u);
-            if (t0 + s >= 0) u = nn_ldbits(xb + long(s) * C, m, vec);
+            if (t0 + s >= 0) u = nn_ldbits(&xb[long(s) * C], m, vec);
             else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
             nn_unpack<T>(u, &hw[j * V]);
         }
@@ -71,7 +71,7 @@ if (cc < CC) {
         auto load = [&](thread uint4 *raw, int sb, int G) {
             const bool whole = sb + G <= n;
             for (int k = 0; k < G; k++)
-                raw[k] = whole || sb + k < n ? nn_ldbits(xb + long(sb + k) * C, m, vec) : uint4(0u, 0u, 0u, 0u);
+                raw[k] = whole || sb + k < n ? nn_ldbits(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
         };
         auto step = [&](uint4 r, int s) {
             nn_unpack<T>(r, &hw[(KT - 1) * V]);
@@ -81,7 +81,7 @@ if (cc < CC) {
                 for (int j = 0; j < KT; j++) acc += wr[j * V + e] * hw[j * V + e];
                 o[e] = acc;
             }
-            nn_stbits(yb + long(s) * C, nn_pack<T>(o), m, vec);
+            nn_stbits(&yb[long(s) * C], nn_pack<T>(o), m, vec);
             for (int q = 0; q < (KT - 1) * V; q++) hw[q] = hw[q + V];
         };
         auto use = [&](const thread uint4 *raw, int sb, int G) {
