@@ -115,9 +115,9 @@ if (cc < CC) {
                 gb[e] += d0;
             }
             nn_stbits(&dxb[long(s) * C], nn_pack<T>(o), m, vec);
-            for (int q = 0; q < (KT - 1) * V; q++) {
-                xw[q] = xw[q + V];
-                dyw[q] = dyw[q + V];
+            for (int z = 0; z < (KT - 1) * V; z++) {
+                xw[z] = xw[z + V];
+                dyw[z] = dyw[z + V];
             }
         };
         auto use = [&](const thread uint4 *rx, const thread uint4 *rd, int sb, int G) {
@@ -147,9 +147,9 @@ if (cc < CC) {
                 // group checks.
                 A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
                 auto group = [&](int end) {
-                    for (int q = 0; q < (KT - 1) * V; q++) {
-                        xe[q] = xw[q];
-                        de[q] = dyw[q];
+                    for (int z = 0; z < (KT - 1) * V; z++) {
+                        xe[z] = xw[z];
+                        de[z] = dyw[z];
                     }
                     #pragma unroll
                     for (int s = 0; s < NB; s++) {
@@ -167,9 +167,9 @@ if (cc < CC) {
                         }
                         nn_stbits(&dxb[long(sb + s) * C], nn_pack<T>(o), m, vec);
                     }
-                    for (int q = 0; q < (KT - 1) * V; q++) {
-                        xw[q] = xe[NB * V + q];
-                        dyw[q] = de[NB * V + q];
+                    for (int z = 0; z < (KT - 1) * V; z++) {
+                        xw[z] = xe[NB * V + z];
+                        dyw[z] = de[NB * V + z];
                     }
                 };
                 if (WHOLE != 0 && sb + NB <= n) group(sb + NB);

@@ -82,7 +82,7 @@ if (cc < CC) {
                 o[e] = acc;
             }
             nn_stbits(&yb[long(s) * C], nn_pack<T>(o), m, vec);
-            for (int q = 0; q < (KT - 1) * V; q++) hw[q] = hw[q + V];
+            for (int z = 0; z < (KT - 1) * V; z++) hw[z] = hw[z + V];
         };
         auto use = [&](const thread uint4 *raw, int sb, int G) {
             if (sb + G <= n) {
