@@ -92,7 +92,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
          * the previous one's barrier and h (mlstm_step.metal's PS); not with TL */
         const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
-        const int64_t sms = alloy_device_multiprocessor_count(dev) > 0 ? alloy_device_multiprocessor_count(dev) : 132;
+        const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
