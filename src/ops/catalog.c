@@ -2,10 +2,12 @@
  * lock on first use; the kernel files themselves are the embedded texts.
  * Kernels of one family share helpers through their headers: a header line
  * `#include "src/ops/<family>/kernels/<name>.h"` naming an embedded file is
- * replaced by that file's text (one level, no nesting), between `#line`
+ * replaced by that file's text (whose own such lines are replaced in turn),
+ * between `#line`
  * directives so that diagnostics name the shared file's lines and then the
  * header's own again. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,15 +28,16 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static entry entries[CATALOG_MAX];
 static int n_entries;
 
-/* The header with its `#include "<embedded path>"` lines replaced (see the
- * top of this file) into *out (malloc'd), for the kernel `name`. An include
- * of a path that is not embedded is an error naming it. */
-static alloy_status expand_header(const char *path, const char *name, const char *header, char **out) {
+/* Appends `text` (a kernel's header, `label` its name for diagnostics, or at
+ * depth > 0 the embedded file `label` that it includes) to sb with its `#include "<embedded path>"` lines
+ * replaced by the files, theirs in turn (at most MAX_INCLUDE_DEPTH deep: a
+ * cycle is an error, not a hang). An include of a path that is not embedded
+ * is an error naming it. */
+enum { MAX_INCLUDE_DEPTH = 8 };
+static alloy_status expand_into(alloy_strbuf *sb, const char *path, const char *label, const char *text, int depth) {
     static const char KEY[] = "#include \"";
-    alloy_strbuf sb;
-    alloy_sb_init(&sb);
     int line = 1;
-    for (const char *p = header; *p; line++) {
+    for (const char *p = text; *p; line++) {
         const char *end = strchr(p, '\n');
         const size_t n = end ? (size_t)(end - p) + 1 : strlen(p);
         const char *q = p + sizeof KEY - 1, *close = NULL;
@@ -42,29 +45,45 @@ static alloy_status expand_header(const char *path, const char *name, const char
         if (close) {
             char inc[256];
             const size_t len = (size_t)(close - q);
-            if (len >= sizeof inc) {
-                alloy_sb_free(&sb);
-                return alloy_error(ALLOY_ERROR_INTERNAL, "%s: header line %d: the include path is too long", path,
+            if (len >= sizeof inc)
+                return alloy_error(ALLOY_ERROR_INTERNAL, "%s: %s line %d: the include path is too long", path, label,
                                    line);
-            }
             memcpy(inc, q, len);
             inc[len] = '\0';
-            const char *text = alloy_embedded(inc);
-            if (!text) {
-                alloy_sb_free(&sb);
+            const char *sub = alloy_embedded(inc);
+            if (!sub)
                 return alloy_error(ALLOY_ERROR_INTERNAL,
-                                   "%s: header line %d includes \"%s\", which is not embedded in this build; please "
+                                   "%s: %s line %d includes \"%s\", which is not embedded in this build; please "
                                    "report this",
-                                   path, line, inc);
-            }
-            alloy_sb_printf(&sb, "#line 1 \"%s\"\n", inc);
-            alloy_sb_append(&sb, text);
-            if (text[0] && text[strlen(text) - 1] != '\n') alloy_sb_append(&sb, "\n");
-            alloy_sb_printf(&sb, "#line %d \"%s.header\"\n", line + 1, name);
+                                   path, label, line, inc);
+            if (depth + 1 > MAX_INCLUDE_DEPTH)
+                return alloy_error(ALLOY_ERROR_INTERNAL,
+                                   "%s: %s line %d: includes nested more than %d deep (a cycle?); please report this",
+                                   path, label, line, MAX_INCLUDE_DEPTH);
+            alloy_sb_printf(sb, "#line 1 \"%s\"\n", inc);
+            const alloy_status st = expand_into(sb, path, inc, sub, depth + 1);
+            if (st != ALLOY_OK) return st;
+            if (sub[0] && sub[strlen(sub) - 1] != '\n') alloy_sb_append(sb, "\n");
+            alloy_sb_printf(sb, "#line %d \"%s\"\n", line + 1, label);
         } else {
-            alloy_sb_append_n(&sb, p, n);
+            alloy_sb_append_n(sb, p, n);
         }
         p += n;
+    }
+    return ALLOY_OK;
+}
+
+/* The header with its includes expanded (expand_into) into *out (malloc'd),
+ * for the kernel `name`. */
+static alloy_status expand_header(const char *path, const char *name, const char *header, char **out) {
+    alloy_strbuf sb;
+    alloy_sb_init(&sb);
+    char label[300];
+    snprintf(label, sizeof label, "%s.header", name);
+    const alloy_status st = expand_into(&sb, path, label, header, 0);
+    if (st != ALLOY_OK) {
+        alloy_sb_free(&sb);
+        return st;
     }
     if (sb.failed || !(*out = alloy_sb_take(&sb))) {
         alloy_sb_free(&sb);
