@@ -15,12 +15,38 @@ static const char FWD_FILE[] = "src/ops/nn/kernels/causal_conv_forward.metal";
 static const char STATE_FILE[] = "src/ops/nn/kernels/causal_conv_state.metal";
 static const char BWD_FILE[] = "src/ops/nn/kernels/causal_conv_backward.metal";
 
-/* Timesteps per block of the kernels (their L) and at most about this many
- * threadgroups of 32 x 8 threads in all: the forward 8 per SM of an H100
- * (more than fit at once; nothing to sum afterwards), the backward 2 (few
- * partial sums of dw and db for column_sum; MINB per SM with the timing
- * override below). */
+/* Timesteps per block of the kernels (their L; the forward's BL template:
+ * float32 half of it, conv_fwd_l) and at most about this many threadgroups
+ * of 32 x 8 threads in all: the forward 8 per SM of an H100 (more than fit
+ * at once; nothing to sum afterwards; float32 32, conv_fwd_tgs), the
+ * backward 2 (few partial sums of dw and db for column_sum; MINB per SM with
+ * the timing override below). */
 enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
+
+/* STREAM (stream.h, both kernels): the streaming cache hint on CUDA, 1 on the
+ * stores of y and dx, 2 on those and the loads of x and dy; 0 (plain) unless
+ * ALLOY_NN_CONV_STREAM=k asks, for timing (H200, 64 M elements, K 4: 1 lost
+ * 0.4-0.6 points forward in one round and gained backward in three, two
+ * calls — float32 92.2-92.3 -> 92.6-92.7, bfloat16 87.8-88.1 -> 88.8-89.3,
+ * float16 86.1-86.3 -> 86.4-86.8 —, 2 lost up to 9 points; the norms lost
+ * with it everywhere, up to 5 points). The backward's 1 waits for a run of
+ * the tests on CUDA before it becomes the default. */
+static int conv_stream(void) { return (int)alloy_ops_env_int("ALLOY_NN_CONV_STREAM", 0, 2, 0); }
+
+/* The forward's threadgroups in all (the grid's sizing, conv_rows) and its
+ * block of timesteps: float32 blocks of 16 and 32 threadgroups an SM of an
+ * H100, a block each at 64 M elements (H200, 8 x 8192 x 1024, K 4, same
+ * call: 93.1% of copy against 89.4-89.5 with blocks of 32 and 16 an SM,
+ * 88.3 with 8, 85.0 with 2, 88.2 with blocks of 64 and 8 an SM); 16-bit data
+ * blocks of 32 and 8 an SM (blocks of 16 and 32 an SM: 84.0-84.3 against
+ * 90.8-91.3; 16 an SM: 0.5-0.8 points lower). ALLOY_NN_CONV_FWD_TGS=k
+ * (132-8448) and ALLOY_NN_CONV_FWD_L=k (8-128) override, for timing. */
+static int64_t conv_fwd_tgs(alloy_dtype dt) {
+    return alloy_ops_env_int("ALLOY_NN_CONV_FWD_TGS", 132, 8448, dt == ALLOY_FLOAT32 ? 4 * CONV_TGS_FWD : CONV_TGS_FWD);
+}
+static int64_t conv_fwd_l(alloy_dtype dt) {
+    return alloy_ops_env_int("ALLOY_NN_CONV_FWD_L", 8, 128, dt == ALLOY_FLOAT32 ? CONV_L / 2 : CONV_L);
+}
 
 typedef struct conv_dims {
     int64_t B, S, C, K;
@@ -106,21 +132,32 @@ static int conv_bwd_nb(alloy_dtype dt, int64_t K) {
 static int conv_bwd_minb(alloy_dtype dt) {
     return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
 }
+/* The backward's threadgroups in all (MINB an SM of an H100: one round) and
+ * its block of timesteps (32); ALLOY_NN_CONV_BWD_TGS=k (132-8448; each
+ * threadgroup row adds a partial row for column_sum) and
+ * ALLOY_NN_CONV_BWD_L=k (8-128) override, for timing. More threadgroups lose
+ * (H200, 64 M elements, K 4, same call, two rounds, % of copy, float32 /
+ * bfloat16 / float16: 92.2 / 87.9 / 86.2 as is, 89.2 / 85.9 / 83.6 with 528,
+ * 85.7 / 81.4 / 79.8 with 1056, 85.0 / 80.7 / 79.0 with 1056 and blocks of 16). */
+static int64_t conv_bwd_tgs(alloy_dtype dt) {
+    return alloy_ops_env_int("ALLOY_NN_CONV_BWD_TGS", 132, 8448, CONV_TGS_BWD / 2 * conv_bwd_minb(dt));
+}
+static int64_t conv_bwd_l(void) { return alloy_ops_env_int("ALLOY_NN_CONV_BWD_L", 8, 128, CONV_L); }
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
-static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target) {
+static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target, int64_t L) {
     const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
-    const int64_t nblk = d->B * ((d->S + CONV_L - 1) / CONV_L), want = (nblk + 7) / 8;
+    const int64_t nblk = d->B * ((d->S + L - 1) / L), want = (nblk + 7) / 8;
     const int64_t per = target / tiles > 1 ? target / tiles : 1, rounds = (want + per - 1) / per;
     return rounds > 0 ? (want + rounds - 1) / rounds : 0; /* as many blocks for every worker */
 }
 
 /* The launch shape and constants of causal_conv_forward / _backward with
  * `rows` threadgroup rows; ops: the arrays for the 16-byte check. */
-static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype dt, int64_t rows, int n_ops,
+static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype dt, int64_t rows, int64_t L, int n_ops,
                                 alloy_array *const *ops) {
     const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
-    const int64_t ntb = (d->S + CONV_L - 1) / CONV_L;
+    const int64_t ntb = (d->S + L - 1) / L;
     const int vec = d->C % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tiles * 32), (uint32_t)(rows * 8), 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, 8, 1);
@@ -155,9 +192,10 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
     if (st == ALLOY_OK && n > 0) {
         alloy_array *ops[3] = {x, state, oy};
         st = alloy_launch_add_output_array(l, oy);
-        /* ALLOY_NN_CONV_FWD_TGS=k (132-8448, timing): the grid sized for k threadgroups instead */
-        const int64_t tgs = alloy_ops_env_int("ALLOY_NN_CONV_FWD_TGS", 132, 8448, CONV_TGS_FWD);
-        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, tgs), 3, ops);
+        const int64_t L = conv_fwd_l(dt);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, conv_fwd_tgs(dt), L), L, 3, ops);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream());
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         /* the timesteps in halves, each half's loads before the previous half's math (PIPE,
@@ -216,7 +254,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int64_t rows = conv_rows(&d, dt, CONV_TGS_BWD / 2 * conv_bwd_minb(dt)), M = d.C * (d.K + 1);
+    const int64_t L = conv_bwd_l(), rows = conv_rows(&d, dt, conv_bwd_tgs(dt), L), M = d.C * (d.K + 1);
     const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
@@ -227,16 +265,20 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, os ? os : ox); /* os absent: never written */
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
-        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, 5, ops);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, L, 5, ops);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream());
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RING", conv_bwd_ring(dt, d.K));
-        /* with RING, a whole group's steps without a check each (fewer instructions; not timed yet, so off:
-         * ALLOY_NN_CONV_BWD_WHOLE=1 turns it on, for timing) */
+        /* with RING, a whole group's steps as straight code without a check each (H200, 64 M elements, K 4,
+         * two rounds alternating in one call, % of copy: bfloat16 84.5 / 85.0 -> 88.3 / 88.2, float16
+         * 85.1 / 85.2 -> 86.6 / 86.3, float32 91.7 / 91.6 -> 92.4 / 92.2); ALLOY_NN_CONV_BWD_WHOLE=0 turns
+         * it off, for timing */
         if (st == ALLOY_OK)
-            st = alloy_launch_add_template_int(l, "WHOLE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_WHOLE", 0, 1, 0));
+            st = alloy_launch_add_template_int(l, "WHOLE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_WHOLE", 0, 1, 1));
         if (st == ALLOY_OK)
             st = alloy_launch_add_template_int(
                 l, "PIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_PIPE", 0, 1, dt != ALLOY_FLOAT32));

@@ -4,7 +4,7 @@
 //   dstate[b,i,c] = sum_{j <= i, i-j < S}    w[c,j] * dy[b, i-j, c]  (want_state)
 //   dw[c,j] = sum_{b,t} dy[b,t,c] * ext(b, t-KT+1+j, c),  db[c] = sum_{b,t} dy[b,t,c]
 // Layout as causal_conv_forward (a thread per chunk of V channels, conv_chunk.h,
-// walks blocks of L = 32 timesteps; worker k of NW takes blocks k, k + NW, ...;
+// walks blocks of L = BL timesteps (a template: 32); worker k of NW takes blocks k, k + NW, ...;
 // vector accesses with VEC), with two windows in registers: the KT inputs up
 // to time t (for dw) and dy from t to t+KT-1 (for dx); NB timesteps of x and
 // dy (causal_conv.c: 8, or 6 for 16-bit data with the shifted windows, under
@@ -21,7 +21,8 @@
 // renaming; 0: shifted by a copy each step), PIPE (with RING 0: the block's
 // timesteps in halves of NB, each half's loads issued before the previous
 // half's math), WHOLE (with RING 1: a whole group's steps without a check
-// each). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// each), BL (timesteps a block), STREAM (stream.h's cache hint: 1 on the stores of dx, 2 on those and
+// the loads of x and dy). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -35,15 +36,19 @@
 //! template: RING=0
 //! template: PIPE=0
 //! template: WHOLE=0
+//! template: BL=32
+//! template: STREAM=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
+#define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
-constexpr int L = 32; // NB (template): timesteps of x and of dy loaded before use
+constexpr int L = BL; // NB (template): timesteps of x and of dy loaded before use
+constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x and dy with stream.h's hint
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
@@ -97,8 +102,8 @@ if (cc < CC) {
         auto load = [&](thread uint4 *rx, thread uint4 *rd, int sb, int G) {
             const bool whole = sb + G <= nd;
             for (int k = 0; k < G; k++) {
-                rx[k] = whole || sb + k < n ? nn_ldbits(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
-                rd[k] = whole || sb + k < nd ? nn_ldbits(&dyb[long(sb + k + KT - 1) * C], m, vec)
+                rx[k] = whole || sb + k < n ? nn_ldbits<SL>(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
+                rd[k] = whole || sb + k < nd ? nn_ldbits<SL>(&dyb[long(sb + k + KT - 1) * C], m, vec)
                                              : uint4(0u, 0u, 0u, 0u);
             }
         };

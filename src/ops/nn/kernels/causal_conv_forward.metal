@@ -3,7 +3,7 @@
 // where time tau < 0 reads state[b, KT-1+tau, c] (has_state) or 0.
 // Each thread serves one chunk of V channels c0 = cc * V .. (conv_chunk.h: 4
 // float32 / float16 / bfloat16, 2 float64) and walks blocks of L = 32
-// consecutive timesteps, keeping the last KT-1 inputs in registers (a block's
+// consecutive timesteps (L: the template BL), keeping the last KT-1 inputs in registers (a block's
 // halo, read again after the previous block's thread read it, comes from
 // cache), its taps and bias in registers, and loading NB timesteps (a
 // template) before using them. With VEC (C % V == 0;
@@ -17,7 +17,9 @@
 // path's registers), PIPE (1: the block's timesteps in halves of NB, each
 // half's loads issued before the previous half's math; causal_conv.c), NB
 // (timesteps loaded ahead: 8 float32, 16 of 16-bit data, 128 bytes either
-// way), MINB (launch bound: threadgroups per SM).
+// way), MINB (launch bound: threadgroups per SM), BL (timesteps a block, a
+// multiple of NB: causal_conv.c), STREAM (stream.h's cache hint: 1 on the
+// stores of y, 2 on those and the loads of x).
 // Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_forward
@@ -30,14 +32,18 @@
 //! template: PIPE=0
 //! template: NB=8
 //! template: MINB=2
+//! template: BL=32
+//! template: STREAM=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
+#define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
-constexpr int L = 32; // NB (template): timesteps of x loaded before use
+constexpr int L = BL; // NB (template): timesteps of x loaded before use
+constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x with stream.h's hint
 constexpr bool vec = VEC != 0;
 const int CC = (C + V - 1) / V;
 const int cc = int(thread_position_in_grid.x);
@@ -71,7 +77,7 @@ if (cc < CC) {
         auto load = [&](thread uint4 *raw, int sb, int G) {
             const bool whole = sb + G <= n;
             for (int k = 0; k < G; k++)
-                raw[k] = whole || sb + k < n ? nn_ldbits(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
+                raw[k] = whole || sb + k < n ? nn_ldbits<SL>(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
         };
         auto step = [&](uint4 r, int s) {
             nn_unpack<T>(r, &hw[(KT - 1) * V]);

@@ -5,15 +5,17 @@
 // as a float32 one, where 8 of them took about 180 registers a thread in the
 // backward). Raw bits travel in a uint4 (a 16-bit chunk uses .x and .y).
 // With vec a chunk is one access of its bytes at p (aligned to them), else
-// the first m elements one by one (the rest read as 0).
-template <class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
+// the first m elements one by one (the rest read as 0). Vector stores, and
+// vector loads with STRM 1, carry stream.h's hint where the kernel asks for it.
+#include "src/ops/nn/kernels/stream.h"
+template <int STRM = 0, class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
     if constexpr (sizeof(T) == 2) {
         if (vec) {
-            const uint2 h = *(const uint2 *)p;
+            const uint2 h = STRM != 0 ? nn_ld8(p) : *(const uint2 *)p;
             return uint4(h.x, h.y, 0u, 0u);
         }
     } else if (vec) {
-        return *(const uint4 *)p;
+        return STRM != 0 ? nn_ld16(p) : *(const uint4 *)p;
     }
     uint4 u = uint4(0u, 0u, 0u, 0u);
     if constexpr (sizeof(T) == 8) {
@@ -35,11 +37,11 @@ template <class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
 template <class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
     if constexpr (sizeof(T) == 2) {
         if (vec) {
-            *(uint2 *)p = uint2(u.x, u.y);
+            nn_st8(p, uint2(u.x, u.y));
             return;
         }
     } else if (vec) {
-        *(uint4 *)p = u;
+        nn_st16(p, u);
         return;
     }
     if constexpr (sizeof(T) == 8) {
