@@ -195,6 +195,26 @@ static void test_mlstm_step_persistent(void) {
     unsetenv("ALLOY_MLSTM_STEP_PS");
 }
 
+/* ALLOY_MLSTM_STEP_PIPE=1: each batch's rows in two halves, the next batch's half loaded right after this
+ * batch's half: one batch that is the last (DHQK 17), several with a partial last one (DHQK 300: halves of 8,
+ * then with batches of 12 halves of 6, then of 4 halves of 2), 16-byte columns over three tiles, and with the
+ * persistent grid (PS) — in place and into other arrays, as every case here. */
+static void test_mlstm_step_pipe(void) {
+    setenv("ALLOY_MLSTM_STEP_PIPE", "1", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "PIPE D=17/72");
+    both(3, 2, 2, 300, 40, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 2, "PIPE D=300/40");
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "PIPE wide D=33/260");
+    setenv("ALLOY_MLSTM_STEP_RB", "12", 1);
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "PIPE RB=12 wide D=300/132");
+    setenv("ALLOY_MLSTM_STEP_RB", "4", 1);
+    both(3, 2, 2, 300, 40, ALLOY_FLOAT16, GATES_PLAIN, 1, 2, "PIPE RB=4 D=300/40");
+    unsetenv("ALLOY_MLSTM_STEP_RB");
+    setenv("ALLOY_MLSTM_STEP_PS", "2", 1);
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "PIPE PS wide D=33/260");
+    unsetenv("ALLOY_MLSTM_STEP_PS");
+    unsetenv("ALLOY_MLSTM_STEP_PIPE");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -347,6 +367,7 @@ int main(void) {
     RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_step_tiles_in_one_group);
     RUN(test_mlstm_step_persistent);
+    RUN(test_mlstm_step_pipe);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

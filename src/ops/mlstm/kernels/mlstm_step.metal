@@ -36,7 +36,9 @@
 // threads: 8 or 16), NM (write n' and m'), RB (rows loaded before the first
 // store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`),
 // TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
-// walking the items: the grid and the launch bound).
+// walking the items: the grid and the launch bound), PIPE (a batch's rows in
+// two halves of RB / 2, each half's slots reloaded with the next batch's rows
+// right after its math: RB even).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
@@ -49,6 +51,7 @@
 //! template: RB=16
 //! template: TL=false
 //! template: PS=0
+//! template: PIPE=false
 //! header:
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
@@ -156,10 +159,10 @@ auto run_tile = [&](long bh, int tile, bool loaded, long next) {
     }
     float acc[W], ia_v[W];
     for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
-    for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
-        if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
+    // rows u0 .. u1-1 of the batch at j0: C' stored, q^ . C' summed
+    auto rows_math = [&](int j0, int u0, int u1) {
         #pragma unroll
-        for (int u = 0; u < RB; u++) {
+        for (int u = u0; u < u1; u++) {
             const int j = j0 + RY * u;
             if (j < DHQK) {
                 float cn[W];
@@ -169,6 +172,25 @@ auto run_tile = [&](long bh, int tile, bool loaded, long next) {
                 }
                 st_store<W>(C_out + co + long(j) * DHHV, cn);
             }
+        }
+    };
+    if constexpr (PIPE) {
+        // the batch in halves of H rows: each half's slots reloaded with the next batch's rows as soon as
+        // its math is done, so the next batch's first half is in flight through this batch's second half
+        constexpr int H = RB / 2;
+        for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
+            const int jn = j0 + RB * RY;
+            rows_math(j0, 0, H);
+            if (jn < DHQK) st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn, live, k, q, qo, scale, cv, kv, qv);
+            rows_math(j0, H, RB);
+            if (jn + RY * H < DHQK)
+                st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H, kv + H,
+                                          qv + H);
+        }
+    } else {
+        for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
+            if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
+            rows_math(j0, 0, RB);
         }
     }
     if (PS > 0 && next < items) load_first(next / tiles, int(next % tiles));
