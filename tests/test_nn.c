@@ -720,36 +720,54 @@ static void test_conv(void) {
  * of timesteps that do not divide the 32 of a block (ALLOY_NN_CONV_FWD_NB=12: halves of 6;
  * ALLOY_NN_CONV_BWD_NB=5), so that whole groups and a block's checked last group alternate, a grid of
  * few forward threadgroups (ALLOY_NN_CONV_FWD_TGS=132), the block-wide windows' whole groups with a check a
- * step (ALLOY_NN_CONV_BWD_WHOLE=0; straight code is the default), forward blocks of 16, 32 and 20 timesteps
- * (ALLOY_NN_CONV_FWD_L: float32's default 16, the others' 32; 20: not a multiple of the groups), backward
- * blocks of 16 and 20 (ALLOY_NN_CONV_BWD_L) and a backward grid of more threadgroups, so more partial rows
- * (ALLOY_NN_CONV_BWD_TGS=528), and the streaming cache hint
- * (ALLOY_NN_CONV_STREAM=1|2: on CUDA only, compiled by the NVRTC twin) — on
+ * step (ALLOY_NN_CONV_BWD_WHOLE=0; straight code is the default) — on
  * test_conv's cases: partial last blocks and halves, kernel sizes 1 to 8, decoding states, several workers a
  * sequence. */
 static void test_conv_ring(void) {
     const conv_case cases[7] = {{1, 1, 1, 1},    {2, 33, 5, 3},   {3, 17, 130, 8}, {2, 70, 16, 4},
                                 {3, 100, 24, 2}, {8500, 1, 8, 3}, {2, 45, 9, 4}};
-    /* RING, FWD_PIPE, BWD_PIPE, FWD_NB, BWD_NB, FWD_TGS, BWD_WHOLE, FWD_L, STREAM, BWD_L, BWD_TGS ("" : the
-     * default; TGS 132: the forward's workers take more blocks each) */
-    enum { NV = 11 };
-    static const char *forms[4][NV] = {{"0", "0", "0", "", "", "", "", "16", "", "16", ""},
-                                       {"1", "1", "0", "", "", "", "0", "32", "2", "", ""},
-                                       {"0", "1", "1", "", "", "", "", "", "", "", "528"},
-                                       {"1", "1", "0", "12", "5", "132", "1", "20", "1", "20", ""}};
-    static const char *vars[NV] = {"ALLOY_NN_CONV_BWD_RING",  "ALLOY_NN_CONV_FWD_PIPE", "ALLOY_NN_CONV_BWD_PIPE",
-                                   "ALLOY_NN_CONV_FWD_NB",    "ALLOY_NN_CONV_BWD_NB",   "ALLOY_NN_CONV_FWD_TGS",
-                                   "ALLOY_NN_CONV_BWD_WHOLE", "ALLOY_NN_CONV_FWD_L",    "ALLOY_NN_CONV_STREAM",
-                                   "ALLOY_NN_CONV_BWD_L",     "ALLOY_NN_CONV_BWD_TGS"};
+    /* RING, FWD_PIPE, BWD_PIPE, FWD_NB, BWD_NB, FWD_TGS, BWD_WHOLE ("" : the default; TGS 132: the forward's
+     * workers take more blocks each) */
+    static const char *forms[4][7] = {{"0", "0", "0", "", "", "", ""},
+                                      {"1", "1", "0", "", "", "", "0"},
+                                      {"0", "1", "1", "", "", "", ""},
+                                      {"1", "1", "0", "12", "5", "132", "1"}};
+    static const char *vars[7] = {"ALLOY_NN_CONV_BWD_RING", "ALLOY_NN_CONV_FWD_PIPE", "ALLOY_NN_CONV_BWD_PIPE",
+                                  "ALLOY_NN_CONV_FWD_NB",   "ALLOY_NN_CONV_BWD_NB",   "ALLOY_NN_CONV_FWD_TGS",
+                                  "ALLOY_NN_CONV_BWD_WHOLE"};
     for (int form = 0; form < 4; form++) {
-        for (int k = 0; k < NV; k++) {
+        for (int k = 0; k < 7; k++) {
             if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
             else unsetenv(vars[k]);
         }
         for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
-    for (int k = 0; k < NV; k++) unsetenv(vars[k]);
+    for (int k = 0; k < 7; k++) unsetenv(vars[k]);
+}
+
+/* The blocks and grids forced in turn — forward blocks of 16, 32 and 20 timesteps (ALLOY_NN_CONV_FWD_L:
+ * float32's default 16, the others' 32; 20: not a multiple of the groups), backward blocks of 16 and 20
+ * (ALLOY_NN_CONV_BWD_L), a backward grid of more threadgroups, so more partial rows
+ * (ALLOY_NN_CONV_BWD_TGS=528), and the streaming cache hint (ALLOY_NN_CONV_STREAM=1|2: on CUDA only, its
+ * inline PTX compiled by the NVRTC twin) — on two cases (partial last blocks, several workers a sequence,
+ * K 4 and 2, a decoding state) in float32 and bfloat16: each form is a kernel of its own to compile. */
+static void test_conv_blocks(void) {
+    const conv_case cases[2] = {{2, 70, 16, 4}, {3, 100, 24, 2}};
+    /* FWD_L, BWD_L, BWD_TGS, STREAM */
+    static const char *forms[4][4] = {{"16", "16", "", ""}, {"32", "20", "528", "2"}, {"20", "", "", "1"},
+                                      {"", "", "", "2"}};
+    static const char *vars[4] = {"ALLOY_NN_CONV_FWD_L", "ALLOY_NN_CONV_BWD_L", "ALLOY_NN_CONV_BWD_TGS",
+                                  "ALLOY_NN_CONV_STREAM"};
+    for (int form = 0; form < 4; form++) {
+        for (int k = 0; k < 4; k++) {
+            if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
+            else unsetenv(vars[k]);
+        }
+        for (int ci = 0; ci < 2; ci++)
+            for (int di = 0; di < 2; di++) run_conv(cases[ci], DTYPES[di == 0 ? 1 : 3], ci % 2, 1);
+    }
+    for (int k = 0; k < 4; k++) unsetenv(vars[k]);
 }
 
 /* A grid of channel counts (scalar and vector chunks, a partial last chunk, several threadgroup
@@ -903,6 +921,7 @@ int main(void) {
     RUN(test_conv);
     RUN(test_conv_grid);
     RUN(test_conv_ring);
+    RUN(test_conv_blocks);
     RUN(test_conv_decoding);
     RUN(test_empty);
     return harness_finish();
