@@ -713,6 +713,14 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
+/* Sets each of the n switches vars[k] to vals[k] ("": unset, the default). */
+static void set_switches(int n, const char *const *vars, const char *const *vals) {
+    for (int k = 0; k < n; k++) {
+        if (vals[k][0]) setenv(vars[k], vals[k], 1);
+        else unsetenv(vars[k]);
+    }
+}
+
 /* The forms of each pass forced in turn on every dtype — the backward's windows
  * (ALLOY_NN_CONV_BWD_RING=1: block-wide, moved by renaming, the default up to K = 4; =0: shifted by a copy
  * each step, 16-bit data's from K = 5), the loads in halves, each issued before the previous half's math
@@ -736,10 +744,7 @@ static void test_conv_ring(void) {
                                   "ALLOY_NN_CONV_FWD_NB",   "ALLOY_NN_CONV_BWD_NB",   "ALLOY_NN_CONV_FWD_TGS",
                                   "ALLOY_NN_CONV_BWD_WHOLE"};
     for (int form = 0; form < 4; form++) {
-        for (int k = 0; k < 7; k++) {
-            if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
-            else unsetenv(vars[k]);
-        }
+        set_switches(7, vars, forms[form]);
         for (int ci = 0; ci < 7; ci++)
             for (int di = 0; di < 4; di++) run_conv(cases[ci], DTYPES[di], ci % 2, di % 2);
     }
@@ -760,10 +765,7 @@ static void test_conv_blocks(void) {
     static const char *vars[4] = {"ALLOY_NN_CONV_FWD_L", "ALLOY_NN_CONV_BWD_L", "ALLOY_NN_CONV_BWD_TGS",
                                   "ALLOY_NN_CONV_STREAM"};
     for (int form = 0; form < 4; form++) {
-        for (int k = 0; k < 4; k++) {
-            if (forms[form][k][0]) setenv(vars[k], forms[form][k], 1);
-            else unsetenv(vars[k]);
-        }
+        set_switches(4, vars, forms[form]);
         for (int ci = 0; ci < 2; ci++)
             for (int di = 0; di < 2; di++) run_conv(cases[ci], DTYPES[di == 0 ? 1 : 3], ci % 2, 1);
     }

@@ -17,8 +17,8 @@
 // path's registers), PIPE (1: the block's timesteps in halves of NB, each
 // half's loads issued before the previous half's math; causal_conv.c), NB
 // (timesteps loaded ahead: 8 float32, 16 of 16-bit data, 128 bytes either
-// way), MINB (launch bound: threadgroups per SM), BL (timesteps a block, a
-// multiple of NB: causal_conv.c), STREAM (stream.h's cache hint: 1 on the
+// way), MINB (launch bound: threadgroups per SM), BL (timesteps a block:
+// causal_conv.c; any length, a block's last group checks), STREAM (stream.h's cache hint: 1 on the
 // stores of y, 2 on those and the loads of x).
 // Launch: grid = (ceil(ceil(C/V)/32)*32, NW, 1),
 // threadgroup = (32, 8, 1).

@@ -1,6 +1,6 @@
 // stream.h — the fused ops' vector accesses of data each byte of which the
 // kernel touches once (x, dy, y, dx), with CUDA's streaming cache hint where
-// the kernel's template STREAM is 1 (ld.global.cs / st.global.cs: the lines
+// the kernel's template STREAM is not 0 (ld.global.cs / st.global.cs: the lines
 // are evicted first, so the L2 keeps what is read again — weights, a block's
 // halo — and writes drain early); plain accesses otherwise and on every other
 // backend. A kernel that includes this defines ALLOY_NN_STREAM to its
