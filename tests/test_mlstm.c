@@ -195,11 +195,15 @@ static void test_mlstm_step_persistent(void) {
     unsetenv("ALLOY_MLSTM_STEP_PS");
 }
 
-/* ALLOY_MLSTM_STEP_PIPE=1: each batch's rows in two halves, the next batch's half loaded right after this
- * batch's half: one batch that is the last (DHQK 17), several with a partial last one (DHQK 300: halves of 8,
- * then with batches of 12 halves of 6, then of 4 halves of 2), 16-byte columns over three tiles, and with the
- * persistent grid (PS) — in place and into other arrays, as every case here. */
+/* ALLOY_MLSTM_STEP_PIPE=1 (the default with 16-byte columns, forced here on one-column lanes too): each
+ * batch's rows in two halves, the next batch's half loaded right after this batch's half: one batch that is the
+ * last (DHQK 17), several with a partial last one (DHQK 300: halves of 8, then with batches of 12 halves of 6,
+ * then of 4 halves of 2), 16-byte columns over three tiles, and with the persistent grid (PS) — in place and
+ * into other arrays, as every case here; and PIPE=0 on 16-byte columns (the form the default was). */
 static void test_mlstm_step_pipe(void) {
+    setenv("ALLOY_MLSTM_STEP_PIPE", "0", 1);
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "no PIPE wide D=33/260");
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "no PIPE wide D=300/132");
     setenv("ALLOY_MLSTM_STEP_PIPE", "1", 1);
     both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "PIPE D=17/72");
     both(3, 2, 2, 300, 40, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 2, "PIPE D=300/40");
