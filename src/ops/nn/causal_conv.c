@@ -24,14 +24,14 @@ static const char BWD_FILE[] = "src/ops/nn/kernels/causal_conv_backward.metal";
 enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
 
 /* STREAM (stream.h, both kernels): the streaming cache hint on CUDA, 1 on the
- * stores of y and dx, 2 on those and the loads of x and dy; 0 (plain) unless
- * ALLOY_NN_CONV_STREAM=k asks, for timing (H200, 64 M elements, K 4: 1 lost
- * 0.4-0.6 points forward in one round and gained backward in three, two
- * calls — float32 92.2-92.3 -> 92.6-92.7, bfloat16 87.8-88.1 -> 88.8-89.3,
- * float16 86.1-86.3 -> 86.4-86.8 —, 2 lost up to 9 points; the norms lost
- * with it everywhere, up to 5 points). The backward's 1 waits for a run of
- * the tests on CUDA before it becomes the default. */
-static int conv_stream(void) { return (int)alloy_ops_env_int("ALLOY_NN_CONV_STREAM", 0, 2, 0); }
+ * stores of y and dx, 2 on those and the loads of x and dy. The backward's
+ * default is 1 and the forward's 0 (H200, 64 M elements, K 4: 1 lost 0.4-0.6
+ * points forward in one round and gained backward in three, two calls —
+ * float32 92.2-92.3 -> 92.6-92.7, bfloat16 87.8-88.1 -> 88.8-89.3, float16
+ * 86.1-86.3 -> 86.4-86.8 —, 2 lost up to 9 points; the norms lost with it
+ * everywhere, up to 5 points); ALLOY_NN_CONV_STREAM=k says otherwise for
+ * both (timing). */
+static int conv_stream(int dflt) { return (int)alloy_ops_env_int("ALLOY_NN_CONV_STREAM", 0, 2, dflt); }
 
 /* The forward's threadgroups in all (the grid's sizing, conv_rows) and its
  * block of timesteps: float32 blocks of 16 and 32 threadgroups an SM of an
@@ -195,7 +195,7 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
         const int64_t L = conv_fwd_l(dt);
         if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, conv_fwd_tgs(dt), L), L, 3, ops);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream());
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(0));
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         /* the timesteps in halves, each half's loads before the previous half's math (PIPE,
@@ -267,7 +267,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
         if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, L, 5, ops);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream());
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(1));
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
