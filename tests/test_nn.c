@@ -328,6 +328,93 @@ typedef struct norm_case {
     int64_t R, D, DH; /* DH 0: whole rows */
 } norm_case;
 
+/* float64 dx, dweight and dbias of the norms at the given statistics st ((mu, rstd) a group; RMSNorm's mu
+ * is not read, 0): what the _stats backward computes, from any statistics. */
+static void norm_bwd_ref_stats(int rms, const double *x, const double *w, const double *dy, const double *st,
+                               int64_t R, int64_t D, int64_t DH, double *dx, double *dw, double *db) {
+    const int64_t G = D / DH;
+    for (int64_t j = 0; j < D; j++) dw[j] = db[j] = 0;
+    for (int64_t g = 0; g < R * G; g++) {
+        const double mu = rms ? 0 : st[2 * g], rstd = st[2 * g + 1];
+        const int64_t col0 = (g % G) * DH;
+        double sg = 0, sgx = 0;
+        for (int64_t j = 0; j < DH; j++) {
+            const double gj = dy[g * DH + j] * w[col0 + j], xh = (x[g * DH + j] - mu) * rstd;
+            sg += gj;
+            sgx += gj * xh;
+        }
+        const double mg = rms ? 0 : sg / (double)DH, mgx = sgx / (double)DH;
+        for (int64_t j = 0; j < DH; j++) {
+            const double gj = dy[g * DH + j] * w[col0 + j], xh = (x[g * DH + j] - mu) * rstd;
+            dx[g * DH + j] = rstd * (gj - mg - xh * mgx);
+            dw[col0 + j] += dy[g * DH + j] * xh;
+            db[col0 + j] += dy[g * DH + j];
+        }
+    }
+}
+
+/* run_norm also checks the _stats forms while this is set (test_norms, _grid, _variants): y bit for bit the
+ * plain forward's, the statistics against float64, and the backward from them against norm_bwd_ref_stats. */
+static int g_stats;
+
+static void check_stats_forms(int rms, norm_case nc, alloy_dtype dt, alloy_array *X, alloy_array *W, alloy_array *B,
+                              alloy_array *DY, const double *y, const double *x, const double *w, const double *dy,
+                              double eps) {
+    const int64_t R = nc.R, D = nc.D, DH = nc.DH ? nc.DH : D, n = R * D, G = D / DH;
+    const int64_t shape[2] = {R, D}, s_stats[3] = {R, G, 2};
+    const alloy_dtype at = dt == ALLOY_FLOAT64 ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
+    alloy_array *Y = nan_array(dt, 2, shape), *S = nan_array(at, 3, s_stats), *DX = nan_array(dt, 2, shape);
+    alloy_array *DW = nan_array(dt, 1, &D), *DB = nan_array(dt, 1, &D);
+    if (rms) CHECK_OK(alloy_nn_rms_norm_stats(X, W, nc.DH, eps, NULL, &Y, &S));
+    else CHECK_OK(alloy_nn_layer_norm_stats(X, W, B, nc.DH, eps, NULL, &Y, &S));
+    if (rms) CHECK_OK(alloy_nn_rms_norm_backward_stats(X, W, DY, S, nc.DH, NULL, &DX, &DW));
+    else CHECK_OK(alloy_nn_layer_norm_backward_stats(X, W, DY, S, nc.DH, NULL, &DX, &DW, &DB));
+    double *y2 = host_of(Y), *st = host_of(S), *dx = host_of(DX), *dw = host_of(DW), *db = host_of(DB);
+    const char *name = rms ? "rms" : "layer";
+    int same = 1;
+    for (int64_t e = 0; e < n; e++) same &= (isnan(y[e]) && isnan(y2[e])) || y[e] == y2[e];
+    CHECK_MSG(same, "%s_stats R=%lld D=%lld DH=%lld %s: y differs from the plain forward's", name, (long long)R,
+              (long long)D, (long long)DH, alloy_dtype_name(dt));
+    /* the statistics against float64 (float32 sums: about DH float32 ulps of the group's magnitude) */
+    const double tmu = dt == ALLOY_FLOAT64 ? 1e-12 : 1e-4, trs = dt == ALLOY_FLOAT64 ? 1e-12 : 1e-3;
+    double worst_mu = 0, worst_rs = 0;
+    int zero_mean = 1, nan_kept = 1;
+    for (int64_t g = 0; g < R * G; g++) {
+        double mu = 0, var = 0, mx = 0;
+        int has_nan = 0;
+        for (int64_t j = 0; j < DH; j++) has_nan |= isnan(x[g * DH + j]), mx = fmax(mx, fabs(x[g * DH + j]));
+        if (!rms) {
+            for (int64_t j = 0; j < DH; j++) mu += x[g * DH + j];
+            mu /= (double)DH;
+        }
+        for (int64_t j = 0; j < DH; j++) var += (x[g * DH + j] - mu) * (x[g * DH + j] - mu);
+        const double rstd = 1 / sqrt(var / (double)DH + eps);
+        if (rms) zero_mean &= st[2 * g] == 0;
+        if (has_nan) {
+            nan_kept &= isnan(st[2 * g + 1]);
+            continue;
+        }
+        worst_mu = fmax(worst_mu, fabs(st[2 * g] - mu) / fmax(mx, 1e-300));
+        worst_rs = fmax(worst_rs, fabs(st[2 * g + 1] - rstd) / rstd);
+    }
+    CHECK_MSG(worst_mu <= tmu && worst_rs <= trs && zero_mean && nan_kept,
+              "%s_stats R=%lld D=%lld DH=%lld %s: mean error %.3g, rstd error %.3g, RMSNorm means 0: %d, NaN kept: %d",
+              name, (long long)R, (long long)D, (long long)DH, alloy_dtype_name(dt), worst_mu, worst_rs, zero_mean,
+              nan_kept);
+    /* the backward from those statistics against float64 at the same statistics */
+    double *rdx = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rdw = malloc(sizeof(double) * (size_t)(D ? D : 1));
+    double *rdb = malloc(sizeof(double) * (size_t)(D ? D : 1));
+    norm_bwd_ref_stats(rms, x, w, dy, st, R, D, DH, rdx, rdw, rdb);
+    for (int64_t e = 0; e < n; e++) rdx[e] = round_to(dt, rdx[e]);
+    const double ex = rel_err(dx, rdx, n), ew = rel_err(dw, rdw, D), eb = rms ? 0 : rel_err(db, rdb, D);
+    CHECK_MSG(ex <= 4 * tol(dt) && ew <= 4 * tol(dt) && eb <= 4 * tol(dt),
+              "%s_backward_stats R=%lld D=%lld DH=%lld %s: dx %.3g dweight %.3g dbias %.3g", name, (long long)R,
+              (long long)D, (long long)DH, alloy_dtype_name(dt), ex, ew, eb);
+    free(y2), free(st), free(dx), free(dw), free(db), free(rdx), free(rdw), free(rdb);
+    alloy_array *all[] = {Y, S, DX, DW, DB};
+    for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+}
+
 static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int hostile) {
     const int64_t R = nc.R, D = nc.D, DH = nc.DH ? nc.DH : D, n = R * D;
     const double eps = 1e-5;
@@ -356,6 +443,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
     const double ey = rel_err(y, ry, n);
     CHECK_MSG(ey <= 2 * tol(dt), "%s R=%lld D=%lld DH=%lld %s: y error %.3g", rms ? "rms" : "layer", (long long)R,
               (long long)D, (long long)DH, alloy_dtype_name(dt), ey);
+    if (g_stats) check_stats_forms(rms, nc, dt, X, W, B, DY, y, x, w, dy, eps);
     if (hostile == 1 && R >= 3) {
         /* the constant row: y = bias exactly (LayerNorm), finite (RMSNorm); NaN stays in its group */
         for (int64_t j = 0; j < D; j++) CHECK(isfinite(y[j]) && isfinite(dx[j]));
@@ -404,6 +492,7 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
 }
 
 static void test_norms(void) {
+    g_stats = 1;
     /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100, 2200: more
      * than one SIMD group holds (2 to 8 SIMD groups per group); 8500: more than 8 hold in float32 and
      * float64 (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows, several
@@ -420,6 +509,7 @@ static void test_norms(void) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
                 if (ci == 1 || ci == 3 || ci == 10) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
             }
+    g_stats = 0;
 }
 
 /* A grid of row lengths and head sizes around the kernels' boundaries (one lane's chunk, a SIMD
@@ -430,6 +520,7 @@ static void test_norms_grid(void) {
     static const int64_t Ds[] = {2, 31, 255, 256, 257, 513, 1022, 2304, 5000};
     static const int64_t heads[] = {0, 1, 8, 64, 128, 256};
     int x = 0;
+    g_stats = 1;
     for (int a = 0; a < 9; a++)
         for (int b = 0; b < 6; b++) {
             const int64_t D = Ds[a], DH = heads[b];
@@ -438,6 +529,7 @@ static void test_norms_grid(void) {
             run_norm(x % 2, x % 3 == 0, c, DTYPES[x % 4], 0);
             x++;
         }
+    g_stats = 0;
 }
 
 /* LayerNorm's backward with its statistics in one reduction round (ONEPASS: the default for float32
@@ -484,6 +576,7 @@ static void test_norms_variants(void) {
                                      {"ALLOY_NN_NORM_BWD_PD", "0"},
                                      {"ALLOY_NN_NORM_BWD_PD", "2"},
                                      {"ALLOY_NN_NORM_BWD_OPQ", "1"}};
+    g_stats = 1; /* the _stats backward takes the same switches */
     for (int v = 0; v < 6; v++) {
         /* v = 5: REGS and MAXNC together (two SIMD groups a row of 1024, each lane's sums in registers) */
         if (v < 5) setenv(vars[v][0], vars[v][1], 1);
@@ -498,6 +591,7 @@ static void test_norms_variants(void) {
                 }
         unsetenv(vars[0][0]), unsetenv(vars[1][0]), unsetenv(vars[2][0]), unsetenv(vars[4][0]);
     }
+    g_stats = 0;
 }
 
 /* The forward's threadgroups of each size (ALLOY_NN_NORM_FWD_SG=1, 2, 4, 8; the defaults: 1 for float32 and
@@ -523,6 +617,46 @@ static void test_norms_fwd_sg(void) {
             }
     }
     unsetenv("ALLOY_NN_NORM_FWD_SG");
+}
+
+/* The _stats backward reads the statistics it is given: statistics that are not x's (each group's mean
+ * moved and rstd scaled) give the gradient at those statistics (norm_bwd_ref_stats), on the row kernels
+ * (rows, heads, several SIMD groups a group) and on the threadgroup-per-group kernels (8500 float32 and
+ * float64), for every dtype. */
+static void test_norms_given_stats(void) {
+    const norm_case cases[5] = {{3, 33, 0}, {9, 1024, 0}, {11, 4096, 512}, {2, 2100, 0}, {2, 8500, 0}};
+    for (int rms = 0; rms < 2; rms++)
+        for (int ci = 0; ci < 5; ci++)
+            for (int di = 0; di < 4; di++) {
+                const alloy_dtype dt = DTYPES[di], at = di == 0 ? ALLOY_FLOAT64 : ALLOY_FLOAT32;
+                const norm_case c = cases[ci];
+                const int64_t R = c.R, D = c.D, DH = c.DH ? c.DH : D, G = D / DH, n = R * D;
+                const int64_t shape[2] = {R, D}, s_stats[3] = {R, G, 2};
+                double *x = random_vec(dt, n, -3, 3), *w = random_vec(dt, D, 0.5, 1.5), *dy = random_vec(dt, n, -1, 1);
+                double *st = malloc(sizeof(double) * (size_t)(2 * R * G));
+                for (int64_t g = 0; g < R * G; g++) {
+                    st[2 * g] = round_to(at, harness_uniform(-0.5, 0.5));
+                    st[2 * g + 1] = round_to(at, harness_uniform(0.3, 2.0));
+                }
+                alloy_array *X = dev_array(dt, 2, shape, x), *W = dev_array(dt, 1, &D, w), *DY = dev_array(dt, 2, shape, dy);
+                alloy_array *S = dev_array(at, 3, s_stats, st), *DX = nan_array(dt, 2, shape);
+                alloy_array *DW = nan_array(dt, 1, &D), *DB = nan_array(dt, 1, &D);
+                if (rms) CHECK_OK(alloy_nn_rms_norm_backward_stats(X, W, DY, S, c.DH, NULL, &DX, &DW));
+                else CHECK_OK(alloy_nn_layer_norm_backward_stats(X, W, DY, S, c.DH, NULL, &DX, &DW, &DB));
+                double *dx = host_of(DX), *dw = host_of(DW), *db = host_of(DB);
+                double *rdx = malloc(sizeof(double) * (size_t)n), *rdw = malloc(sizeof(double) * (size_t)D);
+                double *rdb = malloc(sizeof(double) * (size_t)D);
+                norm_bwd_ref_stats(rms, x, w, dy, st, R, D, DH, rdx, rdw, rdb);
+                for (int64_t e = 0; e < n; e++) rdx[e] = round_to(dt, rdx[e]);
+                const double ex = rel_err(dx, rdx, n), ew = rel_err(dw, rdw, D), eb = rms ? 0 : rel_err(db, rdb, D);
+                CHECK_MSG(ex <= 4 * tol(dt) && ew <= 4 * tol(dt) && eb <= 4 * tol(dt),
+                          "%s_backward_stats, given statistics, R=%lld D=%lld DH=%lld %s: dx %.3g dweight %.3g dbias %.3g",
+                          rms ? "rms" : "layer", (long long)R, (long long)D, (long long)DH, alloy_dtype_name(dt), ex, ew,
+                          eb);
+                free(x), free(w), free(dy), free(st), free(dx), free(dw), free(db), free(rdx), free(rdw), free(rdb);
+                alloy_array *all[] = {X, W, DY, S, DX, DW, DB};
+                for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
+            }
 }
 
 /* A row-contiguous view of x starting one element into a buffer of its own: not 16-byte aligned, so the
@@ -901,6 +1035,24 @@ static void test_errors(void) {
     bad = csb;
     CHECK_FAILS(alloy_nn_causal_conv1d(x3, cw, NULL, cs, NULL, &out, &bad), INV, "state_out has shape (2, 3, 8)");
     CHECK_FAILS(alloy_nn_causal_conv1d_backward(x3, cw, NULL, NULL, NULL, &out, NULL, NULL, NULL), INV, "dy is NULL");
+    /* the _stats forms: stats NULL, of the wrong shape or dtype */
+    const int64_t sst[3] = {3, 1, 2}, sstb[3] = {3, 2, 2};
+    alloy_array *stt = dev_array(ALLOY_FLOAT32, 3, sst, zeros), *sttb = dev_array(ALLOY_FLOAT32, 3, sstb, zeros);
+    alloy_array *stt16 = dev_array(ALLOY_FLOAT16, 3, sst, zeros), *yy = NULL;
+    CHECK_FAILS(alloy_nn_rms_norm_stats(x, w, 0, 1e-5, NULL, &yy, NULL), INV, "stats is NULL");
+    bad = sttb;
+    CHECK_FAILS(alloy_nn_layer_norm_stats(x, w, NULL, 0, 1e-5, NULL, &yy, &bad), INV,
+                "stats has shape (3, 2, 2) but must have shape (3, 1, 2)");
+    CHECK(yy == NULL);
+    CHECK_FAILS(alloy_nn_rms_norm_backward_stats(x, w, x, NULL, 0, NULL, &out, NULL), INV, "stats is NULL");
+    CHECK_FAILS(alloy_nn_layer_norm_backward_stats(x, w, x, sttb, 0, NULL, &out, NULL, NULL), INV,
+                "stats has shape (3, 2, 2) but must have shape (3, 1, 2)");
+    CHECK_FAILS(alloy_nn_layer_norm_backward_stats(x, w, x, stt16, 0, NULL, &out, NULL, NULL), INV,
+                "stats is float16 but must be float32");
+    CHECK_FAILS(alloy_nn_layer_norm_backward_stats(x, w, x, stt, 4, NULL, &out, NULL, NULL), INV,
+                "stats has shape (3, 1, 2) but must have shape (3, 2, 2)");
+    CHECK_FAILS(alloy_nn_rms_norm_backward_stats(x, w, NULL, stt, 0, NULL, &out, NULL), INV, "dy is NULL");
+    alloy_array_free(stt), alloy_array_free(sttb), alloy_array_free(stt16);
     CHECK(out == NULL);
     alloy_array *all[] = {x, w, w7, w16, x3, cw9, cw, cs, csb, xi};
     for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
@@ -919,6 +1071,7 @@ int main(void) {
     RUN(test_norms_shift);
     RUN(test_norms_variants);
     RUN(test_norms_fwd_sg);
+    RUN(test_norms_given_stats);
     RUN(test_unaligned);
     RUN(test_conv);
     RUN(test_conv_grid);

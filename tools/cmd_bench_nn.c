@@ -11,7 +11,9 @@
  *
  * Calls: forward y = op(x); backward from x and dy, every gradient a training
  * step needs — soft-cap dx; the norms dx and dweight (and dbias for LayerNorm
- * with a bias); the convolution dx, dw and db. Every output array is given,
+ * with a bias); the convolution dx, dw and db. The norms' "bwd stats" rows:
+ * the backward from the statistics the _stats forward saved (computed once,
+ * untimed), as a framework's training step runs it. Every output array is given,
  * so nothing is allocated per call (the norms' and the convolution's
  * backward allocate their small float32 reduction scratch).
  *
@@ -21,7 +23,8 @@
  *   soft-cap   fwd 2 N E                 bwd 3 N E
  *   RMSNorm    fwd (2 N + D) E           bwd (3 N + 2 D) E        (w; dw)
  *   LayerNorm  fwd (2 N + 2 D) E         bwd (3 N + 3 D) E        (w, b; dw, db)
- *              without bias one D less in each
+ *              without bias one D less in each; bwd stats: 8 bytes more a
+ *              group (its float32 mean and rstd)
  *   conv1d     fwd (2 N + C K + C) E     bwd (3 N + 2 C K + C) E  (w, b; dw, db)
  *
  * Copy: for each byte count, a copy of half as many bytes (read and written:
@@ -81,7 +84,7 @@ static const nn_size NN_SIZES[] = {
 typedef struct nn_ctx {
     const nn_size *z;
     int bwd;
-    alloy_array *x, *dy, *w, *b, *out, *dw, *db;
+    alloy_array *x, *dy, *w, *b, *out, *dw, *db, *stats; /* stats: the norms' bwd stats rows */
     alloy_stream *s;
 } nn_ctx;
 
@@ -95,13 +98,16 @@ static int run_op(void *p) {
         st = c->bwd ? alloy_nn_softcap_backward(c->x, c->dy, CAP, c->s, &out) : alloy_nn_softcap(c->x, CAP, c->s, &out);
         break;
     case NN_RMS:
-        st = c->bwd ? alloy_nn_rms_norm_backward(c->x, c->w, c->dy, z->head_dim, EPS, c->s, &out, &dw)
-                    : alloy_nn_rms_norm(c->x, c->w, z->head_dim, EPS, c->s, &out);
+        st = c->stats ? alloy_nn_rms_norm_backward_stats(c->x, c->w, c->dy, c->stats, z->head_dim, c->s, &out, &dw)
+             : c->bwd ? alloy_nn_rms_norm_backward(c->x, c->w, c->dy, z->head_dim, EPS, c->s, &out, &dw)
+                      : alloy_nn_rms_norm(c->x, c->w, z->head_dim, EPS, c->s, &out);
         break;
     case NN_LN:
-        st = c->bwd ? alloy_nn_layer_norm_backward(c->x, c->w, c->dy, z->head_dim, EPS, c->s, &out, &dw,
-                                                   z->bias ? &db : NULL)
-                    : alloy_nn_layer_norm(c->x, c->w, c->b, z->head_dim, EPS, c->s, &out);
+        st = c->stats ? alloy_nn_layer_norm_backward_stats(c->x, c->w, c->dy, c->stats, z->head_dim, c->s, &out, &dw,
+                                                           z->bias ? &db : NULL)
+             : c->bwd ? alloy_nn_layer_norm_backward(c->x, c->w, c->dy, z->head_dim, EPS, c->s, &out, &dw,
+                                                     z->bias ? &db : NULL)
+                      : alloy_nn_layer_norm(c->x, c->w, c->b, z->head_dim, EPS, c->s, &out);
         break;
     default:
         st = c->bwd ? alloy_nn_causal_conv1d_backward(c->x, c->w, NULL, c->dy, c->s, &out, &dw, z->bias ? &db : NULL,
@@ -112,9 +118,10 @@ static int run_op(void *p) {
     return st != ALLOY_OK;
 }
 
-/* Bytes the op must move (the file's comment). */
+/* Bytes the op must move (the file's comment); bwd 2: from saved statistics. */
 static double op_bytes(const nn_size *z, int bwd, size_t es) {
     const double N = (double)(z->d0 * z->d1 * z->d2), D = (double)z->d2, E = (double)es;
+    if (bwd == 2) return op_bytes(z, 1, es) + 8.0 * N / (double)(z->head_dim ? z->head_dim : z->d2);
     switch (z->kind) {
     case NN_SOFTCAP: return (bwd ? 3 : 2) * N * E;
     case NN_RMS: return (bwd ? 3 * N + 2 * D : 2 * N + D) * E;
@@ -230,6 +237,10 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
     if (st == ALLOY_OK) st = alloy_array_new(dev, dt, 3, sx, &c.out);
     if (st == ALLOY_OK && bwd && has_w) st = alloy_array_new(dev, dt, z->kind == NN_CONV ? 2 : 1, z->kind == NN_CONV ? sw : sd, &c.dw);
     if (st == ALLOY_OK && bwd && has_b) st = alloy_array_new(dev, dt, 1, sd, &c.db);
+    /* bwd stats: the statistics the forward saves, computed once here (into out, overwritten by dx) */
+    if (st == ALLOY_OK && bwd == 2)
+        st = z->kind == NN_RMS ? alloy_nn_rms_norm_stats(c.x, c.w, z->head_dim, EPS, s, &c.out, &c.stats)
+                               : alloy_nn_layer_norm_stats(c.x, c.w, c.b, z->head_dim, EPS, s, &c.out, &c.stats);
     const double bytes = op_bytes(z, bwd, es);
     double t = -1, err = -1, share = -1;
     if (st == ALLOY_OK) {
@@ -279,7 +290,7 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
         }
         fflush(stdout);
     }
-    alloy_array *all[] = {c.x, c.dy, c.w, c.b, c.out, c.dw, c.db};
+    alloy_array *all[] = {c.x, c.dy, c.w, c.b, c.out, c.dw, c.db, c.stats};
     for (size_t e = 0; e < sizeof all / sizeof all[0]; e++) alloy_array_free(all[e]);
     free(hx), free(hdy), free(hout), free(hw), free(hb);
     return failed;
@@ -301,10 +312,11 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
     for (size_t zi = 0; zi < sizeof NN_SIZES / sizeof *NN_SIZES; zi++) {
         const nn_size *z = &NN_SIZES[zi];
         if ((quick || !is_cuda) != z->quick) continue; /* --quick and the CPU: the small rows */
+        const int norm = z->kind == NN_RMS || z->kind == NN_LN;
         for (int d = 0; d < 3; d++)
-            for (int bwd = 0; bwd < 2; bwd++) {
+            for (int bwd = 0; bwd < (norm ? 3 : 2); bwd++) {
                 char label[64];
-                snprintf(label, sizeof label, "%s %s %s", z->name, DTN[d], bwd ? "bwd" : "fwd");
+                snprintf(label, sizeof label, "%s %s %s", z->name, DTN[d], bwd == 2 ? "bwd stats" : bwd ? "bwd" : "fwd");
                 if (!bench_label_wanted(label, only)) continue;
                 failures += bench_one(dev, s, z, DTS[d], bwd, label, &copy, json, &rng);
             }

@@ -57,6 +57,29 @@ alloy_status alloy_nn_layer_norm_backward(alloy_array *x, alloy_array *weight, a
                                           double eps, alloy_stream *stream, alloy_array **dx,
                                           alloy_array **dweight, alloy_array **dbias);
 
+/* The forward that also gives each group's statistics, what a framework keeps
+ * between the passes (8 bytes a group for float32): y is the plain forward's,
+ * bit for bit, and *stats (R, G, 2) — R = size(x) / D rows, G = D / head_dim
+ * groups a row — holds each group's (mean, rstd) in float32 (float64 for
+ * float64 x), rstd = 1 / sqrt(variance + eps); RMSNorm's mean is 0 and
+ * its rstd 1 / sqrt(mean(x^2) + eps). stats NULL is an error (use the plain
+ * forward); *stats NULL receives a new array, a given one is written. */
+alloy_status alloy_nn_rms_norm_stats(alloy_array *x, alloy_array *weight, int64_t head_dim, double eps,
+                                     alloy_stream *stream, alloy_array **y, alloy_array **stats);
+alloy_status alloy_nn_layer_norm_stats(alloy_array *x, alloy_array *weight, alloy_array *bias, int64_t head_dim,
+                                       double eps, alloy_stream *stream, alloy_array **y, alloy_array **stats);
+
+/* The backward from saved statistics (the _stats forward's, for this x and
+ * head_dim): the gradient at those statistics, without recomputing them —
+ * the row kernels then make one pass and one reduction round a row. eps is
+ * not needed (it is in rstd); RMSNorm's mean slot is not read. */
+alloy_status alloy_nn_rms_norm_backward_stats(alloy_array *x, alloy_array *weight, alloy_array *dy,
+                                              alloy_array *stats, int64_t head_dim, alloy_stream *stream,
+                                              alloy_array **dx, alloy_array **dweight);
+alloy_status alloy_nn_layer_norm_backward_stats(alloy_array *x, alloy_array *weight, alloy_array *dy,
+                                                alloy_array *stats, int64_t head_dim, alloy_stream *stream,
+                                                alloy_array **dx, alloy_array **dweight, alloy_array **dbias);
+
 /* The largest kernel size of the causal depthwise convolution. */
 #define ALLOY_NN_CONV_MAX_K 8
 

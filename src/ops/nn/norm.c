@@ -10,7 +10,13 @@
  * column_sum adds the partial sums in order. Larger groups: one threadgroup
  * per group (norm_forward; norm_backward for dx and each group's statistics,
  * norm_param_partials for the partial sums over blocks of rows, then
- * column_sum). */
+ * column_sum).
+ *
+ * The _stats forms: the forward also writes each group's (mean, rstd) —
+ * stats (R, G, 2) in the accumulation dtype, R the rows, G the groups a row —
+ * and the backward reads them instead of recomputing them (every kernel's
+ * template STATS): the row backward then has no statistics round, one pass
+ * and one reduction round a row. */
 #include <math.h>
 #include <string.h>
 
@@ -249,7 +255,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
 /* The launch of norm_rows / norm_rows_backward over the arrays `ops` (for
  * the 16-byte check). */
 static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, int rms, double eps, alloy_dtype dt,
-                                int n_ops, alloy_array *const *ops) {
+                                int stats, int n_ops, alloy_array *const *ops) {
     const int64_t V = 16 / (int64_t)alloy_dtype_size(dt);
     const int vec = d->DH % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(d->pt * d->G * 32 * d->sg), 1, 1);
@@ -287,13 +293,15 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "ONEPASS", bwd_onepass(dt, rms, d->DH));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "SHIFT", bwd_shift(dt, rms, d->DH));
     if (st == ALLOY_OK && fwd) st = alloy_launch_add_template_int(l, "PF", d->pf);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STATS", stats);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
     return st;
 }
 
 /* The launch shape of one threadgroup per group and the constants the
  * forward and backward kernels share. */
-static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, double eps, alloy_dtype dt) {
+static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, double eps, alloy_dtype dt,
+                                 int stats) {
     const int64_t tgs = d->groups < MAX_TGS ? d->groups : MAX_TGS;
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tgs * 128), 1, 1);
     if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
@@ -303,54 +311,101 @@ static alloy_status group_launch(alloy_launch *l, const norm_dims *d, int rms, d
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "G", ALLOY_INT32, d->G);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
     if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", alloy_nn_accum(dt), eps);
+    if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STATS", stats);
     return st;
 }
 
+/* The statistics' shape, (R, G, 2). */
+static void stats_shape(const norm_dims *d, int64_t shape[3]) {
+    shape[0] = d->R;
+    shape[1] = d->G;
+    shape[2] = 2;
+}
+
+/* A caller's saved statistics: the accumulation dtype, (R, G, 2), x's device. */
+static alloy_status check_saved(const char *fn, const norm_dims *d, alloy_array *x, alloy_array *saved) {
+    if (!saved) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: stats is NULL", fn);
+    const alloy_dtype at = alloy_nn_accum(alloy_array_dtype(x));
+    if (alloy_array_dtype(saved) != at)
+        return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: stats is %s but must be %s (the statistics' dtype for %s x)",
+                           fn, alloy_dtype_name(alloy_array_dtype(saved)), alloy_dtype_name(at),
+                           alloy_dtype_name(alloy_array_dtype(x)));
+    int64_t shape[3];
+    stats_shape(d, shape);
+    return alloy_nn_check(fn, "stats", saved, alloy_array_device(x), at, 3, shape);
+}
+
 static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
-                                 int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y) {
+                                 int64_t head_dim, double eps, alloy_stream *stream, alloy_array **y,
+                                 int want_stats, alloy_array **stats) {
     norm_dims d;
     memset(&d, 0, sizeof d);
     alloy_status st = check_common(fn, rms, x, weight, bias, NULL, head_dim, eps, stream, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
-    alloy_array *o = NULL;
-    int created = 0;
+    alloy_array *o = NULL, *os = NULL;
+    int created = 0, created_s = 0;
     st = alloy_nn_prepare_out(fn, "y", y, dev, dt, alloy_array_ndim(x), alloy_array_shape(x), &o, &created);
     if (st != ALLOY_OK) return st;
+    if (want_stats) {
+        int64_t s_stats[3];
+        stats_shape(&d, s_stats);
+        st = alloy_nn_prepare_out(fn, "stats", stats, dev, alloy_nn_accum(dt), 3, s_stats, &os, &created_s);
+        if (st != ALLOY_OK) {
+            if (created) alloy_array_free(o);
+            return st;
+        }
+    }
     if (d.groups > 0) {
         alloy_launch *l = NULL;
         alloy_array *ops[4] = {x, weight, bias, o};
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, o);
-        if (st == ALLOY_OK) st = d.nc ? rows_launch(l, &d, 1, rms, eps, dt, 4, ops) : group_launch(l, &d, rms, eps, dt);
+        /* without statistics the kernel's stats slot is y, never written */
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, os ? os : o);
+        if (st == ALLOY_OK)
+            st = d.nc ? rows_launch(l, &d, 1, rms, eps, dt, os != NULL, 4, ops)
+                      : group_launch(l, &d, rms, eps, dt, os != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_b", ALLOY_INT32, bias != NULL);
         alloy_array *ins[3] = {x, weight, bias ? bias : weight}; /* without bias, weight stands in unread */
-        if (st == ALLOY_OK) st = alloy_nn_apply(d.nc ? ROWS_FILE : FWD_FILE, l, dt, 3, ins, 1, stream);
+        if (st == ALLOY_OK) st = alloy_nn_apply(d.nc ? ROWS_FILE : FWD_FILE, l, dt, 3, ins, 2, stream);
         alloy_launch_free(l);
     }
     if (st != ALLOY_OK) {
         if (created) alloy_array_free(o);
+        if (created_s) alloy_array_free(os);
         return st;
     }
     if (created) *y = o;
+    if (created_s) *stats = os;
     return ALLOY_OK;
 }
 
 alloy_status alloy_nn_rms_norm(alloy_array *x, alloy_array *weight, int64_t head_dim, double eps,
                                alloy_stream *stream, alloy_array **y) {
-    return norm_forward("alloy_nn_rms_norm", 1, x, weight, NULL, head_dim, eps, stream, y);
+    return norm_forward("alloy_nn_rms_norm", 1, x, weight, NULL, head_dim, eps, stream, y, 0, NULL);
 }
 
 alloy_status alloy_nn_layer_norm(alloy_array *x, alloy_array *weight, alloy_array *bias, int64_t head_dim,
                                  double eps, alloy_stream *stream, alloy_array **y) {
-    return norm_forward("alloy_nn_layer_norm", 0, x, weight, bias, head_dim, eps, stream, y);
+    return norm_forward("alloy_nn_layer_norm", 0, x, weight, bias, head_dim, eps, stream, y, 0, NULL);
+}
+
+alloy_status alloy_nn_rms_norm_stats(alloy_array *x, alloy_array *weight, int64_t head_dim, double eps,
+                                     alloy_stream *stream, alloy_array **y, alloy_array **stats) {
+    return norm_forward("alloy_nn_rms_norm_stats", 1, x, weight, NULL, head_dim, eps, stream, y, 1, stats);
+}
+
+alloy_status alloy_nn_layer_norm_stats(alloy_array *x, alloy_array *weight, alloy_array *bias, int64_t head_dim,
+                                       double eps, alloy_stream *stream, alloy_array **y, alloy_array **stats) {
+    return norm_forward("alloy_nn_layer_norm_stats", 0, x, weight, bias, head_dim, eps, stream, y, 1, stats);
 }
 
 /* dweight and dbias from x, dy and the groups' statistics: partial sums over
  * blocks of rows, then the blocks in order. A slot not asked for is written
  * into scratch. */
-static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array *dy, alloy_array *stats,
+static alloy_status param_grads(const norm_dims *d, int rms, alloy_array *x, alloy_array *dy, alloy_array *stats,
                                 alloy_array *ow, alloy_array *ob, alloy_stream *stream) {
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x), at = alloy_nn_accum(dt);
@@ -371,6 +426,7 @@ static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array 
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "D", ALLOY_INT32, d->D);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DH", ALLOY_INT32, d->DH);
+        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
         alloy_array *ins[3] = {x, dy, stats};
         if (st == ALLOY_OK) st = alloy_nn_apply(PART_FILE, l, dt, 3, ins, 1, stream);
         if (st == ALLOY_OK) st = alloy_launch_reset(l);
@@ -387,8 +443,8 @@ static alloy_status param_grads(const norm_dims *d, alloy_array *x, alloy_array 
  * (PT * PR, 2D) of dweight and dbias, column_sum adds them up (into scratch for a
  * slot not asked for; not at all when neither is). */
 static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy_array *x, alloy_array *weight,
-                                  alloy_array *dy, alloy_array *ox, alloy_array *ow, alloy_array *ob,
-                                  alloy_stream *stream) {
+                                  alloy_array *dy, alloy_array *saved, alloy_array *ox, alloy_array *ow,
+                                  alloy_array *ob, alloy_stream *stream) {
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
     const int64_t P = d->pt, s_part[2] = {P > 0 ? P : 1, 2 * d->D}, s_w[1] = {d->D};
@@ -400,9 +456,9 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
-        if (st == ALLOY_OK) st = rows_launch(l, d, 0, rms, eps, dt, 4, ops);
-        alloy_array *ins[3] = {x, weight, dy};
-        if (st == ALLOY_OK) st = alloy_nn_apply(ROWS_BWD_FILE, l, dt, 3, ins, 2, stream);
+        if (st == ALLOY_OK) st = rows_launch(l, d, 0, rms, eps, dt, saved != NULL, 4, ops);
+        alloy_array *ins[4] = {x, weight, dy, saved ? saved : x}; /* without saved statistics x stands in unread */
+        if (st == ALLOY_OK) st = alloy_nn_apply(ROWS_BWD_FILE, l, dt, 4, ins, 2, stream);
         alloy_launch_free(l);
     }
     if (st == ALLOY_OK && (ow || ob)) {
@@ -417,13 +473,15 @@ static alloy_status rows_backward(const norm_dims *d, int rms, double eps, alloy
 }
 
 static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *dy,
-                                  int64_t head_dim, double eps, alloy_stream *stream, alloy_array **dx,
-                                  alloy_array **dweight, alloy_array **dbias) {
+                                  int with_saved, alloy_array *saved, int64_t head_dim, double eps,
+                                  alloy_stream *stream, alloy_array **dx, alloy_array **dweight,
+                                  alloy_array **dbias) {
     norm_dims d;
     memset(&d, 0, sizeof d);
     alloy_status st = check_common(fn, rms, x, weight, NULL, NULL, head_dim, eps, stream, &d);
     if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
     if (st == ALLOY_OK) st = check_common(fn, rms, x, weight, NULL, dy, head_dim, eps, stream, &d);
+    if (st == ALLOY_OK && with_saved) st = check_saved(fn, &d, x, saved);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
@@ -434,8 +492,8 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
     if (st == ALLOY_OK && dweight) st = alloy_nn_prepare_out(fn, "dweight", dweight, dev, dt, 1, s_w, &ow, &cw);
     if (st == ALLOY_OK && dbias) st = alloy_nn_prepare_out(fn, "dbias", dbias, dev, dt, 1, s_w, &ob, &cb);
     if (st == ALLOY_OK && d.nc && d.D > 0) {
-        st = rows_backward(&d, rms, eps, x, weight, dy, ox, ow, ob, stream);
-    } else if (st == ALLOY_OK && d.D > 0) {
+        st = rows_backward(&d, rms, eps, x, weight, dy, saved, ox, ow, ob, stream);
+    } else if (st == ALLOY_OK && d.D > 0 && !saved) {
         const int64_t s_stats[1] = {2 * (d.groups > 0 ? d.groups : 1)};
         st = alloy_array_new(dev, alloy_nn_accum(dt), 1, s_stats, &stats);
     }
@@ -443,13 +501,15 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, stats);
-        if (st == ALLOY_OK) st = group_launch(l, &d, rms, eps, dt);
-        alloy_array *ins[3] = {x, weight, dy};
-        if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 3, ins, 2, stream);
+        /* the saved statistics are read, not written: the stats slot is then dx, never written */
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, saved ? ox : stats);
+        if (st == ALLOY_OK) st = group_launch(l, &d, rms, eps, dt, saved != NULL);
+        alloy_array *ins[4] = {x, weight, dy, saved ? saved : x}; /* without saved statistics x stands in unread */
+        if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 4, ins, 2, stream);
         alloy_launch_free(l);
     }
-    if (st == ALLOY_OK && !d.nc && (ow || ob) && d.D > 0) st = param_grads(&d, x, dy, stats, ow, ob, stream);
+    if (st == ALLOY_OK && !d.nc && (ow || ob) && d.D > 0)
+        st = param_grads(&d, rms, x, dy, saved ? saved : stats, ow, ob, stream);
     alloy_array_free(stats);
     if (st != ALLOY_OK) {
         if (cx) alloy_array_free(ox);
@@ -466,13 +526,27 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
 alloy_status alloy_nn_rms_norm_backward(alloy_array *x, alloy_array *weight, alloy_array *dy, int64_t head_dim,
                                         double eps, alloy_stream *stream, alloy_array **dx,
                                         alloy_array **dweight) {
-    return norm_backward("alloy_nn_rms_norm_backward", 1, x, weight, dy, head_dim, eps, stream, dx, dweight,
-                         NULL);
+    return norm_backward("alloy_nn_rms_norm_backward", 1, x, weight, dy, 0, NULL, head_dim, eps, stream, dx,
+                         dweight, NULL);
+}
+
+alloy_status alloy_nn_rms_norm_backward_stats(alloy_array *x, alloy_array *weight, alloy_array *dy,
+                                              alloy_array *stats, int64_t head_dim, alloy_stream *stream,
+                                              alloy_array **dx, alloy_array **dweight) {
+    return norm_backward("alloy_nn_rms_norm_backward_stats", 1, x, weight, dy, 1, stats, head_dim, 0, stream, dx,
+                         dweight, NULL);
 }
 
 alloy_status alloy_nn_layer_norm_backward(alloy_array *x, alloy_array *weight, alloy_array *dy, int64_t head_dim,
                                           double eps, alloy_stream *stream, alloy_array **dx,
                                           alloy_array **dweight, alloy_array **dbias) {
-    return norm_backward("alloy_nn_layer_norm_backward", 0, x, weight, dy, head_dim, eps, stream, dx, dweight,
-                         dbias);
+    return norm_backward("alloy_nn_layer_norm_backward", 0, x, weight, dy, 0, NULL, head_dim, eps, stream, dx,
+                         dweight, dbias);
+}
+
+alloy_status alloy_nn_layer_norm_backward_stats(alloy_array *x, alloy_array *weight, alloy_array *dy,
+                                                alloy_array *stats, int64_t head_dim, alloy_stream *stream,
+                                                alloy_array **dx, alloy_array **dweight, alloy_array **dbias) {
+    return norm_backward("alloy_nn_layer_norm_backward_stats", 0, x, weight, dy, 1, stats, head_dim, 0, stream, dx,
+                         dweight, dbias);
 }

@@ -3,15 +3,18 @@
 // dweight/dbias reduction. With g = dy * w and x^ = (x - mu) * rstd:
 //   rms == 1: dx = rstd * (g - x^ * mean(g x^))                (mu = 0)
 //   rms == 0: dx = rstd * (g - mean(g) - x^ * mean(g x^))
-// One threadgroup of 128 threads per group, fixed reduction trees.
+// One threadgroup of 128 threads per group, fixed reduction trees. With
+// STATS the statistics are the forward's, read from saved (A, 2 a group) and
+// not written (norm.c binds dx to stats then).
 // Launch constants: long groups, long tgs, int DH, int G, int rms, A eps.
-// Template: T (data), A (accumulation; stats is A).
+// Template: T (data), A (accumulation; stats and saved are A), STATS.
 // Launch: grid = (tgs * 128, 1, 1), threadgroup = (128, 1, 1).
 //! name: alloy_nn_norm_backward
-//! inputs: x w dy
+//! inputs: x w dy saved
 //! outputs: dx stats
 //! template: T=float32
 //! template: A=float32
+//! template: STATS=0
 //! body:
 const int tid = int(thread_position_in_threadgroup.x);
 threadgroup A red[128];
@@ -19,8 +22,12 @@ threadgroup A red2[128];
 for (long g = long(threadgroup_position_in_grid.x); g < groups; g += tgs) {
     const long base = g * long(DH);
     const int col0 = int(g % long(G)) * DH;
-    A mu = A(0);
-    if (rms == 0) {
+    A mu = A(0), rstd = A(0);
+    if (STATS != 0) {
+        mu = rms == 0 ? A(saved[2 * g]) : A(0); // RMSNorm's mean slot (0) is not read
+        rstd = A(saved[2 * g + 1]);
+    }
+    if (STATS == 0 && rms == 0) {
         A s = A(0);
         for (int j = tid; j < DH; j += 128) s += A(x[base + j]);
         red[tid] = s;
@@ -32,19 +39,21 @@ for (long g = long(threadgroup_position_in_grid.x); g < groups; g += tgs) {
         mu = red[0] / A(DH);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    A s2 = A(0);
-    for (int j = tid; j < DH; j += 128) {
-        const A d = A(x[base + j]) - mu;
-        s2 += d * d;
-    }
-    red[tid] = s2;
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (int h = 64; h > 0; h >>= 1) {
-        if (tid < h) red[tid] += red[tid + h];
+    if (STATS == 0) {
+        A s2 = A(0);
+        for (int j = tid; j < DH; j += 128) {
+            const A d = A(x[base + j]) - mu;
+            s2 += d * d;
+        }
+        red[tid] = s2;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (int h = 64; h > 0; h >>= 1) {
+            if (tid < h) red[tid] += red[tid + h];
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+        }
+        rstd = A(1) / sqrt(red[0] / A(DH) + eps);
         threadgroup_barrier(mem_flags::mem_threadgroup);
     }
-    const A rstd = A(1) / sqrt(red[0] / A(DH) + eps);
-    threadgroup_barrier(mem_flags::mem_threadgroup);
     // sum(g) and sum(g x^)
     A sg = A(0), sgx = A(0);
     for (int j = tid; j < DH; j += 128) {
@@ -69,7 +78,7 @@ for (long g = long(threadgroup_position_in_grid.x); g < groups; g += tgs) {
         const A xh = (A(x[base + j]) - mu) * rstd;
         dx[base + j] = T(rstd * (gj - mg - xh * mgx));
     }
-    if (tid == 0) {
+    if (STATS == 0 && tid == 0) {
         stats[2 * g] = mu;
         stats[2 * g + 1] = rstd;
     }

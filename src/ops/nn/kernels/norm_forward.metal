@@ -8,13 +8,16 @@
 // of 128 threads per group (a grid-stride loop over the groups); the sums
 // meet in a fixed tree, so results do not depend on the launch.
 // Launch constants: long groups, long tgs (threadgroups launched), int DH,
-// int G, int rms, int has_b, A eps. Template: T (data), A (accumulation).
+// int G, int rms, int has_b, A eps. Template: T (data), A (accumulation),
+// STATS (each group's (mu, rstd) into stats[2 g], stats[2 g + 1], A; without
+// it stats is not written and norm.c binds y there).
 // Launch: grid = (tgs * 128, 1, 1), threadgroup = (128, 1, 1).
 //! name: alloy_nn_norm_forward
 //! inputs: x w b
-//! outputs: y
+//! outputs: y stats
 //! template: T=float32
 //! template: A=float32
+//! template: STATS=0
 //! body:
 const int tid = int(thread_position_in_threadgroup.x);
 threadgroup A red[128];
@@ -51,5 +54,9 @@ for (long g = long(threadgroup_position_in_grid.x); g < groups; g += tgs) {
         A v = (A(x[base + j]) - mu) * rstd * A(w[col0 + j]);
         if (has_b != 0) v += A(b[col0 + j]);
         y[base + j] = T(v);
+    }
+    if (STATS != 0 && tid == 0) {
+        stats[2 * g] = mu;
+        stats[2 * g + 1] = rstd;
     }
 }

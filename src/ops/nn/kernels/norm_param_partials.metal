@@ -1,10 +1,11 @@
 // norm_param_partials: the first stage of the deterministic dweight/dbias
 // reduction of the norms' backward. Thread (col, p) sums, over the rows
 // p*RB .. min(R, (p+1)*RB)-1 in order, dy * x^ and dy of column col
-// (x^ = (x - mu) * rstd with its group's statistics from norm_backward):
+// (x^ = (x - mu) * rstd with its group's statistics from norm_backward or the
+// forward; RMSNorm's mean slot is not read, mu = 0):
 //   part[p*2D + col] = sum dy x^,  part[p*2D + D + col] = sum dy.
 // Consecutive threads read consecutive columns (coalesced rows).
-// Launch constants: long R, long RB, long P, int D, int DH.
+// Launch constants: long R, long RB, long P, int D, int DH, int rms.
 // Template: T (data), A (accumulation; stats and part are A).
 // Launch: grid = (ceil(D/128)*128, P, 1), threadgroup = (128, 1, 1).
 //! name: alloy_nn_norm_param_partials
@@ -21,7 +22,8 @@ if (col < long(D) && p < P) {
     for (long r = p * RB; r < r1; r++) {
         const long gi = r * G + head;
         const A d = A(dy[r * long(D) + col]);
-        sw += d * (A(x[r * long(D) + col]) - stats[2 * gi]) * stats[2 * gi + 1];
+        const A mu = rms != 0 ? A(0) : stats[2 * gi];
+        sw += d * (A(x[r * long(D) + col]) - mu) * stats[2 * gi + 1];
         sb += d;
     }
     part[p * 2 * long(D) + col] = sw;

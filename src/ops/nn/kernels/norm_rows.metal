@@ -29,11 +29,14 @@
 // groups per group: 1, 2, 4 or 8), VEC (16-byte accesses), PF (load the next
 // row ahead), FULL (the lanes' chunks tile the group exactly: NC * 32 * WG *
 // V == DH, so no element is checked against DH), SG (SIMD groups a
-// threadgroup: 8, or 1, 2, 4 >= WG for timing, norm.c's fwd_sg).
+// threadgroup: 8, or 1, 2, 4 >= WG for timing, norm.c's fwd_sg), STATS (each
+// group's (mu, rstd) into stats[2 (r G + h)] and the word after, A, by the
+// group's first lane; without it stats is not written and norm.c binds y
+// there).
 // Launch: grid = (PT * G * 32 * SG, 1, 1), threadgroup = (32 * SG, 1, 1).
 //! name: alloy_nn_norm_rows
 //! inputs: x w b
-//! outputs: y
+//! outputs: y stats
 //! template: T=float32
 //! template: A=float32
 //! template: VEC=1
@@ -42,6 +45,7 @@
 //! template: PF=1
 //! template: FULL=0
 //! template: SG=8
+//! template: STATS=0
 //! header:
 // at most 64 registers a thread (four threadgroups of 256 threads per SM, or as
 // many threads in smaller ones); with PF 80 (three) with 4 chunks a lane, 128
@@ -112,6 +116,10 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     }
     par ^= 1;
     const A rstd = A(1) / sqrt(tot2 / A(DH) + eps);
+    if (STATS != 0 && ok && q == 0) {
+        stats[2 * (r * long(G) + long(h))] = mu;
+        stats[2 * (r * long(G) + long(h)) + 1] = rstd;
+    }
     if (ok)
         for (int i = 0; i < NC; i++) {
             const int col = (i * 32 * WG + q) * V;

@@ -49,11 +49,14 @@
 // a timing variant), VSUM (the pass's sums reduced as one vector), ONEPASS
 // (LayerNorm's statistics in one round), SHIFT (the same from shifted sums),
 // MINB (launch bound), OPQ (16-bit elements widened by opaque instructions
-// at each use on CUDA: chunk.h).
+// at each use on CUDA: chunk.h), STATS (the forward's statistics read from
+// saved, (mu, rstd) in A at saved[2 (r G + h)], loaded with the row's x and
+// dy: no statistics round, the pass sums g (LayerNorm) and g (x - mu) alone;
+// RMSNorm's mean slot is not read. Without it norm.c binds x to saved).
 // Launch: grid = (PT * G * 256, 1, 1), threadgroup = (256, 1, 1), threadgroup
 // memory 8 * NS * NE * 32 * sizeof(A) bytes.
 //! name: alloy_nn_norm_rows_backward
-//! inputs: x w dy
+//! inputs: x w dy saved
 //! outputs: dx part
 //! template: T=float32
 //! template: A=float32
@@ -70,6 +73,7 @@
 //! template: SHIFT=0
 //! template: MINB=2
 //! template: OPQ=0
+//! template: STATS=0
 //! header:
 // MINB threadgroups of 256 threads per SM (norm.c: 2, at most 128 registers a thread)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
@@ -143,7 +147,9 @@ const long step = PT * RW;
 // loads issued PD rows ahead so they stay in flight through the reductions and stores of the rows
 // between; every chunk's loads are issued before any is used
 uint4 ux[NC], ud[NC], uxa[PD >= 1 ? NC : 1], uda[PD >= 1 ? NC : 1], uxb[PD >= 2 ? NC : 1], udb[PD >= 2 ? NC : 1];
-#define NORM_LOAD_ROW(bx, bd, rr)                                                              \
+// (STATS) the rows' saved mu and rstd, loaded with their x and dy
+A smu = A(0), srs = A(0), smua = A(0), srsa = A(0), smub = A(0), srsb = A(0);
+#define NORM_LOAD_ROW(bx, bd, bm, bs, rr)                                                      \
     {                                                                                          \
         const long rl = (rr), basel = (rl * long(G) + long(h)) * long(DH);                     \
         for (int i = 0; i < NC; i++) {                                                         \
@@ -151,10 +157,14 @@ uint4 ux[NC], ud[NC], uxa[PD >= 1 ? NC : 1], uda[PD >= 1 ? NC : 1], uxb[PD >= 2 
             bx[i] = nn_chunk_load<T, VEC>(x, basel + col, rl < R ? DH - col : 0);              \
             bd[i] = nn_chunk_load<T, VEC>(dy, basel + col, rl < R ? DH - col : 0);             \
         }                                                                                      \
+        if (STATS != 0 && rl < R) {                                                            \
+            bm = RMS == 0 ? A(saved[2 * (rl * long(G) + long(h))]) : A(0);                    \
+            bs = A(saved[2 * (rl * long(G) + long(h)) + 1]);                                   \
+        }                                                                                      \
     }
 const long r00 = (p / long(G)) * RW + long(sr);
-if constexpr (PD >= 1) NORM_LOAD_ROW(ux, ud, r00)
-if constexpr (PD >= 2) NORM_LOAD_ROW(uxa, uda, r00 + step)
+if constexpr (PD >= 1) NORM_LOAD_ROW(ux, ud, smu, srs, r00)
+if constexpr (PD >= 2) NORM_LOAD_ROW(uxa, uda, smua, srsa, r00 + step)
 // a group's sum over its WG SIMD groups, in order, from slot k of tred[par] (after lane 0 of each wrote
 // its value there and a barrier)
 #define NORM_GROUP_SUM(v, k)                                                         \
@@ -166,15 +176,46 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     const long r = r0 + long(sr);
     const bool ok = r < R;
     const long base = (r * long(G) + long(h)) * long(DH);
-    if constexpr (PD == 0) NORM_LOAD_ROW(ux, ud, r)
-    if constexpr (PD == 1) NORM_LOAD_ROW(uxa, uda, r + step)
-    if constexpr (PD == 2) NORM_LOAD_ROW(uxb, udb, r + 2 * step)
+    if constexpr (PD == 0) NORM_LOAD_ROW(ux, ud, smu, srs, r)
+    if constexpr (PD == 1) NORM_LOAD_ROW(uxa, uda, smua, srsa, r + step)
+    if constexpr (PD == 2) NORM_LOAD_ROW(uxb, udb, smub, srsb, r + 2 * step)
     // LayerNorm: the mean first, then in one pass the deviations' squares and the sums of g = dy w and
     // g (x - mu); RMSNorm (mu = 0): that pass alone.
     // Elements past the group read as 0 (x, dy and w alike) and their deviations are taken as 0.
     A mu = A(0);
     A s2 = A(0), sg1 = A(0), sgx = A(0);
-    if constexpr (ONEPASS != 0 && RMS == 0 && SPLIT == 0) {
+    if constexpr (STATS != 0) {
+        // the forward's statistics: one pass for the sums of g and g (x - mu), one reduction round
+        mu = smu;
+        for (int i = 0; i < NC; i++) {
+            const int col = (i * 32 * WG + q) * V;
+            uint4 wu = uint4(0u, 0u, 0u, 0u);
+            if constexpr (!WREG) wu = nn_chunk_load<T, VEC>(w, hw + col, ok ? DH - col : 0);
+            for (int e = 0; e < V; e++) {
+                const bool in = FULL != 0 || col + e < DH;
+                const A dv = in ? nn_chunk_elem<T, A>(ux[i], e) - mu : A(0);
+                const A gk = nn_chunk_elem<T, A>(ud[i], e) * nn_chunk_elem<T, A>(WREG ? wv[i] : wu, e);
+                if (RMS == 0) sg1 += gk;
+                sgx += gk * dv;
+            }
+        }
+        if constexpr (RMS == 0) {
+            const vec<A, 2> t = simd_sum(vec<A, 2>(sgx, sg1));
+            sgx = t.x;
+            sg1 = t.y;
+        } else {
+            sgx = simd_sum(sgx);
+        }
+        if (WG > 1) {
+            if (lane == 0) {
+                tred[par][2][sg] = sgx;
+                tred[par][3][sg] = sg1;
+            }
+            threadgroup_barrier(mem_flags::mem_threadgroup);
+            NORM_GROUP_SUM(sgx, 2)
+            NORM_GROUP_SUM(sg1, 3)
+        }
+    } else if constexpr (ONEPASS != 0 && RMS == 0 && SPLIT == 0) {
         // this lane's count, mean, squared deviations and g sums, then the pairwise combination (see top)
         A n = A(0), sx = A(0);
         for (int i = 0; i < NC; i++) {
@@ -311,7 +352,7 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
     par ^= 1;
     // (the means of the sums by rdh = 1 / DH, one division a thread instead of three a row; LayerNorm's mean
     // above stays a division, so that a constant row's mean is its value exactly)
-    const A rstd = A(1) / sqrt(s2 * rdh + eps);
+    const A rstd = STATS != 0 ? srs : A(1) / sqrt(s2 * rdh + eps);
     // dx = rstd (g - mean(g) - x^ mean(g x^)), mean(g x^) = rstd mean(g (x - mu))
     const A mg = RMS == 0 ? sg1 * rdh : A(0), mgx = rstd * (sgx * rdh);
     if (ok)
@@ -354,6 +395,8 @@ for (long r0 = (p / long(G)) * RW; r0 < R; r0 += step) {
             uda[i] = udb[i];
         }
     }
+    if constexpr (PD >= 1) smu = smua, srs = srsa;
+    if constexpr (PD >= 2) smua = smub, srsa = srsb;
 }
 #undef NORM_GROUP_SUM
 #undef NORM_LOAD_ROW
