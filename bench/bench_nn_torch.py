@@ -24,6 +24,9 @@ The PyTorch forms (what a PyTorch model of the xLSTM block writes):
 The backward is torch.autograd.grad of y with a given dy for x and every
 parameter (w, and b where there is one), the graph kept between calls
 (retain_graph); for torch.compile that runs AOTAutograd's compiled backward.
+PyTorch's norms save their statistics for the backward: the norms' "bwd stats"
+rows put the same PyTorch timings beside alloy's backward from saved
+statistics (`alloy bench nn`'s rows of that name; 8 bytes more a group).
 eps = 1e-5. GB/s uses alloy's byte counts (docs/cli.md); "copy" is
 torch's own device-to-device copy (dst.copy_(src)) of as many bytes.
 A peer that fails prints its error in its cell and the script goes on.
@@ -171,7 +174,7 @@ def main():
     if not args.json:
         where = torch.cuda.get_device_name(dev) if cuda else "cpu"
         print(f"device: {where}, torch {torch.__version__}")
-        print(f"{'nn (PyTorch)':22} {'size':18} {'bytes':>9} {'copy':>11} | {'alloy':>10} {'% copy':>7} | "
+        print(f"{'nn (PyTorch)':26} {'size':18} {'bytes':>9} {'copy':>11} | {'alloy':>10} {'% copy':>7} | "
               f"{'eager':>10} {'GB/s':>7} {'ratio':>6} | {'compile':>10} {'GB/s':>7} {'ratio':>6}")
     g = torch.Generator(device=dev)
     g.manual_seed(11)
@@ -243,38 +246,43 @@ def main():
                 del x, w, b, dy
                 if cuda:
                     torch.cuda.empty_cache()
-                at, share = ours.get(label, (None, None))
-                if args.json:
-                    row = {"op": "nn", "case": label, "size": size, "bytes": nbytes, "peer_copy_bytes_per_s": copies[half]}
-                    for pname, r in results.items():
-                        key = pname.replace("*", "_shifted")
-                        if isinstance(r, float):
-                            row[f"{key}_time_s"] = r
-                            if at:
-                                row[f"{key}_ratio"] = r / at
-                        else:
-                            row[f"{key}_error"] = r
-                    if at:
-                        row.update(alloy_time_s=at, alloy_copy_share=share)
-                    print(json.dumps(row), flush=True)
-                    continue
+                # the norms' backward also beside alloy's backward from saved statistics
+                rows = [(label, nbytes)]
+                if bwd and kind in ("rms", "ln"):
+                    rows.append((label + " stats", nbytes + 8 * (shape[0] * shape[1] * shape[2]) // (head_dim or D)))
+                for label, nbytes in rows:
+                    at, share = ours.get(label, (None, None))
+                    if args.json:
+                        row = {"op": "nn", "case": label, "size": size, "bytes": nbytes, "peer_copy_bytes_per_s": copies[half]}
+                        for pname, r in results.items():
+                            key = pname.replace("*", "_shifted")
+                            if isinstance(r, float):
+                                row[f"{key}_time_s"] = r
+                                if at:
+                                    row[f"{key}_ratio"] = r / at
+                            else:
+                                row[f"{key}_error"] = r
+                        if at:
+                            row.update(alloy_time_s=at, alloy_copy_share=share)
+                        print(json.dumps(row), flush=True)
+                        continue
 
-                def cell(pname):
-                    r = results.get(pname)
-                    if r is None:
-                        return f"{'-':>10} {'':>7} {'':>6}"
-                    if not isinstance(r, float):
-                        return f"{r}"
-                    ratio = f"{r / at:6.2f}" if at else f"{'':>6}"
-                    return f"{r * 1e3:7.3f} ms {nbytes / r / 1e9:7.1f} {ratio}"
+                    def cell(pname):
+                        r = results.get(pname)
+                        if r is None:
+                            return f"{'-':>10} {'':>7} {'':>6}"
+                        if not isinstance(r, float):
+                            return f"{r}"
+                        ratio = f"{r / at:6.2f}" if at else f"{'':>6}"
+                        return f"{r * 1e3:7.3f} ms {nbytes / r / 1e9:7.1f} {ratio}"
 
-                cp = f"{copies[half] / 1e9:6.1f} GB/s" if copies[half] else f"{'-':>11}"
-                al = f"{at * 1e3:7.3f} ms" if at else f"{'-':>10}"
-                sh = f"{100 * share:6.1f}%" if share is not None else f"{'-':>7}"
-                comp = cell(comp_name) if comp_name else cell("none")
-                mark = "*" if comp_name == "compile*" else " "
-                print(f"{label:22} {size:18} {nbytes / 1e6:7.1f}MB {cp} | {al} {sh} | {cell('eager')} |{mark}{comp}",
-                      flush=True)
+                    cp = f"{copies[half] / 1e9:6.1f} GB/s" if copies[half] else f"{'-':>11}"
+                    al = f"{at * 1e3:7.3f} ms" if at else f"{'-':>10}"
+                    sh = f"{100 * share:6.1f}%" if share is not None else f"{'-':>7}"
+                    comp = cell(comp_name) if comp_name else cell("none")
+                    mark = "*" if comp_name == "compile*" else " "
+                    print(f"{label:26} {size:18} {nbytes / 1e6:7.1f}MB {cp} | {al} {sh} | {cell('eager')} |{mark}{comp}",
+                          flush=True)
     return 0
 
 

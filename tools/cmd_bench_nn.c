@@ -285,7 +285,7 @@ static int bench_one(alloy_device *dev, alloy_stream *s, const nn_size *z, alloy
             printf("\"error\": %.3g, \"peer\": null}\n", err);
         } else {
             char share[16];
-            printf("%-24s %-22s %9.3f ms %9.1f GB/s %9.1f GB/s %8s %10.2e\n", label, size, t * 1e3, rate / 1e9,
+            printf("%-28s %-22s %9.3f ms %9.1f GB/s %9.1f GB/s %8s %10.2e\n", label, size, t * 1e3, rate / 1e9,
                    cr / 1e9, bench_copy_share(rate, cr, share, sizeof share), err);
         }
         fflush(stdout);
@@ -304,7 +304,7 @@ int bench_nn(alloy_device *dev, int quick, const char *only, int json) {
     if (!bench_copy_init(&copy, dev) && is_cuda && !json)
         printf("copy: the driver's cuMemcpyDtoDAsync is unavailable; the copy kernel only\n");
     if (!json)
-        printf("%-24s %-22s %12s %14s %14s %8s %10s\n", "nn", "size", "time", "rate", "copy", "% copy", "error f64");
+        printf("%-28s %-22s %12s %14s %14s %8s %10s\n", "nn", "size", "time", "rate", "copy", "% copy", "error f64");
     static const alloy_dtype DTS[3] = {ALLOY_FLOAT32, ALLOY_BFLOAT16, ALLOY_FLOAT16};
     static const char *const DTN[3] = {"f32", "bf16", "f16"};
     int failures = 0;

@@ -162,9 +162,10 @@ static PyMethodDef module_methods[] = {
                                         "di, df, dc_initial, dn_initial, dm_initial): "
                                         "alloy.mlstm.chunkwise_backward."),
     LINALG_FN(nn_softcap, "_nn_softcap(x, cap, dy, out, stream) -> y, or dx when dy is given: alloy.nn.softcap."),
-    LINALG_FN(nn_norm, "_nn_norm(x, weight, bias, head_dim, eps, rms, out, stream) -> y: alloy.nn.rms_norm, layer_norm."),
-    LINALG_FN(nn_norm_backward, "_nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream) -> (dx, dweight, dbias "
-                                "or None): alloy.nn.*_norm_backward."),
+    LINALG_FN(nn_norm, "_nn_norm(x, weight, bias, head_dim, eps, rms, out, stream, return_stats) -> y, or (y, stats): "
+                       "alloy.nn.rms_norm, layer_norm."),
+    LINALG_FN(nn_norm_backward, "_nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream, stats) -> (dx, dweight, "
+                                "dbias or None): alloy.nn.*_norm_backward."),
     LINALG_FN(nn_causal_conv1d, "_nn_causal_conv1d(x, w, bias, state, return_state, stream) -> (y, state or None): "
                                 "alloy.nn.causal_conv1d."),
     LINALG_FN(nn_causal_conv1d_backward, "_nn_causal_conv1d_backward(x, w, state, dy, stream) -> (dx, dw, db, dstate "

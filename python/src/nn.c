@@ -75,58 +75,77 @@ PyObject *alloypy_nn_softcap(PyObject *self, PyObject *args, PyObject *kwargs) {
     return result;
 }
 
-/* _nn_norm(x, weight, bias, head_dim, eps, rms, out, stream) -> y */
+/* _nn_norm(x, weight, bias, head_dim, eps, rms, out, stream, return_stats) -> y, or (y, stats) with
+ * return_stats (the _stats forward: each group's float32 mean and rstd, (R, G, 2)) */
 PyObject *alloypy_nn_norm(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *kw[] = {"x", "weight", "bias", "head_dim", "eps", "rms", "out", "stream", NULL};
+    static char *kw[] = {"x", "weight", "bias", "head_dim", "eps", "rms", "out", "stream", "return_stats", NULL};
     PyObject *given[3] = {NULL, NULL, Py_None}, *out_obj = Py_None, *stream_obj = Py_None;
     long long head_dim = 0;
     double eps = 1e-5;
-    int rms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOLdp|OO:_nn_norm", kw, &given[0], &given[1], &given[2],
-                                     &head_dim, &eps, &rms, &out_obj, &stream_obj))
+    int rms = 0, want_stats = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOLdp|OOp:_nn_norm", kw, &given[0], &given[1], &given[2],
+                                     &head_dim, &eps, &rms, &out_obj, &stream_obj, &want_stats))
         return NULL;
     static const char *const names[] = {"x", "weight", "bias"};
     alloypy_op_ctx c;
     alloy_array *ops[3];
     PyObject *result = NULL;
     if (open_ops(&c, rms ? "nn.rms_norm" : "nn.layer_norm", 3, given, names, 2, out_obj, stream_obj, ops) == 0) {
-        alloy_array *o = c.out;
+        alloy_array *o = c.out, *stats = NULL;
         alloy_status st;
         Py_BEGIN_ALLOW_THREADS
-        st = rms ? alloy_nn_rms_norm(ops[0], ops[1], head_dim, eps, c.stream, &o) /* bias: None from nn.py */
-                 : alloy_nn_layer_norm(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &o);
+        if (want_stats)
+            st = rms ? alloy_nn_rms_norm_stats(ops[0], ops[1], head_dim, eps, c.stream, &o, &stats)
+                     : alloy_nn_layer_norm_stats(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &o, &stats);
+        else
+            st = rms ? alloy_nn_rms_norm(ops[0], ops[1], head_dim, eps, c.stream, &o) /* bias: None from nn.py */
+                     : alloy_nn_layer_norm(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &o);
         Py_END_ALLOW_THREADS
         if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
-        else result = alloypy_ctx_result(&c, &o);
+        else if (!want_stats) result = alloypy_ctx_result(&c, &o);
+        else {
+            PyObject *y = alloypy_ctx_result(&c, &o), *s = y ? alloypy_ctx_wrap(&c, &stats) : NULL;
+            if (y && s) result = PyTuple_Pack(2, y, s);
+            Py_XDECREF(y);
+            Py_XDECREF(s);
+        }
+        alloy_array_free(stats);
     }
     alloypy_ctx_close(&c);
     return result;
 }
 
-/* _nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream) -> (dx, dweight, dbias or None) */
+/* _nn_norm_backward(x, weight, dy, head_dim, eps, rms, stream, stats) -> (dx, dweight, dbias or None); stats
+ * given (not None): the _stats backward from those statistics (eps unused) */
 PyObject *alloypy_nn_norm_backward(PyObject *self, PyObject *args, PyObject *kwargs) {
     (void)self;
-    static char *kw[] = {"x", "weight", "dy", "head_dim", "eps", "rms", "stream", NULL};
-    PyObject *given[3] = {NULL, NULL, NULL}, *stream_obj = Py_None;
+    static char *kw[] = {"x", "weight", "dy", "head_dim", "eps", "rms", "stream", "stats", NULL};
+    PyObject *given[4] = {NULL, NULL, NULL, Py_None}, *stream_obj = Py_None;
     long long head_dim = 0;
     double eps = 1e-5;
     int rms = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOLdp|O:_nn_norm_backward", kw, &given[0], &given[1], &given[2],
-                                     &head_dim, &eps, &rms, &stream_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOLdp|OO:_nn_norm_backward", kw, &given[0], &given[1], &given[2],
+                                     &head_dim, &eps, &rms, &stream_obj, &given[3]))
         return NULL;
-    static const char *const names[] = {"x", "weight", "dy"};
+    static const char *const names[] = {"x", "weight", "dy", "stats"};
     alloypy_op_ctx c;
-    alloy_array *ops[3];
+    alloy_array *ops[4];
     PyObject *result = NULL;
-    if (open_ops(&c, rms ? "nn.rms_norm_backward" : "nn.layer_norm_backward", 3, given, names, 3, Py_None,
+    if (open_ops(&c, rms ? "nn.rms_norm_backward" : "nn.layer_norm_backward", 4, given, names, 3, Py_None,
                  stream_obj, ops) == 0) {
         alloy_array *res[3] = {NULL, NULL, NULL};
         alloy_status st;
         Py_BEGIN_ALLOW_THREADS
-        st = rms ? alloy_nn_rms_norm_backward(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &res[0], &res[1])
-                 : alloy_nn_layer_norm_backward(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &res[0], &res[1],
-                                                &res[2]);
+        if (ops[3])
+            st = rms ? alloy_nn_rms_norm_backward_stats(ops[0], ops[1], ops[2], ops[3], head_dim, c.stream, &res[0],
+                                                        &res[1])
+                     : alloy_nn_layer_norm_backward_stats(ops[0], ops[1], ops[2], ops[3], head_dim, c.stream, &res[0],
+                                                          &res[1], &res[2]);
+        else
+            st = rms ? alloy_nn_rms_norm_backward(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &res[0], &res[1])
+                     : alloy_nn_layer_norm_backward(ops[0], ops[1], ops[2], head_dim, eps, c.stream, &res[0], &res[1],
+                                                    &res[2]);
         Py_END_ALLOW_THREADS
         if (st != ALLOY_OK) alloypy_ctx_fail(&c, st);
         else result = result_tuple(&c, 3, res);

@@ -90,6 +90,47 @@ def test_norms(device, R, D, dh, rms):
         close(dw, rdw, dt)
         if not rms:
             close(db, rdb, dt)
+        # the statistics the forward can return, and the backward from them
+        if rms:
+            y2, stats = N.rms_norm(dev(x, device), dev(w, device), dh, return_stats=True)
+            dx2, dw2 = N.rms_norm_backward(dev(x, device), dev(w, device), dev(dy, device), dh, stats=stats)
+        else:
+            y2, stats = N.layer_norm(dev(x, device), dev(w, device), dev(b, device), dh, return_stats=True)
+            dx2, dw2, db2 = N.layer_norm_backward(dev(x, device), dev(w, device), dev(dy, device), dh, stats=stats)
+            close(db2, rdb, dt)
+        assert np.array_equal(host(y2), host(y))
+        g = x64.reshape(R, D // dhh, dhh)
+        mu = np.zeros((R, D // dhh)) if rms else g.mean(-1)
+        rstd = 1 / np.sqrt(((g - mu[..., None]) ** 2).mean(-1) + 1e-5)
+        st = host(stats)
+        assert st.shape == (R, D // dhh, 2) and np.asarray(stats).dtype == np.dtype(dt)
+        close(st[..., 0], mu, dt)
+        assert np.max(np.abs(st[..., 1] - rstd) / rstd) <= 30 * TOL[dt]
+        close(dx2, rdx, dt)
+        close(dw2, rdw, dt)
+
+
+def test_norm_given_stats(device):
+    """The backward reads the statistics it is given: statistics that are not
+    x's give the gradient at those statistics."""
+    rng = np.random.default_rng(7)
+    R, D, dh = 6, 96, 32
+    for dt in dtypes(device):
+        x = rng.uniform(-3, 3, (R, D)).astype(dt)
+        w = rng.uniform(0.5, 1.5, D).astype(dt)
+        dy = rng.uniform(-1, 1, (R, D)).astype(dt)
+        st = np.stack([rng.uniform(-0.5, 0.5, (R, D // dh)), rng.uniform(0.3, 2, (R, D // dh))], -1).astype(dt)
+        dx, dw, db = N.layer_norm_backward(dev(x, device), dev(w, device), dev(dy, device), dh,
+                                           stats=dev(st, device))
+        x64, w64, dy64, st64 = (a.astype(np.float64) for a in (x, w, dy, st))
+        xh = (x64.reshape(R, -1, dh) - st64[..., :1]) * st64[..., 1:]
+        gg = (dy64 * w64).reshape(R, -1, dh)
+        rdx = st64[..., 1:] * (gg - gg.mean(-1, keepdims=True) - xh * (gg * xh).mean(-1, keepdims=True))
+        close(dx, rdx.reshape(R, D), dt)
+        close(dw, (dy64 * xh.reshape(R, D)).sum(0), dt)
+        close(db, dy64.sum(0), dt)
+        with pytest.raises(alloy.InvalidArgumentError, match="stats has shape"):
+            N.layer_norm_backward(dev(x, device), dev(w, device), dev(dy, device), stats=dev(st, device))
 
 
 def conv_ref(x, w, bias, state):

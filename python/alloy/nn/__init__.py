@@ -4,6 +4,8 @@
     dx = alloy.nn.softcap_backward(x, dy, 15.0)
     y = alloy.nn.layer_norm(x, weight, bias, head_dim=64)   # per head; rms_norm likewise
     dx, dweight, dbias = alloy.nn.layer_norm_backward(x, weight, dy, head_dim=64)
+    y, stats = alloy.nn.layer_norm(x, weight, bias, return_stats=True)   # each group's mean, rstd
+    dx, dweight, dbias = alloy.nn.layer_norm_backward(x, weight, dy, stats=stats)
     y, state = alloy.nn.causal_conv1d(x, w, bias, state, return_state=True)
     dx, dw, db, dstate = alloy.nn.causal_conv1d_backward(x, w, dy, state)
 
@@ -32,29 +34,35 @@ def softcap_backward(x, dy, cap, *, out=None, stream=None):
     return _nn_softcap(x, float(cap), dy, out, stream)
 
 
-def rms_norm(x, weight, head_dim=0, eps=1e-5, *, out=None, stream=None):
+def rms_norm(x, weight, head_dim=0, eps=1e-5, *, out=None, stream=None, return_stats=False):
     """x / sqrt(mean(x**2) + eps) * weight over groups of head_dim elements of
-    the last dimension D (0: all of it); weight has shape (D,)."""
-    return _nn_norm(x, weight, None, int(head_dim), float(eps), True, out, stream)
+    the last dimension D (0: all of it); weight has shape (D,). With
+    return_stats: (y, stats), stats (R, G, 2) float32 (float64 for float64
+    x) holding each group's (0, rstd) — R the rows, G = D / head_dim — for
+    rms_norm_backward(..., stats=stats); y is the same either way."""
+    return _nn_norm(x, weight, None, int(head_dim), float(eps), True, out, stream, bool(return_stats))
 
 
-def layer_norm(x, weight, bias=None, head_dim=0, eps=1e-5, *, out=None, stream=None):
+def layer_norm(x, weight, bias=None, head_dim=0, eps=1e-5, *, out=None, stream=None, return_stats=False):
     """(x - mean) / sqrt(var + eps) * weight + bias over groups of head_dim
     elements of the last dimension D (0: all of it); weight, bias (D,), bias
-    optional."""
-    return _nn_norm(x, weight, bias, int(head_dim), float(eps), False, out, stream)
+    optional. With return_stats: (y, stats), stats (R, G, 2) holding each
+    group's (mean, rstd), rstd = 1 / sqrt(var + eps)."""
+    return _nn_norm(x, weight, bias, int(head_dim), float(eps), False, out, stream, bool(return_stats))
 
 
-def rms_norm_backward(x, weight, dy, head_dim=0, eps=1e-5, *, stream=None):
-    """(dx, dweight) of rms_norm for the upstream gradient dy (statistics
-    recomputed from x)."""
-    dx, dw, _ = _nn_norm_backward(x, weight, dy, int(head_dim), float(eps), True, stream)
+def rms_norm_backward(x, weight, dy, head_dim=0, eps=1e-5, *, stats=None, stream=None):
+    """(dx, dweight) of rms_norm for the upstream gradient dy: statistics
+    recomputed from x, or read from stats (rms_norm(..., return_stats=True)'s,
+    for this x and head_dim; eps is then not used)."""
+    dx, dw, _ = _nn_norm_backward(x, weight, dy, int(head_dim), float(eps), True, stream, stats)
     return dx, dw
 
 
-def layer_norm_backward(x, weight, dy, head_dim=0, eps=1e-5, *, stream=None):
-    """(dx, dweight, dbias) of layer_norm for the upstream gradient dy."""
-    return _nn_norm_backward(x, weight, dy, int(head_dim), float(eps), False, stream)
+def layer_norm_backward(x, weight, dy, head_dim=0, eps=1e-5, *, stats=None, stream=None):
+    """(dx, dweight, dbias) of layer_norm for the upstream gradient dy
+    (statistics from x, or from stats as rms_norm_backward's)."""
+    return _nn_norm_backward(x, weight, dy, int(head_dim), float(eps), False, stream, stats)
 
 
 def causal_conv1d(x, w, bias=None, state=None, return_state=False, *, stream=None):

@@ -11,13 +11,16 @@ alloy.nn's backward kernel, with fake (meta) implementations for
 
 The arguments and dtypes are alloy.nn's (docs/nn.md): every tensor of one
 call has one dtype (float32, float16, bfloat16; float64 on the CPU); results
-are torch tensors on the inputs' device. Saved for backward: the inputs only
-(x; x and weight for the norms; x, w and the state for the convolution) —
-alloy's backward kernels recompute the statistics.
+are torch tensors on the inputs' device. Saved for backward: the inputs (x;
+x and weight for the norms; x, w and the state for the convolution) and, for
+the norms, each group's statistics (mean and rstd, float32: 8 bytes a group),
+which their backward reads instead of recomputing (as PyTorch's own norms).
 
 Operators: ``torch.ops.alloy.softcap``, ``rms_norm``, ``layer_norm``,
-``causal_conv1d`` and a ``*_backward`` operator for each.
+``causal_conv1d`` and a ``*_backward`` operator for each; the norm operators
+return ``(y, stats)``, stats (R, G, 2) not differentiable.
 """
+import math
 from typing import List, Optional, Tuple
 
 import torch
@@ -68,56 +71,70 @@ _softcap_op.register_autograd(_softcap_grad, setup_context=_softcap_setup)
 # RMSNorm and LayerNorm (per head: groups of head_dim elements of the last dimension)
 
 @torch.library.custom_op("alloy::rms_norm", mutates_args=())
-def _rms_norm_op(x: Tensor, weight: Tensor, head_dim: int, eps: float) -> Tensor:
+def _rms_norm_op(x: Tensor, weight: Tensor, head_dim: int, eps: float) -> Tuple[Tensor, Tensor]:
+    """(y, stats): stats (R, G, 2) each group's (0, rstd), for the backward."""
     xc, wc = _bridge.operands("nn.rms_norm", x=x, weight=weight)
-    return _bridge.tensor(_nn.rms_norm(xc, wc, head_dim, eps, stream=_bridge.stream(x)))
+    y, st = _nn.rms_norm(xc, wc, head_dim, eps, stream=_bridge.stream(x), return_stats=True)
+    return _bridge.tensor(y), _bridge.tensor(st)
 
 
 @torch.library.custom_op("alloy::layer_norm", mutates_args=())
-def _layer_norm_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], head_dim: int, eps: float) -> Tensor:
+def _layer_norm_op(x: Tensor, weight: Tensor, bias: Optional[Tensor], head_dim: int,
+                   eps: float) -> Tuple[Tensor, Tensor]:
+    """(y, stats): stats (R, G, 2) each group's (mean, rstd), for the backward."""
     xc, wc, bc = _bridge.operands("nn.layer_norm", x=x, weight=weight, bias=bias)
-    return _bridge.tensor(_nn.layer_norm(xc, wc, bc, head_dim, eps, stream=_bridge.stream(x)))
+    y, st = _nn.layer_norm(xc, wc, bc, head_dim, eps, stream=_bridge.stream(x), return_stats=True)
+    return _bridge.tensor(y), _bridge.tensor(st)
 
 
 @torch.library.custom_op("alloy::rms_norm_backward", mutates_args=())
-def _rms_norm_backward_op(x: Tensor, weight: Tensor, dy: Tensor, head_dim: int,
-                          eps: float) -> Tuple[Tensor, Tensor]:
-    xc, wc, dyc = _bridge.operands("nn.rms_norm_backward", x=x, weight=weight, dy=dy)
-    dx, dw = _nn.rms_norm_backward(xc, wc, dyc, head_dim, eps, stream=_bridge.stream(x))
+def _rms_norm_backward_op(x: Tensor, weight: Tensor, dy: Tensor, stats: Tensor,
+                          head_dim: int) -> Tuple[Tensor, Tensor]:
+    xc, wc, dyc, sc = _bridge.operands("nn.rms_norm_backward", x=x, weight=weight, dy=dy, stats=stats)
+    dx, dw = _nn.rms_norm_backward(xc, wc, dyc, head_dim, stats=sc, stream=_bridge.stream(x))
     return _bridge.tensor(dx), _bridge.tensor(dw)
 
 
 @torch.library.custom_op("alloy::layer_norm_backward", mutates_args=())
-def _layer_norm_backward_op(x: Tensor, weight: Tensor, dy: Tensor, head_dim: int,
-                            eps: float) -> Tuple[Tensor, Tensor, Tensor]:
-    xc, wc, dyc = _bridge.operands("nn.layer_norm_backward", x=x, weight=weight, dy=dy)
-    dx, dw, db = _nn.layer_norm_backward(xc, wc, dyc, head_dim, eps, stream=_bridge.stream(x))
+def _layer_norm_backward_op(x: Tensor, weight: Tensor, dy: Tensor, stats: Tensor,
+                            head_dim: int) -> Tuple[Tensor, Tensor, Tensor]:
+    xc, wc, dyc, sc = _bridge.operands("nn.layer_norm_backward", x=x, weight=weight, dy=dy, stats=stats)
+    dx, dw, db = _nn.layer_norm_backward(xc, wc, dyc, head_dim, stats=sc, stream=_bridge.stream(x))
     return _bridge.tensor(dx), _bridge.tensor(dw), _bridge.tensor(db)
 
 
-_rms_norm_op.register_fake(lambda x, weight, head_dim, eps: _new_like(x))
-_layer_norm_op.register_fake(lambda x, weight, bias, head_dim, eps: _new_like(x))
-_rms_norm_backward_op.register_fake(lambda x, weight, dy, head_dim, eps: (_new_like(x), _new_like(weight)))
+def _stats_like(x, head_dim):
+    """The statistics' (R, G, 2) float32 (float64 for float64 x) tensor."""
+    D = x.shape[-1]
+    G = (D // head_dim if head_dim else 1) if D > 0 else 0
+    dt = torch.float64 if x.dtype == torch.float64 else torch.float32
+    return x.new_empty((math.prod(x.shape[:-1]), G, 2), dtype=dt)
+
+
+_rms_norm_op.register_fake(lambda x, weight, head_dim, eps: (_new_like(x), _stats_like(x, head_dim)))
+_layer_norm_op.register_fake(lambda x, weight, bias, head_dim, eps: (_new_like(x), _stats_like(x, head_dim)))
+_rms_norm_backward_op.register_fake(lambda x, weight, dy, stats, head_dim: (_new_like(x), _new_like(weight)))
 _layer_norm_backward_op.register_fake(
-    lambda x, weight, dy, head_dim, eps: (_new_like(x), _new_like(weight), _new_like(weight)))
+    lambda x, weight, dy, stats, head_dim: (_new_like(x), _new_like(weight), _new_like(weight)))
 
 
 def _norm_setup(ctx, inputs, output):
     x, weight, *rest = inputs
-    ctx.save_for_backward(x, weight)
-    ctx.head_dim, ctx.eps = rest[-2], rest[-1]
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.mark_non_differentiable(output[1])
+    ctx.head_dim = rest[-2]
     ctx.has_bias = len(rest) == 3 and rest[0] is not None
 
 
-def _rms_norm_grad(ctx, dy):
-    x, weight = ctx.saved_tensors
-    dx, dw = _rms_norm_backward_op(x, weight, dy, ctx.head_dim, ctx.eps)
+def _rms_norm_grad(ctx, dy, dstats):
+    x, weight, stats = ctx.saved_tensors
+    dx, dw = _rms_norm_backward_op(x, weight, dy, stats, ctx.head_dim)
     return dx, dw, None, None
 
 
-def _layer_norm_grad(ctx, dy):
-    x, weight = ctx.saved_tensors
-    dx, dw, db = _layer_norm_backward_op(x, weight, dy, ctx.head_dim, ctx.eps)
+def _layer_norm_grad(ctx, dy, dstats):
+    x, weight, stats = ctx.saved_tensors
+    dx, dw, db = _layer_norm_backward_op(x, weight, dy, stats, ctx.head_dim)
     return dx, dw, db if ctx.has_bias else None, None, None
 
 
@@ -195,14 +212,14 @@ def softcap(x, cap):
 def rms_norm(x, weight, head_dim=0, eps=1e-5):
     """RMSNorm over groups of head_dim elements of the last dimension D (0:
     all of it), weight (D,); differentiable in x and weight."""
-    return _rms_norm_op(x, weight, int(head_dim), float(eps))
+    return _rms_norm_op(x, weight, int(head_dim), float(eps))[0]
 
 
 def layer_norm(x, weight, bias=None, head_dim=0, eps=1e-5):
     """LayerNorm over groups of head_dim elements of the last dimension D (0:
     all of it), weight and optional bias (D,); differentiable in x, weight and
     bias."""
-    return _layer_norm_op(x, weight, bias, int(head_dim), float(eps))
+    return _layer_norm_op(x, weight, bias, int(head_dim), float(eps))[0]
 
 
 def causal_conv1d(x, w, bias=None, state=None, return_state=False):
