@@ -47,8 +47,14 @@ enum { ROWS_ONE_ROUND = 8192 };
 enum { FWD_PF_TGS = 16 };
 
 /* The backward's threadgroups per SM (its launch bound MINB): 2, at most
- * 128 registers a thread; ALLOY_NN_NORM_BWD_MINB=k for timing only. */
-static int64_t bwd_minb(void) { return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB", 1, 8, 2); }
+ * 128 registers a thread — except the backward from saved statistics over
+ * float32 rows that one SIMD group holds in 8 chunks a lane (rows of 1024):
+ * 1 (H200, 8 x 8192 x 1024, two rounds: RMSNorm 90.6-90.7 -> 91.8-91.9% of
+ * copy, LayerNorm 87.5 -> 91.9-92.0; 16-bit rows lost 2-7 points with 1);
+ * ALLOY_NN_NORM_BWD_MINB=k for timing only. */
+static int64_t bwd_minb(alloy_dtype dt, int64_t nc, int64_t wg, int stats) {
+    return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB", 1, 8, stats && dt == ALLOY_FLOAT32 && nc == 8 && wg == 1 ? 1 : 2);
+}
 
 /* Threadgroups of 256 threads per SM in the grid. The forward: one round, a
  * threadgroup per 8 / wg rows, as many as the rows ask for (H100, 64 M
@@ -59,9 +65,9 @@ static int64_t bwd_minb(void) { return alloy_ops_env_int("ALLOY_NN_NORM_BWD_MINB
  * an SM with the rows looped over, for timing only. The backward: as many as
  * are resident (bwd_minb), and its threadgroup memory must fit too (227 KB an
  * SM on Hopper). */
-static int64_t rows_per_sm(int fwd, int pf, int64_t smem) {
+static int64_t rows_per_sm(int fwd, int pf, int64_t smem, int64_t minb) {
     int64_t k = fwd ? alloy_ops_env_int("ALLOY_NN_NORM_TGS", 1, ROWS_ONE_ROUND, pf ? FWD_PF_TGS : ROWS_ONE_ROUND)
-                    : bwd_minb();
+                    : minb;
     if (smem > 0 && (227 * 1024) / (smem + 1024) < k) k = (227 * 1024) / (smem + 1024);
     return k > 0 ? k : 1;
 }
@@ -92,8 +98,11 @@ static int64_t rows_per_sm(int fwd, int pf, int64_t smem) {
  *         (its pass has two sums and the squares): on an H200 its per-head
  *         rows went from 72 to 77% of copy (bfloat16) and 69 to 73% (float16);
  *         float32 LayerNorm's rows moved by 1% (not taken). */
-static int bwd_pd(alloy_dtype dt, int rms, int64_t nc) {
-    const int ahead = nc <= 2 || (nc <= 4 && (alloy_dtype_size(dt) == 4 || !rms));
+static int bwd_pd(alloy_dtype dt, int rms, int64_t nc, int stats) {
+    /* from saved statistics 16-bit rows of 4 chunks a lane and more load none ahead (H200, rows of 1024, two
+     * rounds: LayerNorm bfloat16 84.2-84.9 -> 91.0-91.4% of copy, float16 88.1 -> 91.8: one row ahead spilled) */
+    const int ahead = (nc <= 2 || (nc <= 4 && (alloy_dtype_size(dt) == 4 || !rms))) &&
+                      !(stats && alloy_dtype_size(dt) == 2 && nc >= 4);
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, ahead);
 }
 
@@ -132,8 +141,11 @@ static int bwd_vsum(alloy_dtype dt, int rms) {
  * one call: per-head LayerNorm 86.4 -> 92.9% of copy, rows of 1024 87.2 ->
  * 88.0%, RMSNorm 91.5 -> 92.1%); float16 only with ALLOY_NN_NORM_BWD_OPQ=1
  * (timed: within the noise); ALLOY_NN_NORM_BWD_OPQ=0 turns it off. */
-static int bwd_opq(alloy_dtype dt) {
-    return alloy_dtype_size(dt) == 2 && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, dt == ALLOY_BFLOAT16);
+static int bwd_opq(alloy_dtype dt, int rms, int stats) {
+    /* not for RMSNorm from saved statistics (H200, bfloat16 rows of 1024, two rounds: 87.1-87.3% of copy with
+     * it, 92.1 without) */
+    return alloy_dtype_size(dt) == 2 &&
+           (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, dt == ALLOY_BFLOAT16 && !(rms && stats));
 }
 
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
@@ -189,7 +201,7 @@ typedef struct norm_dims {
 } norm_dims;
 
 static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_array *weight, alloy_array *bias,
-                                 alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream,
+                                 alloy_array *dy, int64_t head_dim, double eps, alloy_stream *stream, int stats,
                                  norm_dims *d) {
     alloy_status st = alloy_nn_check_x(fn, x, 1, stream);
     if (st != ALLOY_OK) return st;
@@ -244,7 +256,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
     d->pf = !dy && d->nc && fwd_pf(dt, d->DH, d->nc, d->wg);
     d->sg = !dy && d->nc ? fwd_sg(dt, d->wg, d->pf) : 8;
     /* (rows_per_sm counts threadgroups of 256 threads) */
-    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem) * (8 / d->sg);
+    const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem, bwd_minb(dt, d->nc, d->wg, stats)) * (8 / d->sg);
     const int64_t rw = d->sg / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
     const int64_t rounds = (blocks + per_head - 1) / per_head;
     d->pt = rounds > 0 ? (blocks + rounds - 1) / rounds : 0;
@@ -271,8 +283,8 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
     if (st == ALLOY_OK && fwd) st = alloy_launch_set_constant_int(l, "rms", ALLOY_INT32, rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "RMS", rms);
     if (st == ALLOY_OK && !fwd) st = alloy_launch_set_threadgroup_memory(l, (size_t)d->smem);
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "MINB", (int)bwd_minb());
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "OPQ", bwd_opq(dt));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "MINB", (int)bwd_minb(dt, d->nc, d->wg, stats));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "OPQ", bwd_opq(dt, rms, stats));
     if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "VEC", vec);
     /* FULL: the lanes' chunks tile the group exactly, so no element is checked. Backward: always; forward:
      * LayerNorm of 16-bit data (H200, 8 x 8192 x 1024, same call, two rounds, % of copy: bf16 / f16 96.2-96.3
@@ -284,7 +296,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
             l, "FULL",
             vec && d->nc * 32 * d->wg * V == d->DH &&
                 alloy_ops_env_int(fwd ? "ALLOY_NN_NORM_FWD_FULL" : "ALLOY_NN_NORM_BWD_FULL", 0, 1, full_default));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, rms, d->nc));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, rms, d->nc, stats));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
@@ -340,7 +352,7 @@ static alloy_status norm_forward(const char *fn, int rms, alloy_array *x, alloy_
                                  int want_stats, alloy_array **stats) {
     norm_dims d;
     memset(&d, 0, sizeof d);
-    alloy_status st = check_common(fn, rms, x, weight, bias, NULL, head_dim, eps, stream, &d);
+    alloy_status st = check_common(fn, rms, x, weight, bias, NULL, head_dim, eps, stream, 0, &d);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
     const alloy_dtype dt = alloy_array_dtype(x);
@@ -478,9 +490,9 @@ static alloy_status norm_backward(const char *fn, int rms, alloy_array *x, alloy
                                   alloy_array **dbias) {
     norm_dims d;
     memset(&d, 0, sizeof d);
-    alloy_status st = check_common(fn, rms, x, weight, NULL, NULL, head_dim, eps, stream, &d);
+    alloy_status st = check_common(fn, rms, x, weight, NULL, NULL, head_dim, eps, stream, 0, &d);
     if (st == ALLOY_OK && !dy) st = alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "%s: dy is NULL", fn);
-    if (st == ALLOY_OK) st = check_common(fn, rms, x, weight, NULL, dy, head_dim, eps, stream, &d);
+    if (st == ALLOY_OK) st = check_common(fn, rms, x, weight, NULL, dy, head_dim, eps, stream, with_saved, &d);
     if (st == ALLOY_OK && with_saved) st = check_saved(fn, &d, x, saved);
     if (st != ALLOY_OK) return st;
     alloy_device *dev = alloy_array_device(x);
