@@ -769,24 +769,18 @@ static void test_backward_half_inputs(void) {
     else check_dt(1, 1, 40, 4, 3, 1, 1, 1, ALLOY_BFLOAT16, CHUNKS, 2, 2e-2);
 }
 
-/* How near the inputs come to a kink of max(|q^ . n|, exp(-m)) (branches.margin). */
-static double kink_margin(const problem *p) {
+/* The forward's branches at the inputs, with its margins: how near a kink of max(|q^ . n|, exp(-m)) the
+ * inputs come (margin) and how far the normaliser's dot q^ . n cancels at its worst token, where it (not the
+ * floor) is the denominator: |s| over the sum of its terms' magnitudes (cancel). */
+static branches margins(const problem *p) {
     branches br = {0};
     br.margin = INFINITY;
     br.cancel = INFINITY;
     loss(p, p->x, &br);
-    return br.margin;
+    return br;
 }
-
-/* How far the normaliser's dot q^ . n cancels at its worst token (where it, not the floor, is the
- * denominator): |s| over the sum of its terms' magnitudes. */
-static double dot_margin(const problem *p) {
-    branches br = {0};
-    br.margin = INFINITY;
-    br.cancel = INFINITY;
-    loss(p, p->x, &br);
-    return br.cancel;
-}
+static double kink_margin(const problem *p) { return margins(p).margin; }
+static double dot_margin(const problem *p) { return margins(p).cancel; }
 
 /* Each row of n elements at x rounded as precision DEFAULT rounds it: to float16 after the power of two
  * that puts its largest magnitude in [2^14, 2^15) (11 significant bits relative to the row's largest). */
