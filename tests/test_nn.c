@@ -353,8 +353,8 @@ static void norm_bwd_ref_stats(int rms, const double *x, const double *w, const 
     }
 }
 
-/* run_norm also checks the _stats forms while this is set (test_norms, _grid, _variants): y bit for bit the
- * plain forward's, the statistics against float64, and the backward from them against norm_bwd_ref_stats. */
+/* run_norm also checks the _stats forms while this is set (test_norms_stats): y bit for bit the plain
+ * forward's, the statistics against float64, and the backward from them against norm_bwd_ref_stats. */
 static int g_stats;
 
 static void check_stats_forms(int rms, norm_case nc, alloy_dtype dt, alloy_array *X, alloy_array *W, alloy_array *B,
@@ -492,7 +492,6 @@ static void run_norm(int rms, int with_bias, norm_case nc, alloy_dtype dt, int h
 }
 
 static void test_norms(void) {
-    g_stats = 1;
     /* 1000: 16-byte chunks with a partial last chunk per lane; 33, 11: scalar accesses; 2100, 2200: more
      * than one SIMD group holds (2 to 8 SIMD groups per group); 8500: more than 8 hold in float32 and
      * float64 (the threadgroup-per-group kernels); (530, 64, 8): each SIMD group loops over rows, several
@@ -509,6 +508,34 @@ static void test_norms(void) {
                 run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
                 if (ci == 1 || ci == 3 || ci == 10) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
             }
+}
+
+/* The _stats forms (check_stats_forms, every dtype, both norms): one element, scalar accesses, heads, rows of
+ * 1024 (one SIMD group, 8 float32 chunks a lane: the statistics form's own defaults), several SIMD groups a
+ * row, the threadgroup-per-group kernels (8500), heads of 512, SIMD groups looping over rows; the constant row
+ * and NaN; then the backward's switches (column sums in registers, two SIMD groups a row, two rows ahead) on
+ * rows of 1024 and heads of 512 in float32 and bfloat16. A test of its own: every form is a kernel of its own
+ * to compile, and the CPU debug twin of this file must stay within its time limit. */
+static void test_norms_stats(void) {
+    const norm_case cases[8] = {{1, 1, 0},  {3, 33, 0},      {7, 96, 32},     {9, 1024, 0},
+                                {2, 2100, 0}, {2, 8500, 0}, {11, 4096, 512}, {530, 64, 8}};
+    g_stats = 1;
+    for (int rms = 0; rms <= 1; rms++)
+        for (int ci = 0; ci < 8; ci++)
+            for (int di = 0; di < 4; di++) {
+                run_norm(rms, !rms && ci % 2 == 0, cases[ci], DTYPES[di], 0);
+                if (ci == 1 || ci == 3) run_norm(rms, 1, cases[ci], DTYPES[di], 1);
+            }
+    static const char *vars[3][2] = {
+        {"ALLOY_NN_NORM_BWD_REGS", "1"}, {"ALLOY_NN_NORM_BWD_MAXNC", "2"}, {"ALLOY_NN_NORM_BWD_PD", "2"}};
+    for (int v = 0; v < 3; v++) {
+        setenv(vars[v][0], vars[v][1], 1);
+        for (int rms = 0; rms < 2; rms++)
+            for (int ci = 3; ci <= 6; ci += 3)
+                for (int di = 1; di < 4; di += 2) /* float32, bfloat16; rows far from 0 for the 16-bit one */
+                    run_norm(rms, ci == 3, cases[ci], DTYPES[di], di == 3 ? 2 : 0);
+        unsetenv(vars[v][0]);
+    }
     g_stats = 0;
 }
 
@@ -520,7 +547,6 @@ static void test_norms_grid(void) {
     static const int64_t Ds[] = {2, 31, 255, 256, 257, 513, 1022, 2304, 5000};
     static const int64_t heads[] = {0, 1, 8, 64, 128, 256};
     int x = 0;
-    g_stats = 1;
     for (int a = 0; a < 9; a++)
         for (int b = 0; b < 6; b++) {
             const int64_t D = Ds[a], DH = heads[b];
@@ -529,7 +555,6 @@ static void test_norms_grid(void) {
             run_norm(x % 2, x % 3 == 0, c, DTYPES[x % 4], 0);
             x++;
         }
-    g_stats = 0;
 }
 
 /* LayerNorm's backward with its statistics in one reduction round (ONEPASS: the default for float32
@@ -576,7 +601,6 @@ static void test_norms_variants(void) {
                                      {"ALLOY_NN_NORM_BWD_PD", "0"},
                                      {"ALLOY_NN_NORM_BWD_PD", "2"},
                                      {"ALLOY_NN_NORM_BWD_OPQ", "1"}};
-    g_stats = 1; /* the _stats backward takes the same switches */
     for (int v = 0; v < 6; v++) {
         /* v = 5: REGS and MAXNC together (two SIMD groups a row of 1024, each lane's sums in registers) */
         if (v < 5) setenv(vars[v][0], vars[v][1], 1);
@@ -591,7 +615,6 @@ static void test_norms_variants(void) {
                 }
         unsetenv(vars[0][0]), unsetenv(vars[1][0]), unsetenv(vars[2][0]), unsetenv(vars[4][0]);
     }
-    g_stats = 0;
 }
 
 /* The forward's threadgroups of each size (ALLOY_NN_NORM_FWD_SG=1, 2, 4, 8; the defaults: 1 for float32 and
@@ -1071,6 +1094,7 @@ int main(void) {
     RUN(test_norms_shift);
     RUN(test_norms_variants);
     RUN(test_norms_fwd_sg);
+    RUN(test_norms_stats);
     RUN(test_norms_given_stats);
     RUN(test_unaligned);
     RUN(test_conv);
