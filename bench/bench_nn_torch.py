@@ -145,7 +145,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--alloy", help="alloy bench nn's output, for the ratios")
     ap.add_argument("--quick", action="store_true", help="alloy's --quick sizes (128 K elements)")
-    ap.add_argument("--only", help="the rows whose label ('rmsnorm bf16 bwd') contains TEXT")
+    ap.add_argument("--only", help="the rows whose label ('rmsnorm bf16 bwd') contains TEXT, "
+                    "or one of its |-separated alternatives ('layernorm-mh|conv1d')")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--no-compile", action="store_true", help="eager only")
     ap.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -185,7 +186,7 @@ def main():
         for dname, dt in (("f32", torch.float32), ("bf16", torch.bfloat16), ("f16", torch.float16)):
             for bwd in (False, True):
                 label = f"{name} {dname} {'bwd' if bwd else 'fwd'}"
-                if args.only and args.only not in label:
+                if args.only and not any(t in label for t in args.only.split("|")):
                     continue
                 es = torch.empty((), dtype=dt).element_size()
                 nbytes = op_bytes(kind, shape, bias, K, bwd, es)
