@@ -139,14 +139,19 @@ static int shape_is(alloy_array *x, int nd, const int64_t *shape) {
 
 /* The diagonal of R of a Householder QR in long double with LAPACK's sign
  * choice, and the column norms it reduced (how far each is from a tie). */
-static void ref_rdiag(const double *a, int64_t m, int64_t n, long double *d, long double *size) {
+/* R's diagonal as LAPACK's Householder QR gives it (beta = -sign(alpha) * norm), in long double; lead[j] is the
+ * pivot alpha whose sign picks beta's and size[j] the norm of A's column j, which the reflections keep: the sign is
+ * only determined where |alpha| stands clear of the rounding the reflections before it leave (~ k u size). */
+static void ref_rdiag(const double *a, int64_t m, int64_t n, long double *d, long double *lead, long double *size) {
     long double *w = malloc(bytes(m * n, sizeof(long double)));
     for (int64_t e = 0; e < m * n; e++) w[e] = a[e];
     const int64_t k = imin(m, n);
     for (int64_t j = 0; j < k; j++) {
-        long double xn = 0, alpha = w[j * n + j];
+        long double xn = 0, above = 0, alpha = w[j * n + j];
         for (int64_t i = j + 1; i < m; i++) xn += w[i * n + j] * w[i * n + j];
-        size[j] = sqrtl(xn + alpha * alpha);
+        for (int64_t i = 0; i < j; i++) above += w[i * n + j] * w[i * n + j];
+        lead[j] = alpha;
+        size[j] = sqrtl(above + xn + alpha * alpha);
         if (xn == 0) {
             d[j] = alpha;
             continue;
@@ -263,7 +268,8 @@ static void run_qr_case(const qcase *t) {
         alloy_array_free(r);
     }
     alloy_qr_force_path(ALLOY_QR_PATH_AUTO);
-    long double *rd = malloc(bytes(k, sizeof(long double))), *rsz = malloc(bytes(k, sizeof(long double)));
+    long double *rd = malloc(bytes(k, sizeof(long double))), *rlead = malloc(bytes(k, sizeof(long double))),
+                *rsz = malloc(bytes(k, sizeof(long double)));
     double *qraw = malloc(bytes(m * k, sizeof(double))), *rraw = malloc(bytes(k * n, sizeof(double)));
     int bad = 0;
     for (int64_t b = 0; Q[0] && Q[1] && R[0] && R[1] && R[2] && Q[3] && R[3] && b < batch; b++) {
@@ -303,11 +309,13 @@ static void run_qr_case(const qcase *t) {
             for (int64_t j = 0; j < k && !why[0]; j++)
                 if (!(tau[j] >= 0 && tau[j] <= 2)) snprintf(why, sizeof why, "tau[%lld] = %g", (long long)j, tau[j]);
             if (!why[0] && (kind == K_RANDOM || kind == K_IDENTITY)) {
-                ref_rdiag(ab, m, n, rd, rsz);
-                for (int64_t j = 0; j < k && !why[0]; j++)
-                    if (fabsl(rd[j]) > 1e-3L * rsz[j] && (r0[j * n + j] < 0) != (rd[j] < 0))
-                        snprintf(why, sizeof why, "R(%lld,%lld) = %g but LAPACK's sign gives %Lg", (long long)j,
-                                 (long long)j, r0[j * n + j], rd[j]);
+                ref_rdiag(ab, m, n, rd, rlead, rsz);
+                /* up to the first pivot too close to 0 to have a sign: past it the reflector taken there (either is
+                 * right) changes the trailing matrix, and with it every later pivot */
+                for (int64_t j = 0; j < k && !why[0] && fabsl(rlead[j]) > (long double)bound * rsz[j]; j++)
+                    if ((r0[j * n + j] < 0) != (rd[j] < 0))
+                        snprintf(why, sizeof why, "R(%lld,%lld) = %g but LAPACK's sign gives %Lg (pivot %Lg)",
+                                 (long long)j, (long long)j, r0[j * n + j], rd[j], rlead[j]);
             }
             double e;
             if (!why[0] && !((e = recon_error(ab, q0, r0, m, n, k)) <= bound))
@@ -346,6 +354,7 @@ static void run_qr_case(const qcase *t) {
         free(R[i]);
     }
     free(rd);
+    free(rlead);
     free(rsz);
     free(qraw);
     free(rraw);
