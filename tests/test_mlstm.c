@@ -12,6 +12,9 @@
 
 /* ---- checks ------------------------------------------------------------------ */
 
+/* The stream check_steps queues its steps on (NULL: the default stream). */
+static alloy_stream *step_stream;
+
 static void check_parallel(const problem *p, const double *href, const double *mag, const char *label) {
     const int64_t BH = p->B * p->NH;
     const int64_t s_qk[4] = {p->B, p->NH, p->S, p->DK}, s_v[4] = {p->B, p->NH, p->S, p->DV};
@@ -80,7 +83,11 @@ static void check_steps(const problem *p, const double *href, const double *mag,
         if (!in_place)
             for (int e = 0; e < 3; e++) CHECK_OK(alloy_array_fill(st[nxt][e], NAN));
         alloy_array *co = st[nxt][0], *no = st[nxt][1], *mo = st[nxt][2];
-        CHECK_OK(alloy_mlstm_step(q, k, v, i, f, st[cur][0], st[cur][1], st[cur][2], EPS, NULL, &h, &co, &no, &mo));
+        /* (on a stream of its own: after the default stream's uploads and fills, read after it) */
+        if (step_stream) CHECK_OK(alloy_device_synchronize(alloy_array_device(q)));
+        CHECK_OK(alloy_mlstm_step(q, k, v, i, f, st[cur][0], st[cur][1], st[cur][2], EPS, step_stream, &h, &co, &no,
+                                  &mo));
+        if (step_stream) CHECK_OK(alloy_stream_synchronize(step_stream));
         CHECK(co == st[nxt][0] && no == st[nxt][1] && mo == st[nxt][2]);
         double *g = host_of(h);
         for (int64_t bh = 0; bh < BH; bh++)
@@ -178,6 +185,27 @@ static void test_mlstm_step_tiles_in_one_group(void) {
     both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "TL wide D=33/260");
     both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "TL wide D=300/132");
     unsetenv("ALLOY_MLSTM_STEP_TL");
+}
+
+/* ALLOY_MLSTM_STEP_LA=1: in place in one launch, each head's last threadgroup to finish writing n' and m'
+ * (the stream's counters, left at 0 for the next step): one tile (every threadgroup the last), one column per
+ * lane over three tiles, 16-byte columns over three tiles (the last partial) with DHQK 33 and 300 (n's
+ * elements past the writers' 32 lanes), 1040 heads (the counters grown past their first 1024 words) — in place
+ * and into other arrays, as every case here; then in place on a stream of its own (its own counters). */
+static void test_mlstm_step_last_arriver(void) {
+    setenv("ALLOY_MLSTM_STEP_LA", "1", 1);
+    both(3, 2, 4, 9, 20, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 2, "LA D=9/20");
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "LA D=17/72");
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "LA wide D=33/260");
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT16, GATES_PLAIN, 0, 2, "LA wide D=300/132");
+    CHECK_OK(alloy_stream_new(ku_device(), &step_stream));
+    if (step_stream) {
+        both(80, 13, 3, 33, 260, ALLOY_FLOAT32, GATES_PLAIN, 1, 1, "LA stream wide D=33/260");
+        both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 1, "LA stream D=17/72");
+        alloy_stream_free(step_stream);
+        step_stream = NULL;
+    }
+    unsetenv("ALLOY_MLSTM_STEP_LA");
 }
 
 /* ALLOY_MLSTM_STEP_PS=k: k threadgroups an SM (few on the CPU) walking the (sequence and head, tile) items,
@@ -371,6 +399,7 @@ int main(void) {
     RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_step_tiles_in_one_group);
     RUN(test_mlstm_step_persistent);
+    RUN(test_mlstm_step_last_arriver);
     RUN(test_mlstm_step_pipe);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);

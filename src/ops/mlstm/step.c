@@ -8,13 +8,16 @@
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
  * old ones — or, with ALLOY_MLSTM_STEP_TL=1 (timing), one threadgroup per
- * (sequence, head) walks all of its columns and writes them itself. The
+ * (sequence, head) walks all of its columns and writes them itself, or with
+ * ALLOY_MLSTM_STEP_LA=1 (timing) each head's last threadgroup to finish
+ * writes them, counted in the stream's zeroed counters. The
  * same kernels run on every backend; sizes, scale and eps are launch
  * constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/stream_counters.h"
 #include "ops/catalog.h"
 #include "ops/env_override.h"
 #include "ops/vector_access.h"
@@ -81,6 +84,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * (H200, B = 1024 in place: 90.5% of copy against 94.1-94.4% as two launches; docs/mlstm.md) */
         const int tl = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_TL", 0, 1, 0);
         const int nm = !in_place || tl;
+        /* ALLOY_MLSTM_STEP_LA=1 (for timing): in place in one launch, each head's last threadgroup to finish
+         * writing n' and m' (counted in the stream's zeroed counters, core/stream_counters.h); not with TL or
+         * PS. Untimed so far: the two launches stay the default */
+        const int64_t ps_asked = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
+        const int la = in_place && !tl && !ps_asked && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_LA", 0, 1, 0);
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
@@ -92,7 +100,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
          * the previous one's barrier and h (mlstm_step.metal's PS); not with TL. It loses (H200, bf16, 7B
          * heads, B = 1024 in place: 90.2-90.6% of copy with k = 2, 82.7-82.9% with 3, against 94.4%) */
-        const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
+        const int64_t ps = ps_asked;
         /* with 16-byte columns each batch's rows in two halves, each half's registers reloaded with the next
          * batch's rows right after its math (mlstm_step.metal's PIPE; RB even), so that the next batch's loads
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
@@ -101,7 +109,10 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
+        alloy_array *ctr = NULL;
         st = alloy_launch_new(&l);
+        /* the kernel's counters (only LA touches them) */
+        if (st == ALLOY_OK) st = alloy_stream_counters(dev, stream, BH, &ctr);
         /* C' and h (and n', m') */
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", W);
@@ -111,10 +122,12 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "LA", la);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ctr);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
@@ -123,10 +136,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "items", ALLOY_INT64, items);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
-        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[4] = {NULL, NULL, NULL, NULL};
+        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[5] = {NULL, NULL, NULL, NULL, NULL};
         if (st == ALLOY_OK) st = alloy_kernel_apply(ks, 8, ins, l, stream, res);
-        for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
-        if (st == ALLOY_OK && !nm) { /* in place: n' and m' after every reader of n and m above */
+        for (int e = 0; e < 5; e++) alloy_array_free(res[e]);
+        alloy_array_free(ctr);
+        if (st == ALLOY_OK && !nm && !la) { /* in place: n' and m' after every reader of n and m above */
             st = alloy_launch_reset(l);
             if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
             if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
