@@ -29,7 +29,8 @@ for ptx in "$dir"/*.ptx; do
     cu=${ptx%.ptx}.cu
     name=$(basename "$ptx" .ptx)
     # the template values as the kernel's prologue declares them (types: using T = ..., values: constexpr)
-    tpl=$(grep -o '^  using [A-Za-z0-9_]* \[\[maybe_unused\]\] = [^;]*\|^  \[\[maybe_unused\]\] constexpr [a-z]* [A-Za-z0-9_]* = [^;]*' "$cu" 2>/dev/null |
+    # (a kernel without templates has none: no match is not a failure)
+    tpl=$({ grep -o '^  using [A-Za-z0-9_]* \[\[maybe_unused\]\] = [^;]*\|^  \[\[maybe_unused\]\] constexpr [a-z]* [A-Za-z0-9_]* = [^;]*' "$cu" 2>/dev/null || true; } |
         sed 's/^  using \([A-Za-z0-9_]*\) \[\[maybe_unused\]\] = /\1=/; s/^  \[\[maybe_unused\]\] constexpr [a-z]* \([A-Za-z0-9_]*\) = /\1=/' |
         tr '\n' ' ')
     info=$("$PTXAS" -v -arch=sm_90a "$ptx" -o "$tmp/x.cubin" 2>&1 || true)

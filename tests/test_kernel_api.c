@@ -7,6 +7,7 @@
  * atomic_outputs and init_value; ensure_row_contiguous on and off; verbose;
  * zero-size grids; the one-time "grid counts threads" warning;
  * caller-provided outputs written in place; streams; concurrent launches;
+ * launches that overlap the previous kernel (alloy_launch_set_overlap);
  * launch constants (by value, not part of the compiled specialisation). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -754,6 +755,79 @@ static void test_stream_and_compile(void) {
     alloy_stream_free(st);
 }
 
+/* alloy_launch_set_overlap: a kernel that lets the next one start at once (alloy_start_next_kernel) and
+ * writes 2^22 floats, each the end of a dependent chain, then a kernel launched to overlap it that waits
+ * (alloy_wait_previous_kernel) and reads them in reverse, and a third, overlapping the second, that rewrites
+ * the first one's input: with a wait that did not hold, the second would read stale or partial values, the
+ * third would race the second's reads — on a GPU with overlapping launches; elsewhere an ordinary launch. */
+static void test_overlapping_launch(void) {
+    alloy_stream *st = NULL;
+    CHECK_OK(alloy_stream_new(ku_device(), &st));
+    const int64_t n = (int64_t)1 << 22;
+    const char *one[] = {"x"}, *y_names[] = {"y"}, *z_names[] = {"z"};
+    alloy_kernel *kp = NULL, *kc = NULL, *kw = NULL;
+    CHECK_OK(alloy_kernel_new("overlap_producer", 1, one, 1, y_names,
+                              "alloy_start_next_kernel();\n"
+                              "uint i = thread_position_in_grid.x;\n"
+                              "float v = x[i];\n"
+                              "for (int r = 0; r < 64; r++) v = v * 0.5f + 1.0f;\n"
+                              "y[i] = v + float(i);\n", NULL, 1, 0, &kp));
+    const char *two[] = {"y"};
+    CHECK_OK(alloy_kernel_new("overlap_consumer", 1, two, 1, z_names,
+                              "uint i = thread_position_in_grid.x;\n"
+                              "uint j = uint(y_shape[0]) - 1u - i;\n"
+                              "float before = float(j) * 0.25f;   // work that needs nothing of the producer\n"
+                              "alloy_wait_previous_kernel();\n"
+                              "z[i] = y[j] - before;\n", NULL, 1, 0, &kc));
+    const char *three[] = {"src"}, *w_names[] = {"x"};
+    CHECK_OK(alloy_kernel_new("overlap_rewriter", 1, three, 1, w_names,
+                              "alloy_wait_previous_kernel();\n"
+                              "x[thread_position_in_grid.x] = src[0];\n", NULL, 1, 0, &kw));
+    float *x = malloc((size_t)n * sizeof(float)), *got = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) x[i] = (float)(i % 1000) * 0.001f;
+    alloy_array *in = ku_array(ALLOY_FLOAT32, n, x), *y = NULL, *z = NULL, *w = NULL;
+    const float seven = 7.0f;
+    alloy_array *src = ku_array(ALLOY_FLOAT32, 1, &seven);
+    alloy_launch *l = NULL;
+    CHECK_OK(alloy_launch_new(&l));
+    CHECK_OK(alloy_launch_add_output(l, 1, &n, ALLOY_FLOAT32));
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)n, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    CHECK_OK(alloy_kernel_apply(kp, 1, &in, l, st, &y));
+    CHECK_OK(alloy_launch_set_overlap(l, 1));
+    if (y) CHECK_OK(alloy_kernel_apply(kc, 1, &y, l, st, &z));
+    CHECK_OK(alloy_launch_reset(l));
+    CHECK_OK(alloy_launch_add_output_array(l, in));
+    CHECK_OK(alloy_launch_set_grid(l, (uint32_t)n, 1, 1));
+    CHECK_OK(alloy_launch_set_threadgroup(l, 256, 1, 1));
+    CHECK_OK(alloy_launch_set_overlap(l, 1));
+    CHECK_OK(alloy_kernel_apply(kw, 1, &src, l, st, &w));
+    CHECK_OK(alloy_stream_synchronize(st));
+    if (z) {
+        CHECK_OK(alloy_array_copy_to_host(z, got, (size_t)n * sizeof(float)));
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t j = n - 1 - i;
+            float v = x[j];
+            for (int r = 0; r < 64; r++) v = v * 0.5f + 1.0f;
+            const float want = (v + (float)j) - (float)j * 0.25f;
+            if (got[i] != want && bad++ == 0) first = i;
+        }
+        CHECK_MSG(bad == 0, "overlapping consumer: %lld of %lld wrong, first z[%lld] = %g", (long long)bad,
+                  (long long)n, (long long)first, first >= 0 ? got[first] : 0.0);
+    }
+    CHECK_OK(alloy_array_copy_to_host(in, got, (size_t)n * sizeof(float)));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += got[i] != 7.0f;
+    CHECK_MSG(bad == 0, "overlapping rewriter: %lld of %lld not written", (long long)bad, (long long)n);
+    CHECK(alloy_launch_set_overlap(NULL, 1) == ALLOY_ERROR_INVALID_ARGUMENT);
+    free(x), free(got);
+    alloy_array_free(in), alloy_array_free(src), alloy_array_free(y), alloy_array_free(z), alloy_array_free(w);
+    alloy_launch_free(l);
+    alloy_kernel_free(kp), alloy_kernel_free(kc), alloy_kernel_free(kw);
+    alloy_stream_free(st);
+}
+
 typedef struct conc_arg {
     alloy_kernel *k;
     int id;
@@ -904,6 +978,7 @@ int main(void) {
     RUN(test_caller_outputs);
     RUN(test_stream_and_compile);
     RUN(test_concurrent_launches);
+    RUN(test_overlapping_launch);
     RUN(test_launch_constants);
     return harness_finish();
 }

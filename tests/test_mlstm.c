@@ -208,6 +208,15 @@ static void test_mlstm_step_last_arriver(void) {
     unsetenv("ALLOY_MLSTM_STEP_LA");
 }
 
+/* ALLOY_OPS_OVERLAP=1: in place, the second launch (n' and m') overlaps the first and writes only after it
+ * has ended: one column per lane over three tiles, 16-byte columns over three tiles with DHQK 300. */
+static void test_mlstm_step_overlapped(void) {
+    setenv("ALLOY_OPS_OVERLAP", "1", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 1, "overlap D=17/72");
+    both(64, 8, 2, 300, 132, ALLOY_BFLOAT16, GATES_PLAIN, 1, 1, "overlap wide D=300/132");
+    unsetenv("ALLOY_OPS_OVERLAP");
+}
+
 /* ALLOY_MLSTM_STEP_PS=k: k threadgroups an SM (few on the CPU) walking the (sequence and head, tile) items,
  * each item's first batch loaded during the previous item's h: one column per lane over three tiles; 16-byte
  * columns over three tiles (the last partial) with DHQK 33 and batches of 12 rows (the second partial), and
@@ -400,6 +409,7 @@ int main(void) {
     RUN(test_mlstm_step_tiles_in_one_group);
     RUN(test_mlstm_step_persistent);
     RUN(test_mlstm_step_last_arriver);
+    RUN(test_mlstm_step_overlapped);
     RUN(test_mlstm_step_pipe);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);

@@ -873,6 +873,25 @@ static void test_conv(void) {
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }
 
+/* ALLOY_OPS_OVERLAP=1: column_sum launched to overlap the backward kernel that writes its partial sums (on a
+ * GPU with overlapping launches it starts before that kernel ends and waits for it): the norms' rows (plain
+ * and from saved statistics) and heads, and conv1d with several threadgroup rows of partial sums. */
+static void test_overlapped_column_sums(void) {
+    setenv("ALLOY_OPS_OVERLAP", "1", 1);
+    const norm_case cases[3] = {{9, 1024, 0}, {11, 4096, 512}, {530, 64, 8}};
+    for (int rms = 0; rms <= 1; rms++)
+        for (int ci = 0; ci < 3; ci++) {
+            run_norm(rms, !rms, cases[ci], DTYPES[1 + ci % 3], 0);
+            g_stats = 1;
+            run_norm(rms, !rms, cases[ci], DTYPES[3 - ci % 3], 0);
+            g_stats = 0;
+        }
+    const conv_case cc[2] = {{3, 100, 24, 2}, {2, 45, 132, 4}};
+    for (int ci = 0; ci < 2; ci++)
+        for (int di = 0; di < 4; di++) run_conv(cc[ci], DTYPES[di], 1, ci);
+    unsetenv("ALLOY_OPS_OVERLAP");
+}
+
 /* Sets each of the n switches vars[k] to vals[k] ("": unset, the default). */
 static void set_switches(int n, const char *const *vars, const char *const *vals) {
     for (int k = 0; k < n; k++) {
@@ -1105,6 +1124,7 @@ int main(void) {
     RUN(test_conv_ring);
     RUN(test_conv_blocks);
     RUN(test_conv_decoding);
+    RUN(test_overlapped_column_sums);
     RUN(test_empty);
     return harness_finish();
 }

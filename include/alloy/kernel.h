@@ -77,6 +77,20 @@ alloy_status alloy_launch_set_verbose(alloy_launch *launch, int verbose);
  * Hopper); declared `threadgroup` arrays stay static and small. */
 alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *launch, size_t bytes);
 
+/* Overlap with the previous kernel (an alloy extension; CUDA's programmatic
+ * dependent launch, compute capability 9.0 and newer): the kernel's
+ * threadgroups may start while the kernel queued before it on the stream is
+ * still running, so that its launch and start are hidden behind that
+ * kernel's last threadgroups. The body must then call
+ * alloy_wait_previous_kernel() before it touches memory the previous kernel
+ * reads or writes (every thread that does; the call returns once that kernel
+ * has finished and its writes are visible), and may do anything else before
+ * it. The previous kernel may call alloy_start_next_kernel() to let this one
+ * start before its own threadgroups end. Elsewhere (the CPU, older GPUs, a
+ * driver without cuLaunchKernelEx, or ALLOY_CUDA_OVERLAP=0) the launch is an
+ * ordinary one and both calls return at once. Off by default. */
+alloy_status alloy_launch_set_overlap(alloy_launch *launch, int on);
+
 /* Template arguments become `constexpr int N = ...;`, `constexpr bool B =
  * ...;` or `using T = float;` at the top of the body. */
 alloy_status alloy_launch_add_template_int(alloy_launch *launch, const char *name, int64_t value);

@@ -53,6 +53,7 @@ typedef struct alloy_launch_args {
     uint32_t grid[3];
     uint32_t threadgroup[3]; /* already clamped, product <= max */
     size_t threadgroup_memory; /* dynamic threadgroup memory bytes (0: none) */
+    int overlap;               /* may start before the stream's previous kernel ends (alloy_launch_set_overlap) */
 } alloy_launch_args;
 
 /* What the core asks a backend to compile. */

@@ -742,7 +742,7 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
                          n, spec->n_slots);
     if (st == ALLOY_OK && l->grid[0] && l->grid[1] && l->grid[2]) {
         alloy_launch_args la = {.kernel_name = k->name, .n_args = n, .args = args,
-                                .threadgroup_memory = l->threadgroup_memory};
+                                .threadgroup_memory = l->threadgroup_memory, .overlap = l->overlap};
         memcpy(la.grid, l->grid, sizeof la.grid);
         memcpy(la.threadgroup, tg, sizeof la.threadgroup);
         st = dev->backend->launch(dev, spec->program, &la, stream);

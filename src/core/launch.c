@@ -159,6 +159,12 @@ alloy_status alloy_launch_set_verbose(alloy_launch *l, int verbose) {
     return ALLOY_OK;
 }
 
+alloy_status alloy_launch_set_overlap(alloy_launch *l, int on) {
+    if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
+    l->overlap = on != 0;
+    return ALLOY_OK;
+}
+
 alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *l, size_t bytes) {
     if (!l) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "launch is NULL");
     if (bytes > ((size_t)1 << 30))

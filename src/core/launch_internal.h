@@ -20,6 +20,7 @@ struct alloy_launch {
     double init_value;
     int verbose;
     size_t threadgroup_memory;
+    int overlap; /* alloy_launch_set_overlap */
     alloy_template_arg *templates;
     int n_templates, cap_templates;
     alloy_constant_arg *constants;

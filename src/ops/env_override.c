@@ -10,3 +10,5 @@ int64_t alloy_ops_env_int(const char *name, int64_t lo, int64_t hi, int64_t def)
     const long long v = strtoll(e, &end, 10);
     return *end == '\0' && v >= lo && v <= hi ? (int64_t)v : def;
 }
+
+int alloy_ops_overlap(void) { return (int)alloy_ops_env_int("ALLOY_OPS_OVERLAP", 0, 1, 0); }

@@ -11,4 +11,10 @@
  * else) within [lo, hi], else def. */
 int64_t alloy_ops_env_int(const char *name, int64_t lo, int64_t hi, int64_t def);
 
+/* Whether catalog ops launch a follow-up kernel (column_sum after a
+ * backward's partial sums, the step's in-place n and m) to overlap the kernel
+ * before it (alloy_launch_set_overlap): ALLOY_OPS_OVERLAP=1, for timing; off
+ * until timed. */
+int alloy_ops_overlap(void);
+
 #endif

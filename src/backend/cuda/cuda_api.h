@@ -34,6 +34,26 @@ typedef int CUtensorMapInterleave;
 typedef int CUtensorMapSwizzle;
 typedef int CUtensorMapL2promotion;
 typedef int CUtensorMapFloatOOBfill;
+/* cuLaunchKernelEx's configuration (CUDA 12): an attribute is its id, padding
+ * to 8 bytes and a 64-byte union of values; the config lists them. */
+typedef int CUlaunchAttributeID;
+typedef union CUlaunchAttributeValue_union {
+    char pad[64];
+    int programmaticStreamSerializationAllowed;
+} CUlaunchAttributeValue;
+typedef struct CUlaunchAttribute_st {
+    CUlaunchAttributeID id;
+    char pad[8 - sizeof(CUlaunchAttributeID)];
+    CUlaunchAttributeValue value;
+} CUlaunchAttribute;
+typedef struct CUlaunchConfig_st {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    CUlaunchAttribute *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
 
 typedef int nvrtcResult;
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -92,6 +112,9 @@ typedef struct _nvrtcProgram *nvrtcProgram;
 #define ALLOY_CU_TENSOR_MAP_L2_PROMOTION_L2_256B 3
 #define ALLOY_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE 0
 
+/* CUlaunchAttributeID: the launch may overlap the stream's previous kernel */
+#define ALLOY_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+
 /* Flags */
 #define ALLOY_CU_STREAM_NON_BLOCKING 0x1u
 #define ALLOY_CU_EVENT_DISABLE_TIMING 0x2u
@@ -149,6 +172,8 @@ typedef struct alloy_cuda_driver {
                                unsigned int grid_z, unsigned int block_x, unsigned int block_y,
                                unsigned int block_z, unsigned int shared_bytes, CUstream stream,
                                void **params, void **extra);
+    /* optional (CUDA 12 drivers and newer): only overlapping launches need it */
+    CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction f, void **params, void **extra);
     /* optional (CUDA 12 drivers and newer): only tensor maps need it */
     CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
                                        cuuint32_t tensorRank, void *globalAddress,

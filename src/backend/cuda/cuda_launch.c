@@ -11,16 +11,35 @@
  * This is the hot path: no allocation (up to 63 arguments), no hashing, no
  * formatting unless something fails. The function attribute for more than
  * 48 KiB of dynamic shared memory is set once per function and size (the
- * largest size set so far is remembered). */
+ * largest size set so far is remembered). A launch that may overlap the
+ * stream's previous kernel (alloy_launch_set_overlap) goes through
+ * cuLaunchKernelEx with programmatic stream serialization, on compute
+ * capability 9.0 and newer, when the driver has it and ALLOY_CUDA_OVERLAP is
+ * not 0 (read once); otherwise it is an ordinary launch. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "cuda_internal.h"
 
 #define STACK_PARAMS 64
+
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is cuda.h's 72 bytes");
+
+/* ALLOY_CUDA_OVERLAP=0 turns overlapping launches into ordinary ones (read once). */
+static int overlap_allowed(void) {
+    static int allowed = -1;
+    int a = __atomic_load_n(&allowed, __ATOMIC_RELAXED);
+    if (a < 0) {
+        const char *e = getenv("ALLOY_CUDA_OVERLAP");
+        a = !(e && e[0] == '0' && e[1] == 0);
+        __atomic_store_n(&allowed, a, __ATOMIC_RELAXED);
+    }
+    return a;
+}
 
 static pthread_mutex_t smem_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -156,8 +175,18 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
             (long long)smem > (long long)atomic_load_explicit(&p->smem_set, memory_order_acquire))
             st = allow_smem(d, p, kname, smem);
         if (st == ALLOY_OK) {
-            r = alloy_cu.cuLaunchKernel(p->fn, grid[0], grid[1], grid[2], block[0], block[1],
-                                        block[2], (unsigned)smem, s->s, params, NULL);
+            if (args->overlap && d->cc_major >= 9 && alloy_cu.cuLaunchKernelEx && overlap_allowed()) {
+                CUlaunchAttribute attr;
+                memset(&attr, 0, sizeof attr);
+                attr.id = ALLOY_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+                attr.value.programmaticStreamSerializationAllowed = 1;
+                const CUlaunchConfig cfg = {grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                            (unsigned)smem, s->s, &attr, 1};
+                r = alloy_cu.cuLaunchKernelEx(&cfg, p->fn, params, NULL);
+            } else {
+                r = alloy_cu.cuLaunchKernel(p->fn, grid[0], grid[1], grid[2], block[0], block[1],
+                                            block[2], (unsigned)smem, s->s, params, NULL);
+            }
             if (r == ALLOY_CUDA_SUCCESS) {
                 atomic_store_explicit(&s->last_kernel, p->name, memory_order_relaxed);
                 atomic_store_explicit(&d->last_kernel, p->name, memory_order_relaxed);

@@ -105,6 +105,7 @@ static void load_driver(void) {
     SYM(alloy_cu, lib, cuFuncSetAttribute, 1);
     SYM(alloy_cu, lib, cuLaunchKernel, 1);
     SYM(alloy_cu, lib, cuTensorMapEncodeTiled, 0); /* tensor maps fail without it, nothing else */
+    SYM(alloy_cu, lib, cuLaunchKernelEx, 0);       /* overlapping launches are ordinary ones without it */
 
     CUresult r = alloy_cu.cuInit(0);
     if (r != ALLOY_CUDA_SUCCESS) {

@@ -115,6 +115,10 @@ ALLOY_FN void simdgroup_barrier(mem_flags = mem_flags::mem_none) {
 ALLOY_FN void atomic_thread_fence(mem_flags, memory_order, thread_scope = thread_scope_device) {
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
+/* Overlapping launches (alloy_launch_set_overlap): the CPU's launches run in
+ * order, so there is nothing to wait for or to start. */
+ALLOY_FN void alloy_wait_previous_kernel() {}
+ALLOY_FN void alloy_start_next_kernel() {}
 
 /* ==== SIMD-group functions ================================================ */
 

@@ -298,6 +298,22 @@ ALLOY_FN void atomic_thread_fence(mem_flags, memory_order, thread_scope s = thre
     else __threadfence_block();
 }
 
+/* ==== overlapping launches (alloy_launch_set_overlap) ===================== */
+/* griddepcontrol (sm_90+): wait until the stream's previous kernel has ended
+ * and its writes are visible; let the next kernel start. Without an
+ * overlapping launch both return at once; before sm_90 they are nothing. */
+
+ALLOY_FN void alloy_wait_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+ALLOY_FN void alloy_start_next_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* ==== atomics ============================================================= */
 /* The hardware atomics where CUDA has them (int, uint, 64-bit integers,
  * float add), compare-and-swap loops otherwise (float min/max, 8/16-bit

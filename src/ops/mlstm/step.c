@@ -147,6 +147,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
             if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
             if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(BH * 128), 1, 1);
             if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 128, 1, 1);
+            if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());
             if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
             alloy_array *ins2[5] = {k, i, f, n, m};
             res[0] = res[1] = NULL;

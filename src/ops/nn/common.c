@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "ops/catalog.h"
+#include "ops/env_override.h"
 #include "ops/nn/nn_internal.h"
 
 static void shape_text(char *buf, size_t cap, int nd, const int64_t *shape) {
@@ -122,6 +123,7 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, M1);
+    if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());
     alloy_array *ins[1] = {part};
     if (st == ALLOY_OK) st = alloy_nn_apply("src/ops/nn/kernels/column_sum.metal", l, dt, 1, ins, 2, stream);
     alloy_launch_free(l);

@@ -102,6 +102,7 @@ METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK,
     }
 }
 //! body:
+alloy_start_next_kernel(); // mlstm_step_nm, when launched to overlap this kernel, may start (it waits for it)
 constexpr int NT = 32 * RY;   // threads
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;

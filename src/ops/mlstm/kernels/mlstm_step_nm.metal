@@ -6,7 +6,10 @@
 //   every thread reads m before the barrier and thread 0 writes it after).
 // One threadgroup per (b*NH + head); thread t handles n's elements t, t + 128,
 // ...: four of them loaded before the gates are computed, so the step's
-// second launch waits on memory once.
+// second launch waits on memory once. Launched to overlap mlstm_step
+// (ALLOY_OPS_OVERLAP), it loads and computes first and writes n' and m' only
+// after alloy_wait_previous_kernel — every reader of n and m has ended then
+// (a no-op otherwise).
 // Launch constants: int DHQK. Template: T (the input dtype).
 // Launch: grid = (BH * 128, 1, 1), threadgroup = (128, 1, 1).
 //! name: alloy_mlstm_step_nm
@@ -27,6 +30,7 @@ const float fp = float(f[bh]), ip = float(i[bh]), m_old = m[bh];
 const float lf = fp >= 0.0f ? -log1p(exp(-fp)) : fp - log1p(exp(fp));
 const float m_new = max(lf + m_old, ip);
 const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
+alloy_wait_previous_kernel();
 for (int u = 0; u < 4; u++) {
     const int j = tid + 128 * u;
     if (j < DHQK) n_out[qo + j] = fa * nv[u] + ia * kv[u];

@@ -46,6 +46,7 @@
 #define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
+alloy_start_next_kernel(); // column_sum, when launched to overlap this kernel, may start (it waits for it)
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
 constexpr int L = BL; // NB (template): timesteps of x and of dy loaded before use
 constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x and dy with stream.h's hint

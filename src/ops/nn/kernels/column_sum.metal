@@ -10,7 +10,9 @@
 // backward over rows of 1024, P = 256: 32 x 8 threads with four sums took
 // 6.4 us of its 111; where P is small, a larger KS only adds tree levels).
 // The order is fixed by P alone, so the result does not depend on
-// scheduling. P may be 0 (zeros).
+// scheduling. P may be 0 (zeros). Launched to overlap the kernel that wrote
+// part (ALLOY_OPS_OVERLAP), it reads part only after
+// alloy_wait_previous_kernel (a no-op otherwise).
 // Launch constants: long P, long M, long M1. Template: T (outputs), A (part),
 // KS (1, 2, 4, ..., 32).
 // Launch: grid = (ceil(M/32)*32, KS, 1), threadgroup = (32, KS, 1).
@@ -24,6 +26,7 @@
 const long i = long(thread_position_in_grid.x);
 const int lx = int(thread_position_in_threadgroup.x), k = int(thread_position_in_threadgroup.y);
 threadgroup A red[KS][32];
+alloy_wait_previous_kernel();
 A s[8];
 for (int j = 0; j < 8; j++) s[j] = A(0);
 if (i < M) {
