@@ -95,6 +95,60 @@ static void test_tree_reduction(void) {
     ku_free_inputs(&s);
 }
 
+/* ---- a later variable of an earlier block-local name ---------------------- */
+
+/* `r` declared in a block of a region before the barrier loop and again in the loop, where it lives across
+ * a barrier (kept per thread): the earlier region must not take the later variable's slots (declared only
+ * with the loop's region) for its own `r` — it did, and with a statement first in the body (so that no slots
+ * were declared before) the generated code did not compile. */
+static const char *shadow_body =
+    "alloy_wait_previous_kernel();\n"
+    "constexpr int K = 2;\n"
+    "threadgroup int tile[32];\n"
+    "uint lid = thread_index_in_threadgroup;\n"
+    "uint gid = thread_position_in_grid.x;\n"
+    "int acc = 0;\n"
+    "if constexpr (K > 1) {\n"
+    "    const long r = long(gid) * 3;\n"
+    "    acc += int(r);\n"
+    "}\n"
+    "for (int it = 0; it < K; it++) {\n"
+    "    const int r = in[gid] + it;\n"
+    "    tile[lid] = r;\n"
+    "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "    acc += tile[(lid + 1) % 32] + r;\n"
+    "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "}\n"
+    "out[gid] = acc;\n";
+
+static void test_shadowed_names(void) {
+    enum { N = 96, TG = 32 };
+    int32_t in[N], out[N], ref[N];
+    for (int i = 0; i < N; i++) in[i] = (i * 29) % 61 - 30;
+    for (int i = 0; i < N; i++) {
+        const int g = i / TG, l = i % TG, nb = g * TG + (l + 1) % TG;
+        ref[i] = i * 3;
+        for (int it = 0; it < 2; it++) ref[i] += (in[nb] + it) + (in[i] + it);
+    }
+    ku_spec s = {0};
+    s.name = "regions_shadow";
+    s.body = shadow_body;
+    s.n_in = 1;
+    s.in_names[0] = "in";
+    s.in[0] = ku_array(ALLOY_INT32, N, in);
+    s.n_out = 1;
+    s.out_names[0] = "out";
+    s.out_dtype[0] = ALLOY_INT32;
+    s.out_n[0] = N;
+    s.out_host[0] = out;
+    s.grid[0] = N;
+    s.tg[0] = TG;
+    check_path(&s, 1);
+    CHECK_OK(ku_run(&s));
+    for (int i = 0; i < N; i++) CHECK_MSG(out[i] == ref[i], "out[%d] = %d, want %d", i, out[i], ref[i]);
+    ku_free_inputs(&s);
+}
+
 /* ---- values live across barriers ------------------------------------------ */
 
 /* Per-thread scalars, an array and a pointer kept across barriers; a `while`
@@ -386,6 +440,7 @@ static void test_fiber_fallback(void) {
 int main(void) {
     RUN(test_tree_reduction);
     RUN(test_live_values);
+    RUN(test_shadowed_names);
     RUN(test_returns_in_loop);
     RUN(test_partial_2d);
     RUN(test_simd_functions);

@@ -1225,8 +1225,12 @@ static void emit_region(rg *r, int first, int last_excl, int deposit) {
         r->oom = r->bad = 1;
         return;
     }
+    /* (only variables declared before the region — or before its deposit, when it has no statements: the
+     * name's tokens in it are then theirs or a shadow's; a variable declared after it is another one of the
+     * same name, whose slots do not exist yet) */
+    const int from = first >= 0 ? a : deposit >= 0 ? r->s[deposit].op0 : 0;
     for (int v = 0; v < r->nv; v++)
-        if ((r->v[v].cls == V_REMAT || r->v[v].cls == V_LIFT) && r->v[v].region != id &&
+        if ((r->v[v].cls == V_REMAT || r->v[v].cls == V_LIFT) && r->v[v].region != id && r->v[v].name < from &&
             (uses_in(r, v, a, b) || (deposit >= 0 && uses_in(r, v, r->s[deposit].op0, r->s[deposit].op1))))
             need[v] = 1;
     for (int changed = 1; changed;) {
