@@ -136,6 +136,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "items", ALLOY_INT64, items);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
+        if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());
         alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[5] = {NULL, NULL, NULL, NULL, NULL};
         if (st == ALLOY_OK) st = alloy_kernel_apply(ks, 8, ins, l, stream, res);
         for (int e = 0; e < 5; e++) alloy_array_free(res[e]);

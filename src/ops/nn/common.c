@@ -91,6 +91,9 @@ alloy_status alloy_nn_apply(const char *path, alloy_launch *launch, alloy_dtype 
     alloy_status st = alloy_catalog_kernel(path, &k);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(launch, "T", dt);
     if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(launch, "A", alloy_nn_accum(dt));
+    /* every nn kernel waits for the kernel before it first thing (alloy_wait_previous_kernel), so any may
+     * overlap it */
+    if (st == ALLOY_OK) st = alloy_launch_set_overlap(launch, alloy_ops_overlap());
     alloy_array *res[4] = {NULL, NULL, NULL, NULL};
     if (st == ALLOY_OK) st = alloy_kernel_apply(k, n_inputs, inputs, launch, stream, res);
     for (int o = 0; o < n_outputs && o < 4; o++) alloy_array_free(res[o]);
@@ -123,7 +126,6 @@ alloy_status alloy_nn_column_sum(alloy_array *part, int64_t P, int64_t M, int64_
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "P", ALLOY_INT64, P);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M", ALLOY_INT64, M);
     if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "M1", ALLOY_INT64, M1);
-    if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());
     alloy_array *ins[1] = {part};
     if (st == ALLOY_OK) st = alloy_nn_apply("src/ops/nn/kernels/column_sum.metal", l, dt, 1, ins, 2, stream);
     alloy_launch_free(l);

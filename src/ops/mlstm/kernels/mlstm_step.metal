@@ -102,7 +102,10 @@ METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK,
     }
 }
 //! body:
-alloy_start_next_kernel(); // mlstm_step_nm, when launched to overlap this kernel, may start (it waits for it)
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next
+// (mlstm_step_nm in place, or whatever follows) may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int NT = 32 * RY;   // threads
 const int tx = int(thread_position_in_threadgroup.x), ty = int(thread_position_in_threadgroup.y);
 const int tid = ty * 32 + tx;

@@ -46,7 +46,9 @@
 #define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
-alloy_start_next_kernel(); // column_sum, when launched to overlap this kernel, may start (it waits for it)
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
 constexpr int L = BL; // NB (template): timesteps of x and of dy loaded before use
 constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x and dy with stream.h's hint

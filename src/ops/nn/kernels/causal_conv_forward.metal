@@ -41,6 +41,9 @@
 #define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
 constexpr int L = BL; // NB (template): timesteps of x loaded before use
 constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x with stream.h's hint

@@ -12,6 +12,9 @@
 //! template: T=float32
 //! template: A=float32
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 for (long e = long(thread_position_in_grid.x); e < n; e += stride) {
     const int c = int(e % long(C));
     const long b = e / long(C);

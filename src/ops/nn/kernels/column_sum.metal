@@ -10,9 +10,7 @@
 // backward over rows of 1024, P = 256: 32 x 8 threads with four sums took
 // 6.4 us of its 111; where P is small, a larger KS only adds tree levels).
 // The order is fixed by P alone, so the result does not depend on
-// scheduling. P may be 0 (zeros). Launched to overlap the kernel that wrote
-// part (ALLOY_OPS_OVERLAP), it reads part only after
-// alloy_wait_previous_kernel (a no-op otherwise).
+// scheduling. P may be 0 (zeros).
 // Launch constants: long P, long M, long M1. Template: T (outputs), A (part),
 // KS (1, 2, 4, ..., 32).
 // Launch: grid = (ceil(M/32)*32, KS, 1), threadgroup = (32, KS, 1).
@@ -23,10 +21,12 @@
 //! template: A=float32
 //! template: KS=32
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 const long i = long(thread_position_in_grid.x);
 const int lx = int(thread_position_in_threadgroup.x), k = int(thread_position_in_threadgroup.y);
 threadgroup A red[KS][32];
-alloy_wait_previous_kernel();
 A s[8];
 for (int j = 0; j < 8; j++) s[j] = A(0);
 if (i < M) {

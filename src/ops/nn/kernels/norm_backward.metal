@@ -16,6 +16,9 @@
 //! template: A=float32
 //! template: STATS=0
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 const int tid = int(thread_position_in_threadgroup.x);
 threadgroup A red[128];
 threadgroup A red2[128];

@@ -14,6 +14,9 @@
 //! template: T=float32
 //! template: A=float32
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 const long col = long(thread_position_in_grid.x), p = long(thread_position_in_grid.y);
 if (col < long(D) && p < P) {
     const long G = long(D / DH), head = col / long(DH);

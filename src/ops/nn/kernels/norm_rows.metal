@@ -57,6 +57,9 @@
                           (8 / ALLOY_TEMPLATE_SG))
 #include "src/ops/nn/kernels/chunk.h"
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int V = 16 / int(sizeof(T));
 constexpr int RW = SG / WG;
 const int lane = int(thread_index_in_simdgroup), sg = int(simdgroup_index_in_threadgroup);

@@ -100,7 +100,9 @@ METAL_FUNC void nn_stats_combine(thread A &n, thread A &m, thread A &m2, thread 
     n = nt;
 }
 //! body:
-alloy_start_next_kernel(); // column_sum, when launched to overlap this kernel, may start (it waits for it)
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int V = 16 / int(sizeof(T));
 constexpr int NE = NC * V;
 constexpr int RW = 8 / WG;

@@ -29,6 +29,9 @@
 #include "src/ops/nn/kernels/chunk.h"
 #include "src/ops/nn/kernels/softcap_math.h"
 //! body:
+// overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
+alloy_wait_previous_kernel();
+alloy_start_next_kernel();
 constexpr int V = 16 / int(sizeof(T));
 constexpr bool FAST = FT != 0 && sizeof(T) == 2;
 const nn_softcap_fast_consts fc = nn_softcap_fast_setup(float(cap), float(rc));
