@@ -270,7 +270,7 @@ if constexpr (PHASE == 1) {
     // sp comes off H after the product). sacc keeps p without the token
     // exponents and the row's largest exponent is taken in integers, so that
     // a row of tiny scale never passes through float32 subnormals on its way
-    // to the tile (one ldexp from p0 to the stored P)
+    // to the tile (one ldexp from p0 to the stored P; sacc holds p0 2^88, see below)
     float rs[2] = {0.0f, 0.0f}, pmax[2] = {-1e9f, -1e9f};
     #pragma unroll
     for (int u = 0; u < KTL; u++) {
@@ -286,12 +286,21 @@ if constexpr (PHASE == 1) {
                 } else {
                     lw += BSUF[j] + BB[bj * 8 + br] + BPRE[r];
                 }
-                p = sacc[u][e] * scale * exp(lw);
                 if constexpr (SCALED) {
+                    // sacc keeps p 2^88: exp(lw) alone leaves float's normal range below lw = -87, where p
+                    // itself need not (a hostile decay's lw of -102 on a large q^ . k: 14% off through a
+                    // subnormal weight), so under lw = -80 the weight is exp(lw + 88 ln 2), normal down to
+                    // lw = -148; above, p times 2^88 exactly. With q's and k's rows in [2^14, 2^15), |p| 2^88
+                    // stays under 2^127
+                    const bool low = lw < -80.0f;
+                    p = sacc[u][e] * scale * exp(low ? lw + 60.99695189f : lw);
+                    p = low ? p : mc_ldexp(p, 88);
                     sacc[u][e] = p;
                     if (p != 0.0f && isfinite(p))
-                        pmax[e >> 1] = max(pmax[e >> 1], float(mc_expo(p) + EQ[r] + EK[j] + EV[j]));
-                    p = mc_ldexp(p, EQ[r] + EK[j]);
+                        pmax[e >> 1] = max(pmax[e >> 1], float(mc_expo(p) - 88 + EQ[r] + EK[j] + EV[j]));
+                    p = mc_ldexp(p, EQ[r] + EK[j] - 88);
+                } else {
+                    p = sacc[u][e] * scale * exp(lw);
                 }
             } else if constexpr (SCALED) {
                 sacc[u][e] = 0.0f;
@@ -322,7 +331,7 @@ if constexpr (PHASE == 1) {
             #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int r = r0 + g + 8 * (e >> 1), j = u * 8 + 2 * qd + (e & 1);
-                if (r0 < L) PS[r * LDP + j] = T(mc_ldexp(sacc[u][e], EQ[min(r, 63)] + EK[j] + EV[j] - sp[e >> 1]));
+                if (r0 < L) PS[r * LDP + j] = T(mc_ldexp(sacc[u][e], EQ[min(r, 63)] + EK[j] + EV[j] - sp[e >> 1] - 88));
             }
     }
     float fq[2], den[2];
