@@ -235,8 +235,13 @@ if constexpr (PHASE == 1) {
         #pragma unroll
         for (int e = 0; e < 4; e++) {
             const int r = r0 + g + 8 * (e >> 1), j = (kt0 + u) * 8 + 2 * qd + (e & 1);
-            // (SCALED: q's and k's exponents folded into the weight, from its log: p in true units)
-            sacc[u][e] *= u < slive ? scale * (SCALED ? mc_exp_ldexp(logw(r, j), EQ[r] + EK[j]) : weight(r, j)) : 0.0f;
+            // (SCALED: q's and k's exponents folded in with the weight, from its log: p in true units; the
+            // score meets the weight's significand before the exponents, so that a weight times 2^(EQ + EK)
+            // under float's normal range does not pass through a subnormal)
+            if constexpr (SCALED)
+                sacc[u][e] = u < slive ? mc_mul_exp_ldexp(sacc[u][e] * scale, logw(r, j), EQ[r] + EK[j]) : 0.0f;
+            else
+                sacc[u][e] *= u < slive ? scale * weight(r, j) : 0.0f;
             rs[e >> 1] += sacc[u][e];
         }
     }

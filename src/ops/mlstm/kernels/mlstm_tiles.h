@@ -371,6 +371,14 @@ METAL_FUNC float mc_exp_ldexp(float x, int e) {
     const int n = mc_exp_expo(x);
     return mc_ldexp(exp(fma(float(n), -0.693147181f, x)), n + e);
 }
+/* y exp(x) 2^e, the same way: y meets exp(x)'s significand first, so that a
+ * factor exp(x) 2^e under float32's normal range does not lose bits as a
+ * subnormal where the product need not be (a weight of e^-100 on a score of
+ * 2^30). */
+METAL_FUNC float mc_mul_exp_ldexp(float y, float x, int e) {
+    const int n = mc_exp_expo(x);
+    return mc_ldexp(y * exp(fma(float(n), -0.693147181f, x)), n + e);
+}
 /* Lane shuffles of one whole SIMD group (every lane active): the raw
  * instructions on CUDA, the dialect's functions elsewhere. */
 METAL_FUNC float mc_lane_up(float x, uint d) {
