@@ -84,11 +84,15 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * (H200, B = 1024 in place: 90.5% of copy against 94.1-94.4% as two launches; docs/mlstm.md) */
         const int tl = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_TL", 0, 1, 0);
         const int nm = !in_place || tl;
+        /* ALLOY_MLSTM_STEP_PS=k (for timing): k threadgroups an SM (an H100's 132 where the device has no
+         * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
+         * the previous one's barrier and h (mlstm_step.metal's PS); not with TL. It loses (H200, bf16, 7B
+         * heads, B = 1024 in place: 90.2-90.6% of copy with k = 2, 82.7-82.9% with 3, against 94.4%) */
+        const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
         /* ALLOY_MLSTM_STEP_LA=1 (for timing): in place in one launch, each head's last threadgroup to finish
          * writing n' and m' (counted in the stream's zeroed counters, core/stream_counters.h); not with TL or
          * PS. Untimed so far: the two launches stay the default */
-        const int64_t ps_asked = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
-        const int la = in_place && !tl && !ps_asked && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_LA", 0, 1, 0);
+        const int la = in_place && !tl && !ps && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_LA", 0, 1, 0);
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
@@ -96,11 +100,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * ALLOY_MLSTM_STEP_RY or ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
         const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 ? 8 : 16);
         const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, 16);
-        /* ALLOY_MLSTM_STEP_PS=k (for timing): k threadgroups an SM (an H100's 132 where the device has no
-         * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
-         * the previous one's barrier and h (mlstm_step.metal's PS); not with TL. It loses (H200, bf16, 7B
-         * heads, B = 1024 in place: 90.2-90.6% of copy with k = 2, 82.7-82.9% with 3, against 94.4%) */
-        const int64_t ps = ps_asked;
         /* with 16-byte columns each batch's rows in two halves, each half's registers reloaded with the next
          * batch's rows right after its math (mlstm_step.metal's PIPE; RB even), so that the next batch's loads
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
@@ -111,8 +110,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         alloy_launch *l = NULL;
         alloy_array *ctr = NULL;
         st = alloy_launch_new(&l);
-        /* the kernel's counters (only LA touches them) */
-        if (st == ALLOY_OK) st = alloy_stream_counters(dev, stream, BH, &ctr);
+        /* the kernel's counters: the stream's with LA, else m' stands in (never touched) */
+        if (st == ALLOY_OK && la) st = alloy_stream_counters(dev, stream, BH, &ctr);
         /* C' and h (and n', m') */
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", W);
@@ -127,7 +126,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ctr);
+        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, la ? ctr : om);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);

@@ -43,8 +43,9 @@
 // walking the items: the grid and the launch bound), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
 // right after its math: RB even), LA (n' and m' in place by the head's last
-// threadgroup, counted in ctr: not with NM, TL or PS). ctr: BH uint32 words,
-// 0 at the launch and left 0 (with LA; untouched otherwise).
+// threadgroup, counted in ctr: not with NM, TL or PS). ctr: with LA BH uint32
+// words, 0 at the launch and left 0; without it any array, untouched (step.c
+// binds m_out).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
