@@ -137,8 +137,7 @@ static int conv_bwd_ring(alloy_dtype dt, int64_t K) {
     return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_RING", 0, 1, ring);
 }
 static int conv_bwd_nb(alloy_dtype dt, int64_t K) {
-    const int dflt = alloy_dtype_size(dt) == 2 && K > 4 ? 6 : 8;
-    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, dflt);
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 && K > 4 ? 6 : 8);
 }
 static int conv_bwd_minb(alloy_dtype dt, int64_t K) {
     const int dflt = alloy_dtype_size(dt) == 2 && !conv_bwd_c8(dt, K) ? 2 : 1;
