@@ -187,33 +187,26 @@ static void test_mlstm_step_tiles_in_one_group(void) {
     unsetenv("ALLOY_MLSTM_STEP_TL");
 }
 
-/* ALLOY_MLSTM_STEP_LA=1: in place in one launch, each head's last threadgroup to finish writing n' and m'
- * (the stream's counters, left at 0 for the next step): one tile (every threadgroup the last), one column per
- * lane over three tiles, 16-byte columns over three tiles (the last partial) with DHQK 33 and 300 (n's
- * elements past the writers' 32 lanes), 1040 heads (the counters grown past their first 1024 words) — in place
- * and into other arrays, as every case here; then in place on a stream of its own (its own counters). */
-static void test_mlstm_step_last_arriver(void) {
-    setenv("ALLOY_MLSTM_STEP_LA", "1", 1);
-    both(3, 2, 4, 9, 20, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 2, "LA D=9/20");
-    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "LA D=17/72");
-    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "LA wide D=33/260");
-    both(64, 8, 2, 300, 132, ALLOY_FLOAT16, GATES_PLAIN, 0, 2, "LA wide D=300/132");
+/* Steps on a stream of their own (queued after the default stream's uploads, read after it): 16-byte
+ * columns over three tiles (the last partial) with DHQK 33, one column per lane with hostile gates — in place
+ * and into other arrays, as every case here. */
+static void test_mlstm_step_own_stream(void) {
     CHECK_OK(alloy_stream_new(ku_device(), &step_stream));
     if (step_stream) {
-        both(80, 13, 3, 33, 260, ALLOY_FLOAT32, GATES_PLAIN, 1, 1, "LA stream wide D=33/260");
-        both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 1, "LA stream D=17/72");
+        both(80, 13, 3, 33, 260, ALLOY_FLOAT32, GATES_PLAIN, 1, 1, "stream wide D=33/260");
+        both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 1, "stream D=17/72");
         alloy_stream_free(step_stream);
         step_stream = NULL;
     }
-    unsetenv("ALLOY_MLSTM_STEP_LA");
 }
 
-/* ALLOY_OPS_OVERLAP=1: in place, the second launch (n' and m') overlaps the first and writes only after it
- * has ended: one column per lane over three tiles, 16-byte columns over three tiles with DHQK 300. */
-static void test_mlstm_step_overlapped(void) {
-    setenv("ALLOY_OPS_OVERLAP", "1", 1);
-    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 1, "overlap D=17/72");
-    both(64, 8, 2, 300, 132, ALLOY_BFLOAT16, GATES_PLAIN, 1, 1, "overlap wide D=300/132");
+/* ALLOY_OPS_OVERLAP=0: ordinary launches (by default, in place, the second launch (n' and m') overlaps the
+ * first and writes only after it has ended — every other step test): one column per lane over three tiles,
+ * 16-byte columns over three tiles with DHQK 300. */
+static void test_mlstm_step_ordinary_launches(void) {
+    setenv("ALLOY_OPS_OVERLAP", "0", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 1, 1, "ordinary D=17/72");
+    both(64, 8, 2, 300, 132, ALLOY_BFLOAT16, GATES_PLAIN, 1, 1, "ordinary wide D=300/132");
     unsetenv("ALLOY_OPS_OVERLAP");
 }
 
@@ -408,8 +401,8 @@ int main(void) {
     RUN(test_mlstm_wide_batches);
     RUN(test_mlstm_step_tiles_in_one_group);
     RUN(test_mlstm_step_persistent);
-    RUN(test_mlstm_step_last_arriver);
-    RUN(test_mlstm_step_overlapped);
+    RUN(test_mlstm_step_own_stream);
+    RUN(test_mlstm_step_ordinary_launches);
     RUN(test_mlstm_step_pipe);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);

@@ -668,11 +668,11 @@ static void test_unaligned(void) {
     }
 }
 
-/* ALLOY_OPS_OVERLAP=1: every launch overlaps the kernel before it, column_sum the backward that writes its
- * partial sums (on a GPU with overlapping launches each starts before the one before ends and waits for
- * it): the norms' rows (plain and from saved statistics) and heads (test_nn_conv.c has conv1d's). */
-static void test_overlapped_launches(void) {
-    setenv("ALLOY_OPS_OVERLAP", "1", 1);
+/* ALLOY_OPS_OVERLAP=0: ordinary launches (by default every launch overlaps the kernel before it, column_sum
+ * the backward that writes its partial sums — every other test here): the norms' rows (plain and from saved
+ * statistics) and heads (test_nn_conv.c has conv1d's). */
+static void test_ordinary_launches(void) {
+    setenv("ALLOY_OPS_OVERLAP", "0", 1);
     const norm_case cases[3] = {{9, 1024, 0}, {11, 4096, 512}, {530, 64, 8}};
     for (int rms = 0; rms <= 1; rms++)
         for (int ci = 0; ci < 3; ci++) {
@@ -812,7 +812,7 @@ int main(void) {
     RUN(test_norms_stats);
     RUN(test_norms_given_stats);
     RUN(test_unaligned);
-    RUN(test_overlapped_launches);
+    RUN(test_ordinary_launches);
     RUN(test_empty);
     return harness_finish();
 }

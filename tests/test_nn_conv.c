@@ -165,25 +165,6 @@ static void test_conv_ring(void) {
     for (int k = 0; k < 7; k++) unsetenv(vars[k]);
 }
 
-/* ALLOY_NN_CONV_BWD_C8=1: the 16-bit backward in chunks of 8 channels (16-byte accesses) — C a multiple of 8
- * (vector chunks) and not (C = 5, 130, 132: a partial last chunk, scalar accesses), K 1 to 4 and 5 (which
- * keeps chunks of 4), decoding states and bias, the windows over the group (RING, NB 8 and 3: whole groups and
- * a checked last one) and shifted (RING 0, halves) — float16 and bfloat16. */
-static void test_conv_chunks_of_8(void) {
-    const conv_case cases[6] = {{1, 1, 8, 1}, {2, 33, 5, 3}, {3, 17, 130, 4}, {2, 70, 16, 4}, {3, 100, 24, 2},
-                                {2, 45, 132, 5}};
-    static const char *forms[3][2] = {{"", ""}, {"", "3"}, {"0", ""}};
-    static const char *vars[2] = {"ALLOY_NN_CONV_BWD_RING", "ALLOY_NN_CONV_BWD_NB"};
-    setenv("ALLOY_NN_CONV_BWD_C8", "1", 1);
-    for (int form = 0; form < 3; form++) {
-        set_switches(2, vars, forms[form]);
-        for (int ci = 0; ci < 6; ci++)
-            for (int di = 2; di < 4; di++) run_conv(cases[ci], DTYPES[di], (ci + di) % 2, ci % 2);
-    }
-    for (int k = 0; k < 2; k++) unsetenv(vars[k]);
-    unsetenv("ALLOY_NN_CONV_BWD_C8");
-}
-
 /* The blocks and grids forced in turn — forward blocks of 16, 32 and 20 timesteps (ALLOY_NN_CONV_FWD_L:
  * float32's default 16, the others' 32; 20: not a multiple of the groups), backward blocks of 16 and 20
  * (ALLOY_NN_CONV_BWD_L), a backward grid of more threadgroups, so more partial rows
@@ -245,11 +226,11 @@ static void test_conv_decoding(void) {
     free(x), free(w), free(bias), free(ry), free(zeros), free(xt);
 }
 
-/* ALLOY_OPS_OVERLAP=1: every launch overlaps the kernel before it, column_sum the backward that writes its
- * partial sums (on a GPU with overlapping launches each starts before the one before ends and waits for
- * it): conv1d with several threadgroup rows of partial sums, every dtype. */
-static void test_conv_overlapped(void) {
-    setenv("ALLOY_OPS_OVERLAP", "1", 1);
+/* ALLOY_OPS_OVERLAP=0: ordinary launches (by default every launch overlaps the kernel before it, column_sum
+ * the backward that writes its partial sums — every other test here): conv1d with several threadgroup rows
+ * of partial sums, every dtype. */
+static void test_conv_ordinary_launches(void) {
+    setenv("ALLOY_OPS_OVERLAP", "0", 1);
     const conv_case cc[2] = {{3, 100, 24, 2}, {2, 45, 132, 4}};
     for (int ci = 0; ci < 2; ci++)
         for (int di = 0; di < 4; di++) run_conv(cc[ci], DTYPES[di], 1, ci);
@@ -262,8 +243,7 @@ int main(void) {
     RUN(test_conv_grid);
     RUN(test_conv_ring);
     RUN(test_conv_blocks);
-    RUN(test_conv_chunks_of_8);
     RUN(test_conv_decoding);
-    RUN(test_conv_overlapped);
+    RUN(test_conv_ordinary_launches);
     return harness_finish();
 }

@@ -83,7 +83,6 @@ struct alloy_stream {
     alloy_device *device;
     void *impl;     /* backend-owned */
     int is_default;
-    struct alloy_array *counters; /* zeroed counters of catalog kernels (stream_counters.c), or NULL */
 };
 
 struct alloy_backend {

@@ -10,7 +10,6 @@
 #include "backend.h"
 #include "error.h"
 #include "program_cache.h"
-#include "stream_counters.h"
 
 #define MAX_DEVICES_PER_BACKEND 16
 
@@ -232,7 +231,6 @@ alloy_status alloy_stream_wait(alloy_stream *waiter, alloy_stream *signaller) {
 
 void alloy_stream_free(alloy_stream *s) {
     if (!s || s->is_default) return;
-    alloy_stream_counters_release(s);
     s->device->backend->stream_destroy(s->device, s->impl);
     free(s);
 }

@@ -14,8 +14,7 @@ int64_t alloy_ops_env_int(const char *name, int64_t lo, int64_t hi, int64_t def)
 /* Whether catalog ops launch their kernels to overlap the kernel before them
  * (alloy_launch_set_overlap): every nn kernel and the step's (each waits for
  * the one before first thing; the step's n and m in place once they have
- * computed). ALLOY_OPS_OVERLAP=1, for
- * timing; off until timed. */
+ * computed). On unless ALLOY_OPS_OVERLAP=0. */
 int alloy_ops_overlap(void);
 
 #endif

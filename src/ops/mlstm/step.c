@@ -8,16 +8,13 @@
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
  * old ones — or, with ALLOY_MLSTM_STEP_TL=1 (timing), one threadgroup per
- * (sequence, head) walks all of its columns and writes them itself, or with
- * ALLOY_MLSTM_STEP_LA=1 (timing) each head's last threadgroup to finish
- * writes them, counted in the stream's zeroed counters. The
+ * (sequence, head) walks all of its columns and writes them itself. The
  * same kernels run on every backend; sizes, scale and eps are launch
  * constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
 
 #include "core/error.h"
-#include "core/stream_counters.h"
 #include "ops/catalog.h"
 #include "ops/env_override.h"
 #include "ops/vector_access.h"
@@ -89,10 +86,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * the previous one's barrier and h (mlstm_step.metal's PS); not with TL. It loses (H200, bf16, 7B
          * heads, B = 1024 in place: 90.2-90.6% of copy with k = 2, 82.7-82.9% with 3, against 94.4%) */
         const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
-        /* ALLOY_MLSTM_STEP_LA=1 (for timing): in place in one launch, each head's last threadgroup to finish
-         * writing n' and m' (counted in the stream's zeroed counters, core/stream_counters.h); not with TL or
-         * PS. Untimed so far: the two launches stay the default */
-        const int la = in_place && !tl && !ps && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_LA", 0, 1, 0);
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
@@ -108,10 +101,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
-        alloy_array *ctr = NULL;
         st = alloy_launch_new(&l);
-        /* the kernel's counters: the stream's with LA, else m' stands in (never touched) */
-        if (st == ALLOY_OK && la) st = alloy_stream_counters(dev, stream, BH, &ctr);
         /* C' and h (and n', m') */
         if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "W", W);
@@ -121,12 +111,10 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "LA", la);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, om);
-        if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, la ? ctr : om);
         if (st == ALLOY_OK) st = alloy_launch_set_grid(l, (uint32_t)(groups * 32), (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_threadgroup(l, 32, (uint32_t)RY, 1);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
@@ -136,11 +124,10 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
         if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());
-        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[5] = {NULL, NULL, NULL, NULL, NULL};
+        alloy_array *ins[8] = {q, k, v, i, f, c, n, m}, *res[4] = {NULL, NULL, NULL, NULL};
         if (st == ALLOY_OK) st = alloy_kernel_apply(ks, 8, ins, l, stream, res);
-        for (int e = 0; e < 5; e++) alloy_array_free(res[e]);
-        alloy_array_free(ctr);
-        if (st == ALLOY_OK && !nm && !la) { /* in place: n' and m' after every reader of n and m above */
+        for (int e = 0; e < 4; e++) alloy_array_free(res[e]);
+        if (st == ALLOY_OK && !nm) { /* in place: n' and m' after every reader of n and m above */
             st = alloy_launch_reset(l);
             if (st == ALLOY_OK) st = alloy_launch_add_template_dtype(l, "T", dt);
             if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

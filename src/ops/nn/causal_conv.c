@@ -98,21 +98,14 @@ static alloy_status stride_launch(alloy_launch *l, int64_t n) {
 }
 
 /* Channels per chunk (the kernels' V, conv_chunk.h): 4 of 16-bit data (8
- * bytes, so the kernels hold as many float registers as for float32) — 8 in
- * the backward's C8 —, else 16 bytes' worth. */
-static int64_t conv_chunk(alloy_dtype dt, int c8) {
+ * bytes, so the kernels hold as many float registers as for float32: chunks
+ * of 8 in 16 bytes at one threadgroup an SM, 16-byte accesses up to K = 4 and
+ * no spills, lost 10 points in the backward — H200, 64 M elements, K 4, two
+ * rounds: bfloat16 81.4-81.6% of copy against 91.4-91.5, float16 80.3-80.4
+ * against 88.8), else 16 bytes' worth. */
+static int64_t conv_chunk(alloy_dtype dt) {
     const int64_t e = (int64_t)alloy_dtype_size(dt);
-    return e == 2 ? (c8 ? 8 : 4) : 16 / e;
-}
-
-/* C8: the 16-bit backward in chunks of 8 channels (16-byte accesses: half the loads, stores and addresses a
- * channel of the 4-channel chunks' 8-byte ones) at one threadgroup an SM, as float32's 4 (93% of copy) —
- * as many bytes in flight an SM as the 4-channel chunks at two; ALLOY_NN_CONV_BWD_C8=1, for timing (not
- * timed yet). ptxas for sm_90, K 4, the windows over the group (RING), no spills: bfloat16 / float16 with
- * NB 8 252 / 255 registers, NB 6 224 / 232, NB 4 188 / 204, NB 2 164 / 186; up to K = 4 only (bfloat16,
- * shifted windows, NB 6: K 5 spills 556 bytes, K 8 4944). */
-static int conv_bwd_c8(alloy_dtype dt, int64_t K) {
-    return alloy_dtype_size(dt) == 2 && K <= 4 && (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_C8", 0, 1, 0);
+    return e == 2 ? 4 : 16 / e;
 }
 
 /* The backward's form (causal_conv_backward.metal's templates), each
@@ -139,9 +132,8 @@ static int conv_bwd_ring(alloy_dtype dt, int64_t K) {
 static int conv_bwd_nb(alloy_dtype dt, int64_t K) {
     return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_NB", 1, 8, alloy_dtype_size(dt) == 2 && K > 4 ? 6 : 8);
 }
-static int conv_bwd_minb(alloy_dtype dt, int64_t K) {
-    const int dflt = alloy_dtype_size(dt) == 2 && !conv_bwd_c8(dt, K) ? 2 : 1;
-    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, dflt);
+static int conv_bwd_minb(alloy_dtype dt) {
+    return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
 }
 /* The backward's threadgroups in all (MINB an SM of an H100: one round) and
  * its block of timesteps (32); ALLOY_NN_CONV_BWD_TGS=k (132-8448; each
@@ -150,14 +142,14 @@ static int conv_bwd_minb(alloy_dtype dt, int64_t K) {
  * (H200, 64 M elements, K 4, same call, two rounds, % of copy, float32 /
  * bfloat16 / float16: 92.2 / 87.9 / 86.2 as is, 89.2 / 85.9 / 83.6 with 528,
  * 85.7 / 81.4 / 79.8 with 1056, 85.0 / 80.7 / 79.0 with 1056 and blocks of 16). */
-static int64_t conv_bwd_tgs(alloy_dtype dt, int64_t K) {
-    return alloy_ops_env_int("ALLOY_NN_CONV_BWD_TGS", 132, 8448, CONV_TGS_BWD / 2 * conv_bwd_minb(dt, K));
+static int64_t conv_bwd_tgs(alloy_dtype dt) {
+    return alloy_ops_env_int("ALLOY_NN_CONV_BWD_TGS", 132, 8448, CONV_TGS_BWD / 2 * conv_bwd_minb(dt));
 }
 static int64_t conv_bwd_l(void) { return alloy_ops_env_int("ALLOY_NN_CONV_BWD_L", 8, 128, CONV_L); }
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
-static int64_t conv_rows(const conv_dims *d, int64_t V, int64_t target, int64_t L) {
-    const int64_t tiles = ((d->C + V - 1) / V + 31) / 32;
+static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target, int64_t L) {
+    const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t nblk = d->B * ((d->S + L - 1) / L), want = (nblk + 7) / 8;
     const int64_t per = target / tiles > 1 ? target / tiles : 1, rounds = (want + per - 1) / per;
     return rounds > 0 ? (want + rounds - 1) / rounds : 0; /* as many blocks for every worker */
@@ -165,9 +157,9 @@ static int64_t conv_rows(const conv_dims *d, int64_t V, int64_t target, int64_t 
 
 /* The launch shape and constants of causal_conv_forward / _backward with
  * `rows` threadgroup rows; ops: the arrays for the 16-byte check. */
-static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, int64_t V, int64_t rows, int64_t L, int n_ops,
+static alloy_status conv_launch(alloy_launch *l, const conv_dims *d, alloy_dtype dt, int64_t rows, int64_t L, int n_ops,
                                 alloy_array *const *ops) {
-    const int64_t tiles = ((d->C + V - 1) / V + 31) / 32;
+    const int64_t V = conv_chunk(dt), tiles = ((d->C + V - 1) / V + 31) / 32;
     const int64_t ntb = (d->S + L - 1) / L;
     const int vec = d->C % V == 0 && alloy_ops_aligned16(n_ops, ops);
     alloy_status st = alloy_launch_set_grid(l, (uint32_t)(tiles * 32), (uint32_t)(rows * 8), 1);
@@ -204,8 +196,7 @@ alloy_status alloy_nn_causal_conv1d(alloy_array *x, alloy_array *w, alloy_array 
         alloy_array *ops[3] = {x, state, oy};
         st = alloy_launch_add_output_array(l, oy);
         const int64_t L = conv_fwd_l(dt);
-        const int64_t V = conv_chunk(dt, 0);
-        if (st == ALLOY_OK) st = conv_launch(l, &d, V, conv_rows(&d, V, conv_fwd_tgs(dt), L), L, 3, ops);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, conv_rows(&d, dt, conv_fwd_tgs(dt), L), L, 3, ops);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(0));
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_bias", ALLOY_INT32, bias != NULL);
@@ -266,9 +257,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int c8 = conv_bwd_c8(dt, d.K);
-    const int64_t V = conv_chunk(dt, c8), L = conv_bwd_l(), rows = conv_rows(&d, V, conv_bwd_tgs(dt, d.K), L);
-    const int64_t M = d.C * (d.K + 1);
+    const int64_t L = conv_bwd_l(), rows = conv_rows(&d, dt, conv_bwd_tgs(dt), L), M = d.C * (d.K + 1);
     const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
@@ -279,14 +268,13 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, ox);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, os ? os : ox); /* os absent: never written */
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
-        if (st == ALLOY_OK) st = conv_launch(l, &d, V, rows, L, 5, ops);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "C8", c8);
+        if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, L, 5, ops);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(1));
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt, d.K));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", conv_bwd_minb(dt));
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RING", conv_bwd_ring(dt, d.K));
         /* with RING, a whole group's steps as straight code without a check each (H200, 64 M elements, K 4,
          * two rounds alternating in one call, % of copy: bfloat16 84.5 / 85.0 -> 88.3 / 88.2, float16

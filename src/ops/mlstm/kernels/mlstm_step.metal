@@ -9,11 +9,7 @@
 // Every threadgroup of a head reads n and m, so they are written here (NM: by
 // the head's first column tile) only when n_out and m_out are other arrays;
 // updated in place, mlstm_step_nm writes them in a second launch, after every
-// reader — or, with LA, the head's last threadgroup to finish does, in this
-// launch: each threadgroup, once all its threads have read n and m (the
-// barrier before h), counts itself in ctr[bh] (a stream's zeroed counters,
-// stream_counters.h); the one that brings the count to `tiles` rereads n and
-// k, writes n' and m' and sets the count back to 0 for the next launch.
+// reader.
 // One threadgroup of 32 x RY threads per (b*NH + head, tile of 32 W columns):
 // lane x owns columns tile*32W + Wx .. + W-1 (W = 4: one 16-byte access, so a
 // row of the tile is one 512-byte access; W = 1 spreads a small batch over
@@ -42,15 +38,12 @@
 // TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
 // walking the items: the grid and the launch bound), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
-// right after its math: RB even), LA (n' and m' in place by the head's last
-// threadgroup, counted in ctr: not with NM, TL or PS). ctr: with LA BH uint32
-// words, 0 at the launch and left 0; without it any array, untouched (step.c
-// binds m_out).
+// right after its math: RB even).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
-//! outputs: h C_out n_out m_out ctr
+//! outputs: h C_out n_out m_out
 //! template: T=float32
 //! template: W=1
 //! template: RY=8
@@ -59,7 +52,6 @@
 //! template: TL=false
 //! template: PS=0
 //! template: PIPE=false
-//! template: LA=false
 //! header:
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
@@ -251,26 +243,4 @@ if constexpr (PS > 0) {
     gates_of(bh, writes_nm);
     if (writes_nm && tid == 0) m_out[bh] = m_new;
     run_tile(bh, tile0, true, items);
-    if constexpr (LA) {
-        // every thread of this threadgroup read n and m before run_tile's barrier; SIMD group 0 counts the
-        // threadgroup in (a device-scope fence first, so that those reads come before the count for the
-        // threadgroup that sees it), and if it is the head's last, writes n' and m' and resets the count
-        if (ty == 0) {
-            uint seen = 0u;
-            if (tx == 0) {
-                atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-                seen = atomic_fetch_add_explicit((device atomic_uint *)&ctr[bh], 1u, memory_order_relaxed);
-            }
-            seen = simd_broadcast(seen, 0u);
-            if (seen == uint(tiles - 1)) {
-                atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);
-                const long qo = bh * long(DHQK);
-                for (int j = tx; j < DHQK; j += 32) n_out[qo + j] = fa * n[qo + j] + ia * float(k[qo + j]);
-                if (tx == 0) {
-                    m_out[bh] = m_new;
-                    atomic_store_explicit((device atomic_uint *)&ctr[bh], 0u, memory_order_relaxed);
-                }
-            }
-        }
-    }
 }

@@ -22,8 +22,7 @@
 // timesteps in halves of NB, each half's loads issued before the previous
 // half's math), WHOLE (with RING 1: a whole group's steps without a check
 // each), BL (timesteps a block), STREAM (stream.h's cache hint: 1 on the stores of dx, 2 on those and
-// the loads of x and dy), C8 (16-bit data in chunks of 8 channels, 16-byte accesses: conv_chunk.h's N16 = 8;
-// timing). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// the loads of x and dy). Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -39,7 +38,6 @@
 //! template: WHOLE=0
 //! template: BL=32
 //! template: STREAM=0
-//! template: C8=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
@@ -51,8 +49,7 @@
 // overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
 alloy_wait_previous_kernel();
 alloy_start_next_kernel();
-constexpr int V16 = C8 != 0 ? 8 : 4;                           // a 16-bit chunk's channels
-constexpr int V = sizeof(T) == 2 ? V16 : 16 / int(sizeof(T)); // conv_chunk.h
+constexpr int V = sizeof(T) == 2 ? 4 : 16 / int(sizeof(T)); // conv_chunk.h
 constexpr int L = BL; // NB (template): timesteps of x and of dy loaded before use
 constexpr int SL = STREAM >= 2 ? 1 : 0; // the loads of x and dy with stream.h's hint
 constexpr bool vec = VEC != 0;
@@ -84,11 +81,11 @@ if (cc < CC) {
         for (int j = 0; j < KT - 1; j++) {
             const int s = j - (KT - 1);
             uint4 u = uint4(0u, 0u, 0u, 0u), v = uint4(0u, 0u, 0u, 0u);
-            if (t0 + s >= 0) u = nn_ldbits<0, V16>(&xb[long(s) * C], m, vec);
-            else if (has_state != 0) u = nn_ldbits<0, V16>(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
-            if (t0 + j < S) v = nn_ldbits<0, V16>(&dyb[long(j) * C], m, vec);
-            nn_unpack<T, V16>(u, &xw[j * V]);
-            nn_unpack<T, V16>(v, &dyw[j * V]);
+            if (t0 + s >= 0) u = nn_ldbits(&xb[long(s) * C], m, vec);
+            else if (has_state != 0) u = nn_ldbits(&state[(b * (KT - 1) + (KT - 1) + t0 + s) * C + c0], m, vec);
+            if (t0 + j < S) v = nn_ldbits(&dyb[long(j) * C], m, vec);
+            nn_unpack<T>(u, &xw[j * V]);
+            nn_unpack<T>(v, &dyw[j * V]);
         }
         if (want_state != 0 && t0 == 0) {
             for (int i = 0; i < KT - 1; i++) {
@@ -98,7 +95,7 @@ if (cc < CC) {
                     for (int j = 0; j <= i; j++) acc += wr[j * V + e] * dyw[(i - j) * V + e];
                     o[e] = acc;
                 }
-                nn_stbits<V16>(&dstate[(b * (KT - 1) + i) * C + c0], nn_pack<T, V16>(o), m, vec);
+                nn_stbits(&dstate[(b * (KT - 1) + i) * C + c0], nn_pack<T>(o), m, vec);
             }
         }
         // G timesteps of x and of dy from offset sb loaded into rx, rd; then used (the windows shifted by a
@@ -108,14 +105,14 @@ if (cc < CC) {
         auto load = [&](thread uint4 *rx, thread uint4 *rd, int sb, int G) {
             const bool whole = sb + G <= nd;
             for (int k = 0; k < G; k++) {
-                rx[k] = whole || sb + k < n ? nn_ldbits<SL, V16>(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
-                rd[k] = whole || sb + k < nd ? nn_ldbits<SL, V16>(&dyb[long(sb + k + KT - 1) * C], m, vec)
+                rx[k] = whole || sb + k < n ? nn_ldbits<SL>(&xb[long(sb + k) * C], m, vec) : uint4(0u, 0u, 0u, 0u);
+                rd[k] = whole || sb + k < nd ? nn_ldbits<SL>(&dyb[long(sb + k + KT - 1) * C], m, vec)
                                              : uint4(0u, 0u, 0u, 0u);
             }
         };
         auto step = [&](uint4 rxk, uint4 rdk, int s) {
-            nn_unpack<T, V16>(rxk, &xw[(KT - 1) * V]);
-            nn_unpack<T, V16>(rdk, &dyw[(KT - 1) * V]);
+            nn_unpack<T>(rxk, &xw[(KT - 1) * V]);
+            nn_unpack<T>(rdk, &dyw[(KT - 1) * V]);
             A o[V];
             for (int e = 0; e < V; e++) {
                 A acc = A(0);
@@ -125,7 +122,7 @@ if (cc < CC) {
                 for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xw[j * V + e];
                 gb[e] += d0;
             }
-            nn_stbits<V16>(&dxb[long(s) * C], nn_pack<T, V16>(o), m, vec);
+            nn_stbits(&dxb[long(s) * C], nn_pack<T>(o), m, vec);
             for (int z = 0; z < (KT - 1) * V; z++) {
                 xw[z] = xw[z + V];
                 dyw[z] = dyw[z + V];
@@ -164,8 +161,8 @@ if (cc < CC) {
                     }
                     #pragma unroll
                     for (int s = 0; s < NB; s++) {
-                        nn_unpack<T, V16>(rx[s], &xe[(KT - 1 + s) * V]);
-                        nn_unpack<T, V16>(rd[s], &de[(KT - 1 + s) * V]);
+                        nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
+                        nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
                         if (sb + s >= end) continue;
                         A o[V];
                         for (int e = 0; e < V; e++) {
@@ -176,7 +173,7 @@ if (cc < CC) {
                             for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
                             gb[e] += d0;
                         }
-                        nn_stbits<V16>(&dxb[long(sb + s) * C], nn_pack<T, V16>(o), m, vec);
+                        nn_stbits(&dxb[long(sb + s) * C], nn_pack<T>(o), m, vec);
                     }
                     for (int z = 0; z < (KT - 1) * V; z++) {
                         xw[z] = xe[NB * V + z];

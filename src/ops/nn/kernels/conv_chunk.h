@@ -3,16 +3,13 @@
 // channels of one timestep, 4 float32, 2 float64 (16 bytes) or 4 float16 /
 // bfloat16 (8 bytes: a 16-bit chunk then unpacks to as many float registers
 // as a float32 one, where 8 of them took about 180 registers a thread in the
-// backward) — or, with N16 = 8 (the backward's C8, timing), 8 of them in
-// 16 bytes. Raw bits travel in a uint4 (a 4-element 16-bit chunk uses .x and .y).
+// backward). Raw bits travel in a uint4 (a 16-bit chunk uses .x and .y).
 // With vec a chunk is one access of its bytes at p (aligned to them), else
 // the first m elements one by one (the rest read as 0). Vector stores, and
 // vector loads with STRM 1, carry stream.h's hint where the kernel asks for it.
 #include "src/ops/nn/kernels/stream.h"
-template <int STRM = 0, int N16 = 4, class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
-    if constexpr (sizeof(T) == 2 && N16 == 8) {
-        if (vec) return STRM != 0 ? nn_ld16(p) : *(const uint4 *)p;
-    } else if constexpr (sizeof(T) == 2) {
+template <int STRM = 0, class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
+    if constexpr (sizeof(T) == 2) {
         if (vec) {
             const uint2 h = STRM != 0 ? nn_ld8(p) : *(const uint2 *)p;
             return uint4(h.x, h.y, 0u, 0u);
@@ -32,18 +29,13 @@ template <int STRM = 0, int N16 = 4, class T> inline uint4 nn_ldbits(const T *p,
         for (int e = 0; e < 4; e++)
             if (e < m) u[e] = as_type<uint>(p[e]);
     } else {
-        for (int e = 0; e < N16; e++)
+        for (int e = 0; e < 4; e++)
             if (e < m) u[e >> 1] |= uint(as_type<ushort>(p[e])) << ((e & 1) * 16);
     }
     return u;
 }
-template <int N16 = 4, class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
-    if constexpr (sizeof(T) == 2 && N16 == 8) {
-        if (vec) {
-            nn_st16(p, u);
-            return;
-        }
-    } else if constexpr (sizeof(T) == 2) {
+template <class T> inline void nn_stbits(T *p, uint4 u, int m, bool vec) {
+    if constexpr (sizeof(T) == 2) {
         if (vec) {
             nn_st8(p, uint2(u.x, u.y));
             return;
@@ -59,22 +51,22 @@ template <int N16 = 4, class T> inline void nn_stbits(T *p, uint4 u, int m, bool
         for (int e = 0; e < 4; e++)
             if (e < m) p[e] = as_type<T>(u[e]);
     } else {
-        for (int e = 0; e < N16; e++)
+        for (int e = 0; e < 4; e++)
             if (e < m) p[e] = as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16)));
     }
 }
 // A chunk's V elements as A, and V values of A rounded to T as a chunk.
-template <class T, int N16 = 4, class A> inline void nn_unpack(uint4 u, A *o) {
+template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
     if constexpr (sizeof(T) == 8) {
         o[0] = A(as_type<double>(ulong(u.x) | (ulong(u.y) << 32)));
         o[1] = A(as_type<double>(ulong(u.z) | (ulong(u.w) << 32)));
     } else if constexpr (sizeof(T) == 4) {
         for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
     } else {
-        for (int e = 0; e < N16; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
+        for (int e = 0; e < 4; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
     }
 }
-template <class T, int N16 = 4, class A> inline uint4 nn_pack(const A *v) {
+template <class T, class A> inline uint4 nn_pack(const A *v) {
     uint4 u = uint4(0u, 0u, 0u, 0u);
     if constexpr (sizeof(T) == 8) {
         const ulong a = as_type<ulong>(double(v[0])), b = as_type<ulong>(double(v[1]));
@@ -82,7 +74,7 @@ template <class T, int N16 = 4, class A> inline uint4 nn_pack(const A *v) {
     } else if constexpr (sizeof(T) == 4) {
         for (int e = 0; e < 4; e++) u[e] = as_type<uint>(float(v[e]));
     } else {
-        for (int e = 0; e < N16 / 2; e++)
+        for (int e = 0; e < 2; e++)
             u[e] = uint(as_type<ushort>(T(v[2 * e]))) | (uint(as_type<ushort>(T(v[2 * e + 1]))) << 16);
     }
     return u;
