@@ -14,8 +14,9 @@
  * largest size set so far is remembered). A launch that may overlap the
  * stream's previous kernel (alloy_launch_set_overlap) goes through
  * cuLaunchKernelEx with programmatic stream serialization, on compute
- * capability 9.0 and newer, when the driver has it and ALLOY_CUDA_OVERLAP is
- * not 0 (read once); otherwise it is an ordinary launch. */
+ * capability 9.0 and newer, with a driver of CUDA 12.3 or newer, when
+ * ALLOY_CUDA_OVERLAP is not 0 (read once); otherwise it is an ordinary
+ * launch. */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -175,7 +176,11 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
             (long long)smem > (long long)atomic_load_explicit(&p->smem_set, memory_order_acquire))
             st = allow_smem(d, p, kname, smem);
         if (st == ALLOY_OK) {
-            if (args->overlap && d->cc_major >= 9 && alloy_cu.cuLaunchKernelEx && overlap_allowed()) {
+            /* compute capability 9.0 (griddepcontrol) and a 12.3 driver: graphs' edges carry programmatic
+             * dependencies from 12.3 on (a stream captured into a graph keeps them); with an older driver
+             * every launch is an ordinary one, so that a capture never meets one it cannot record */
+            if (args->overlap && d->cc_major >= 9 && d->driver_version >= 12030 && alloy_cu.cuLaunchKernelEx &&
+                overlap_allowed()) {
                 CUlaunchAttribute attr;
                 memset(&attr, 0, sizeof attr);
                 attr.id = ALLOY_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
