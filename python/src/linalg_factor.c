@@ -77,6 +77,17 @@ PyObject *alloypy_ctx_result(alloypy_op_ctx *c, alloy_array **a) {
     return alloypy_ctx_wrap(c, a);
 }
 
+PyObject *alloypy_ctx_result_info(alloypy_op_ctx *c, alloy_array **a, alloy_array **info) {
+    PyObject *ra = alloypy_ctx_result(c, a), *ri = ra ? alloypy_ctx_wrap(c, info) : NULL, *t = NULL;
+    if (ra && ri) t = PyTuple_Pack(2, ra, ri);
+    Py_XDECREF(ra);
+    Py_XDECREF(ri);
+    alloy_array_free(*a);
+    alloy_array_free(*info);
+    *a = *info = NULL;
+    return t;
+}
+
 PyObject *alloypy_ctx_fail(alloypy_op_ctx *c, alloy_status st) {
     (void)c;
     return alloypy_raise(st, NULL);
@@ -271,12 +282,7 @@ PyObject *alloypy_cholesky(PyObject *self, PyObject *args, PyObject *kwargs) {
         alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rf = alloypy_ctx_result(&c, &f), *ri = rf ? alloypy_ctx_wrap(&c, &info) : NULL;
-    if (rf && ri) result = PyTuple_Pack(2, rf, ri);
-    Py_XDECREF(rf);
-    Py_XDECREF(ri);
-    alloy_array_free(f);
-    alloy_array_free(info);
+    result = alloypy_ctx_result_info(&c, &f, &info);
 done:
     alloypy_ctx_close(&c);
     return result;
@@ -447,12 +453,7 @@ PyObject *alloypy_solve(PyObject *self, PyObject *args, PyObject *kwargs) {
         alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
-    if (rx && ri) result = PyTuple_Pack(2, rx, ri);
-    Py_XDECREF(rx);
-    Py_XDECREF(ri);
-    alloy_array_free(x);
-    alloy_array_free(info);
+    result = alloypy_ctx_result_info(&c, &x, &info);
 done:
     alloypy_ctx_close(&c);
     return result;
@@ -477,12 +478,7 @@ PyObject *alloypy_inv(PyObject *self, PyObject *args, PyObject *kwargs) {
         alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
-    if (rx && ri) result = PyTuple_Pack(2, rx, ri);
-    Py_XDECREF(rx);
-    Py_XDECREF(ri);
-    alloy_array_free(x);
-    alloy_array_free(info);
+    result = alloypy_ctx_result_info(&c, &x, &info);
 done:
     alloypy_ctx_close(&c);
     return result;

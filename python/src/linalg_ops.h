@@ -37,6 +37,9 @@ void alloypy_ctx_close(alloypy_op_ctx *c);
 PyObject *alloypy_ctx_wrap(alloypy_op_ctx *c, alloy_array **a);
 /* The main result: out as given when there was one, else a new array. */
 PyObject *alloypy_ctx_result(alloypy_op_ctx *c, alloy_array **a);
+/* (result, info): the main result as alloypy_ctx_result, info a new array;
+ * both arrays are the tuple's or freed here. NULL with an exception. */
+PyObject *alloypy_ctx_result_info(alloypy_op_ctx *c, alloy_array **a, alloy_array **info);
 /* Raises the op's failure; returns NULL. */
 PyObject *alloypy_ctx_fail(alloypy_op_ctx *c, alloy_status st);
 /* NumPy 2's solve broadcasting: the matrices c->in[im] (..., m, n), pivots

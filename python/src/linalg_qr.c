@@ -133,12 +133,7 @@ PyObject *alloypy_lstsq(PyObject *self, PyObject *args, PyObject *kwargs) {
         alloypy_ctx_fail(&c, st);
         goto done;
     }
-    PyObject *rx = alloypy_ctx_result(&c, &x), *ri = rx ? alloypy_ctx_wrap(&c, &info) : NULL;
-    if (rx && ri) result = PyTuple_Pack(2, rx, ri);
-    Py_XDECREF(rx);
-    Py_XDECREF(ri);
-    alloy_array_free(x);
-    alloy_array_free(info);
+    result = alloypy_ctx_result_info(&c, &x, &info);
 done:
     alloypy_ctx_close(&c);
     return result;

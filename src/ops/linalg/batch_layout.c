@@ -80,3 +80,24 @@ void alloy_batch_layout_offsets(const alloy_batch_layout *l, int64_t o, int64_t 
         for (int k = 0; k < l->nops; k++) offsets[k] += i * l->stride[k][d];
     }
 }
+
+alloy_status alloy_batch_layout_launch_per_matrix(const alloy_batch_layout *l, alloy_kernel *k, alloy_array *a,
+                                                  alloy_launch *ln, uint32_t nt, alloy_stream *stream) {
+    const int64_t per_launch = ((int64_t)1 << 30) / nt;
+    alloy_array *ins[1] = {a};
+    alloy_status st = ALLOY_OK;
+    for (int64_t ob = 0; ob < l->outer && st == ALLOY_OK; ob++) {
+        int64_t off[ALLOY_BATCH_MAX_OPS];
+        alloy_batch_layout_offsets(l, ob, off);
+        for (int64_t start = 0; start < l->inner && st == ALLOY_OK; start += per_launch) {
+            const int64_t cnt = l->inner - start < per_launch ? l->inner - start : per_launch;
+            st = alloy_launch_set_constant_int(ln, "a_off", ALLOY_INT64, off[0] + start * l->inner_stride[0]);
+            if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "z_off", ALLOY_INT64, off[1] + start);
+            if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(cnt * nt), 1, 1);
+            alloy_array *res[5] = {NULL, NULL, NULL, NULL, NULL};
+            if (st == ALLOY_OK) st = alloy_kernel_apply(k, 1, ins, ln, stream, res);
+            for (int i = 0; i < 5; i++) alloy_array_free(res[i]);
+        }
+    }
+    return st;
+}

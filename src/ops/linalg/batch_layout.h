@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "alloy/array.h"
+#include "alloy/kernel.h"
 #include "alloy/status.h"
 
 #define ALLOY_BATCH_MAX_OPS 4
@@ -34,6 +35,16 @@ void alloy_batch_layout_init(alloy_batch_layout *l, int nb, const int64_t *shape
 
 /* The origin of each operand (elements) for outer index `o` (0 <= o < outer). */
 void alloy_batch_layout_offsets(const alloy_batch_layout *l, int64_t o, int64_t *offsets);
+
+/* Kernel k, with a as its one input and 5 outputs (eigh's and svd's), over the
+ * whole batch: one threadgroup of nt threads a matrix, in launches of at most
+ * 2^30 threads (for each outer index, runs of the inner batch). Before each
+ * launch it sets the grid and the constants a_off (operand 0's origin plus the
+ * run's first matrix times its inner stride) and z_off (operand 1's origin plus
+ * the run's first matrix: a per-matrix output of one element). ln carries the
+ * rest of the launch. */
+alloy_status alloy_batch_layout_launch_per_matrix(const alloy_batch_layout *l, alloy_kernel *k, alloy_array *a,
+                                                  alloy_launch *ln, uint32_t nt, alloy_stream *stream);
 
 /* NumPy broadcasting of the leading dimensions of two operands: `x` has nx
  * leading dimensions xs, `y` ny of ys; the result (max(nx, ny) dimensions)

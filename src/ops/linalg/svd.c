@@ -226,21 +226,7 @@ alloy_status alloy_svd_with_path(alloy_array *a, const alloy_svd_options *option
                     {"sa_c", ALLOY_INT64, stv[nd - 1]}};
         for (size_t i = 0; i < sizeof ints / sizeof ints[0] && st == ALLOY_OK; i++)
             st = alloy_launch_set_constant_int(ln, ints[i].name, ints[i].dt, ints[i].v);
-        const int64_t per_launch = ((int64_t)1 << 30) / nt;
-        alloy_array *ins[1] = {a};
-        for (int64_t ob = 0; ob < lay.outer && st == ALLOY_OK; ob++) {
-            int64_t off[2];
-            alloy_batch_layout_offsets(&lay, ob, off);
-            for (int64_t start = 0; start < lay.inner && st == ALLOY_OK; start += per_launch) {
-                const int64_t cnt = lay.inner - start < per_launch ? lay.inner - start : per_launch;
-                st = alloy_launch_set_constant_int(ln, "a_off", ALLOY_INT64, off[0] + start * lay.inner_stride[0]);
-                if (st == ALLOY_OK) st = alloy_launch_set_constant_int(ln, "z_off", ALLOY_INT64, off[1] + start);
-                if (st == ALLOY_OK) st = alloy_launch_set_grid(ln, (uint32_t)(cnt * nt), 1, 1);
-                alloy_array *res[5] = {NULL, NULL, NULL, NULL, NULL};
-                if (st == ALLOY_OK) st = alloy_kernel_apply(kern, 1, ins, ln, stream, res);
-                for (int i = 0; i < 5; i++) alloy_array_free(res[i]);
-            }
-        }
+        if (st == ALLOY_OK) st = alloy_batch_layout_launch_per_matrix(&lay, kern, a, ln, nt, stream);
         alloy_launch_free(ln);
     }
     alloy_array_free(work);
