@@ -87,8 +87,10 @@ alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *launch, size_t by
  * has finished and its writes are visible), and may do anything else before
  * it. The previous kernel may call alloy_start_next_kernel() to let this one
  * start before its own threadgroups end. Elsewhere (the CPU, older GPUs, a
- * driver without cuLaunchKernelEx, or ALLOY_CUDA_OVERLAP=0) the launch is an
- * ordinary one and both calls return at once. Off by default. */
+ * driver older than CUDA 12.3, or ALLOY_CUDA_OVERLAP=0) the launch is an
+ * ordinary one and both calls return at once. Off by default for a user's
+ * launch (the catalog's nn kernels and mLSTM step use it: ALLOY_OPS_OVERLAP=0
+ * turns that off). */
 alloy_status alloy_launch_set_overlap(alloy_launch *launch, int on);
 
 /* Template arguments become `constexpr int N = ...;`, `constexpr bool B =
