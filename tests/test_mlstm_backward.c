@@ -859,15 +859,16 @@ static void check_default(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t 
      * 0.10 predicted, di and df 5.4e-2 of their scale; the other draws of that run 6.4e-4 predicted) */
     const double bound = scaled ? 5e-2 : 1e-2;
     problem p = make_clear(B, NH, S, DK, DV, init, dfinal, scaled, nseq, lens);
+    double *want = NULL; /* the float64 gradients of the kept scaled draw, the reference below */
     for (int attempt = 0; scaled && !lens; attempt++) {
-        double *want = run_backward(&p, ALLOY_FLOAT64, CHUNKS[0]);
+        want = run_backward(&p, ALLOY_FLOAT64, CHUNKS[0]);
         const double gate = gate_rounding(&p, want);
-        free(want);
         if (getenv("ALLOY_TEST_VERBOSE")) fprintf(stderr, "    scaled rows: the gate gradients' rounding %.3g\n", gate);
         if (gate <= bound / 2) break;
         CHECK_MSG(attempt < 50, "no scaled draw of S=%lld DK=%lld kept its gate gradients' rounding under %.3g",
                   (long long)S, (long long)DK, bound / 2);
         if (attempt >= 50) break;
+        free(want);
         problem_free(&p);
         p = make_clear(B, NH, S, DK, DV, init, dfinal, scaled, nseq, lens);
     }
@@ -876,7 +877,13 @@ static void check_default(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t 
     CHECK_MSG(!scaled || dot_margin(&p) >= 1e-2,
               "no scaled draw of S=%lld DK=%lld kept q^ . n from cancelling to 1%% of its terms", (long long)p.S,
               (long long)DK);
-    check_ref(&p, 0, ALLOY_FLOAT32, CHUNKS, nchunks, bound, scaled ? "scaled rows" : (lens ? "packed" : "dense"));
+    const char *what = scaled ? "scaled rows" : (lens ? "packed" : "dense");
+    if (want) { /* check_ref with the reference already computed */
+        check_branches(&p, 0);
+        check_chunks(&p, 0, ALLOY_FLOAT32, CHUNKS, nchunks, want, NULL, bound, what);
+    } else {
+        check_ref(&p, 0, ALLOY_FLOAT32, CHUNKS, nchunks, bound, what);
+    }
     problem_free(&p);
 }
 
