@@ -488,7 +488,7 @@ static void test_norms_onepass(void) {
 }
 
 /* LayerNorm's statistics from sums shifted by the row's first element (ALLOY_NN_NORM_BWD_SHIFT=1, 16-bit
- * data, one SIMD group a row) against the two-round default: rows and heads of several sizes, partial
+ * data's default, one SIMD group a row) and in two rounds (=0): rows and heads of several sizes, partial
  * chunks, the constant row and NaN, and rows far from 0 whose first element is an outlier (the shift's
  * worst case: its cancellation). */
 static void test_norms_shift(void) {
@@ -505,7 +505,7 @@ static void test_norms_shift(void) {
 
 /* The backward's timing switches (ALLOY_NN_NORM_BWD_REGS: column sums in registers, LayerNorm's dbias sums
  * too; _MAXNC: more SIMD groups a group; _PD: rows loaded ahead, 0 and 2; _OPQ: 16-bit elements widened by
- * inline PTX, CUDA only: float16's off by default), each forced on RMSNorm and
+ * inline PTX, CUDA only: float16 RMSNorm's off by default), each forced on RMSNorm and
  * LayerNorm with rows and heads, partial chunks and the hostile rows: any of them may become a default
  * after a timing, and each must give what the defaults give. */
 static void test_norms_variants(void) {

@@ -75,8 +75,8 @@ static int64_t rows_per_sm(int fwd, int pf, int64_t smem, int64_t minb) {
 /* The backward's variant (norm_rows_backward's templates), each overridable
  * for timing by ALLOY_NN_NORM_BWD_<NAME>=k (FULL only to 0: its checks are
  * what keeps a group that the chunks do not tile in bounds):
- *   PD    rows loaded ahead: one with up to 2 chunks a lane, and with 4 for
- *         float32 and for 16-bit LayerNorm, else none (registers). On an H100
+ *   PD    rows loaded ahead: one with up to 2 chunks a lane, and with 3-4 for
+ *         float32, else none (registers; bwd_pd). On an H100
  *         two rows ahead were slower (per-head bfloat16 LayerNorm 76.7% of copy
  *         against 85.0%), and so was one for float16 with 4 chunks (81.6%
  *         against 89.5%, VSUM 0). On an H200 one row ahead with VSUM took
@@ -98,11 +98,12 @@ static int64_t rows_per_sm(int fwd, int pf, int64_t smem, int64_t minb) {
  *         (its pass has two sums and the squares): on an H200 its per-head
  *         rows went from 72 to 77% of copy (bfloat16) and 69 to 73% (float16);
  *         float32 LayerNorm's rows moved by 1% (not taken). */
-static int bwd_pd(alloy_dtype dt, int rms, int64_t nc, int stats) {
-    /* from saved statistics 16-bit rows of 4 chunks a lane and more load none ahead (H200, rows of 1024, two
-     * rounds: LayerNorm bfloat16 84.2-84.9 -> 91.0-91.4% of copy, float16 88.1 -> 91.8: one row ahead spilled) */
-    const int ahead = (nc <= 2 || (nc <= 4 && (alloy_dtype_size(dt) == 4 || !rms))) &&
-                      !(stats && alloy_dtype_size(dt) == 2 && nc >= 4);
+static int bwd_pd(alloy_dtype dt, int64_t nc) {
+    /* 16-bit LayerNorm's rows of 3-4 chunks a lane load none ahead since its statistics come from saved values
+     * or from shifted sums (H200, rows of 1024, two rounds: from saved statistics bfloat16 84.2-84.9 -> 91.0-91.4%
+     * of copy, float16 88.1 -> 91.8, one row ahead spilled; recomputed with SHIFT, bfloat16 89.4-89.5 ->
+     * 90.8-90.9, float16 88.7-88.9 either way, where one row ahead spilled 20 bytes) */
+    const int ahead = nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4);
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, ahead);
 }
 
@@ -121,13 +122,14 @@ static int bwd_onepass(alloy_dtype dt, int rms, int64_t DH) {
 /* LayerNorm's statistics in one round from sums shifted by the row's first
  * element (norm_rows_backward.metal's SHIFT): 16-bit data with groups up to
  * 4096 only, where its cancellation stays below the result's rounding. On
- * for float16: on an H200 (three rounds, two calls) its rows of 1024 gained
- * 0.6-1.0 points of copy and its heads of 512 2.7-2.9; bfloat16 heads gained
- * 0.7-2.2 but rows of 1024 lost 0.2-1.2 (off). ALLOY_NN_NORM_BWD_SHIFT=0|1
+ * an H200 (three rounds, two calls) float16's rows of 1024 gained 0.6-1.0
+ * points of copy and its heads of 512 2.7-2.9; bfloat16 heads gained 0.7-2.2
+ * while its rows of 1024 lost 0.2-1.2 with one row loaded ahead and gain
+ * 1.3-1.5 with none (bwd_pd; same call, two rounds). ALLOY_NN_NORM_BWD_SHIFT=0|1
  * overrides. */
 static int bwd_shift(alloy_dtype dt, int rms, int64_t DH) {
     return !rms && alloy_dtype_size(dt) == 2 && DH <= 4096 &&
-           (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SHIFT", 0, 1, dt == ALLOY_FLOAT16);
+           (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SHIFT", 0, 1, 1);
 }
 
 static int bwd_vsum(alloy_dtype dt, int rms) {
@@ -139,13 +141,16 @@ static int bwd_vsum(alloy_dtype dt, int rms) {
  * LayerNorm's backward with its sums in registers (REGS) goes from 52 bytes
  * of spills at 128 registers to none. On for bfloat16 (H200, two rounds in
  * one call: per-head LayerNorm 86.4 -> 92.9% of copy, rows of 1024 87.2 ->
- * 88.0%, RMSNorm 91.5 -> 92.1%); float16 only with ALLOY_NN_NORM_BWD_OPQ=1
- * (timed: within the noise); ALLOY_NN_NORM_BWD_OPQ=0 turns it off. */
+ * 88.0%, RMSNorm 91.5 -> 92.1%), and for float16 LayerNorm since it loads no
+ * row ahead (bwd_pd; H200, two rounds in one call: rows of 1024 87.2-87.5 ->
+ * 90.9-91.0%, from saved statistics 92.1-92.2 -> 92.5-92.9, heads of 512
+ * 96.4 either way; float16 RMSNorm had been within the noise, off).
+ * ALLOY_NN_NORM_BWD_OPQ=0|1 overrides. */
 static int bwd_opq(alloy_dtype dt, int rms, int stats) {
     /* not for RMSNorm from saved statistics (H200, bfloat16 rows of 1024, two rounds: 87.1-87.3% of copy with
      * it, 92.1 without) */
-    return alloy_dtype_size(dt) == 2 &&
-           (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, dt == ALLOY_BFLOAT16 && !(rms && stats));
+    const int dflt = dt == ALLOY_BFLOAT16 ? !(rms && stats) : !rms;
+    return alloy_dtype_size(dt) == 2 && (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_OPQ", 0, 1, dflt);
 }
 
 static int bwd_regs(alloy_dtype dt, int rms, int64_t nc) {
@@ -296,7 +301,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
             l, "FULL",
             vec && d->nc * 32 * d->wg * V == d->DH &&
                 alloy_ops_env_int(fwd ? "ALLOY_NN_NORM_FWD_FULL" : "ALLOY_NN_NORM_BWD_FULL", 0, 1, full_default));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, rms, d->nc, stats));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
