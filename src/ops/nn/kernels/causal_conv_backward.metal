@@ -22,7 +22,8 @@
 // timesteps in halves of NB, each half's loads issued before the previous
 // half's math), WHOLE (with RING 1: a whole group's steps without a check
 // each), BL (timesteps a block), STREAM (stream.h's cache hint: 1 on the stores of dx, 2 on those and
-// the loads of x and dy). Launch: grid = (ceil(ceil(C/V)/32)*32,
+// the loads of x and dy), OPQ (float16 widened by opaque instructions on CUDA: conv_chunk.h) and RPIPE
+// (with RING and PIPE, the group's timesteps in halves as PIPE's): timing variants. Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -38,12 +39,17 @@
 //! template: WHOLE=0
 //! template: BL=32
 //! template: STREAM=0
+//! template: OPQ=0
+//! template: RPIPE=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
+#if ALLOY_TEMPLATE_OPQ
+#define ALLOY_NN_OPAQUE_F16
+#endif
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 // overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
@@ -135,56 +141,66 @@ if (cc < CC) {
                 for (int k = 0; k < G && sb + k < n; k++) step(rx[k], rd[k], sb + k);
             }
         };
-        if constexpr (PIPE != 0 && RING == 0) {
+        // RING: the windows over G loaded timesteps from offset sb (xe[(s + j) V]: x at sb + s - KT + 1 + j;
+        // de[(s + i) V]: dy at sb + s + i), every step's indices constants of the unrolled loop (G a constant
+        // where it is inlined), so the window moves by renaming, not by copies (KT - 1 of them per group
+        // instead of per step); steps from offset end on do nothing (their dy may be the next block of
+        // timesteps', counted there). With WHOLE a whole group (end = sb + G: every step's check a constant)
+        // is straight code, without a branch a step (bfloat16, K 4, NB 8: 417 instructions a group against
+        // about 560); a block's last group checks.
+        A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
+        auto ring_steps = [&](const thread uint4 *rx, const thread uint4 *rd, int sb, int G, int end) {
+            for (int z = 0; z < (KT - 1) * V; z++) {
+                xe[z] = xw[z];
+                de[z] = dyw[z];
+            }
+            #pragma unroll
+            for (int s = 0; s < NB; s++) {
+                if (s >= G) break;
+                nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
+                nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
+                if (sb + s >= end) continue;
+                A o[V];
+                for (int e = 0; e < V; e++) {
+                    A acc = A(0);
+                    for (int j = 0; j < KT; j++) acc += wr[j * V + e] * de[(s + KT - 1 - j) * V + e];
+                    o[e] = acc;
+                    const A d0 = de[s * V + e]; // dy at t
+                    for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
+                    gb[e] += d0;
+                }
+                nn_stbits(&dxb[long(sb + s) * C], nn_pack<T>(o), m, vec);
+            }
+            for (int z = 0; z < (KT - 1) * V; z++) {
+                xw[z] = xe[G * V + z];
+                dyw[z] = de[G * V + z];
+            }
+        };
+        // (two calls, so that a whole group's end is sb + G where it is inlined: its checks constants)
+        auto ring = [&](const thread uint4 *rx, const thread uint4 *rd, int sb, int G) {
+            if (WHOLE != 0 && sb + G <= n) ring_steps(rx, rd, sb, G, sb + G);
+            else ring_steps(rx, rd, sb, G, n);
+        };
+        if constexpr (PIPE != 0) {
+            // the block's timesteps in halves of NB, each half's loads issued before the previous half's math
+            // (with RING only where RPIPE asks: a timing variant)
             constexpr int H = NB / 2 > 0 ? NB / 2 : 1;
             struct half_xd { uint4 x[H], d[H]; };
-            nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
-                                       [&](thread half_xd &u, int sb) { use(u.x, u.d, sb, H); });
-            continue;
+            if constexpr (RING == 0) {
+                nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
+                                           [&](thread half_xd &u, int sb) { use(u.x, u.d, sb, H); });
+                continue;
+            } else if constexpr (RPIPE != 0) {
+                nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
+                                           [&](thread half_xd &u, int sb) { ring(u.x, u.d, sb, H); });
+                continue;
+            }
         }
         for (int sb = 0; sb < n; sb += NB) {
             uint4 rx[NB], rd[NB];
             load(rx, rd, sb, NB);
-            if constexpr (RING != 0) {
-                // the windows over the whole block (xe[(s + j) V]: x at sb + s - KT + 1 + j; de[(s + i) V]: dy at
-                // sb + s + i), every step's indices constants of the unrolled loop, so the window moves by
-                // renaming, not by copies (KT - 1 of them per block instead of per step); steps from offset
-                // end on do nothing (their dy may be the next block of timesteps', counted there). With WHOLE a
-                // whole group (end = sb + NB: every step's check a constant) is straight code, without a branch
-                // a step (bfloat16, K 4, NB 8: 417 instructions a group against about 560); a block's last
-                // group checks.
-                A xe[(KT - 1 + NB) * V], de[(KT - 1 + NB) * V];
-                auto group = [&](int end) {
-                    for (int z = 0; z < (KT - 1) * V; z++) {
-                        xe[z] = xw[z];
-                        de[z] = dyw[z];
-                    }
-                    #pragma unroll
-                    for (int s = 0; s < NB; s++) {
-                        nn_unpack<T>(rx[s], &xe[(KT - 1 + s) * V]);
-                        nn_unpack<T>(rd[s], &de[(KT - 1 + s) * V]);
-                        if (sb + s >= end) continue;
-                        A o[V];
-                        for (int e = 0; e < V; e++) {
-                            A acc = A(0);
-                            for (int j = 0; j < KT; j++) acc += wr[j * V + e] * de[(s + KT - 1 - j) * V + e];
-                            o[e] = acc;
-                            const A d0 = de[s * V + e]; // dy at t
-                            for (int j = 0; j < KT; j++) gw[j * V + e] += d0 * xe[(s + j) * V + e];
-                            gb[e] += d0;
-                        }
-                        nn_stbits(&dxb[long(sb + s) * C], nn_pack<T>(o), m, vec);
-                    }
-                    for (int z = 0; z < (KT - 1) * V; z++) {
-                        xw[z] = xe[NB * V + z];
-                        dyw[z] = de[NB * V + z];
-                    }
-                };
-                if (WHOLE != 0 && sb + NB <= n) group(sb + NB);
-                else group(n);
-                continue;
-            }
-            use(rx, rd, sb, NB);
+            if constexpr (RING != 0) ring(rx, rd, sb, NB);
+            else use(rx, rd, sb, NB);
         }
     }
 }

@@ -63,6 +63,21 @@ template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
     } else if constexpr (sizeof(T) == 4) {
         for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
     } else {
+#if defined(ALLOY_BACKEND_CUDA) && defined(ALLOY_NN_OPAQUE_F16)
+        // float16's widening as opaque instructions where the kernel unpacks (a kernel that defines
+        // ALLOY_NN_OPAQUE_F16 first, as chunk.h's): the compiler can neither move nor merge them
+        if constexpr (is_same<T, half>::value) {
+            for (int e = 0; e < 4; e++) {
+                float r;
+                if ((e & 1) != 0)
+                    asm volatile("{.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 %0, hi;\n}" : "=f"(r) : "r"(u[e >> 1]));
+                else
+                    asm volatile("{.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.f32.f16 %0, lo;\n}" : "=f"(r) : "r"(u[e >> 1]));
+                o[e] = A(r);
+            }
+            return;
+        }
+#endif
         for (int e = 0; e < 4; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
     }
 }
