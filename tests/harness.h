@@ -19,7 +19,7 @@
 #include "alloy/alloy.h"
 
 static int harness_passed, harness_failed, harness_skipped, harness_current_failed,
-    harness_current_skipped;
+    harness_current_skipped, harness_left_out;
 
 #define CHECK(cond)                                                                         \
     do {                                                                                    \
@@ -50,6 +50,10 @@ static int harness_passed, harness_failed, harness_skipped, harness_current_fail
         }                                                                                   \
     } while (0)
 
+/* A needle to print (never NULL: some compilers reject a NULL %s argument even
+ * on a branch that NULL cannot reach). */
+static inline const char *harness_or_empty(const char *s) { return s ? s : ""; }
+
 /* Whether the last error message contains `needle` (NULL: no requirement). */
 static inline int harness_message_has(const char *needle) {
     return !needle || strstr(alloy_last_error(), needle) != NULL;
@@ -66,7 +70,7 @@ static inline int harness_message_has(const char *needle) {
             harness_current_failed++;                                                       \
         } else if (!harness_message_has(needle)) {                                          \
             fprintf(stderr, "  FAIL %s:%d: message of %s lacks \"%s\": %s\n", __FILE__,     \
-                    __LINE__, #expr, (const char *)(needle), alloy_last_error());           \
+                    __LINE__, #expr, harness_or_empty(needle), alloy_last_error());         \
             harness_current_failed++;                                                       \
         }                                                                                   \
     } while (0)
@@ -85,17 +89,60 @@ static inline int harness_selected(const char *name) {
     return !only || !*only || strstr(name, only) != NULL;
 }
 
+/* Seconds on the monotonic clock (each test's time is printed: a test file
+ * near ctest's limit shows which of its tests to look at). */
+static inline double harness_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 #define RUN(fn)                                                                             \
     do {                                                                                    \
         if (!harness_selected(#fn)) break;                                                  \
         harness_current_failed = 0;                                                         \
         harness_current_skipped = 0;                                                        \
         fprintf(stderr, "%s\n", #fn);                                                       \
+        harness_left_out = 0;                                                               \
+        double t0_ = harness_now();                                                         \
         fn();                                                                               \
+        fprintf(stderr, "  %s: %.1f s\n", #fn, harness_now() - t0_);                         \
+        if (harness_left_out)                                                               \
+            fprintf(stderr, "  %s: %d cases left out (ALLOY_TEST_SMALL)\n", #fn,        \
+                    harness_left_out);                                                      \
         if (harness_current_failed) harness_failed++;                                       \
         else if (harness_current_skipped) harness_skipped++;                                \
         else harness_passed++;                                                              \
     } while (0)
+
+/* A test of a kernel's timing variants (forms a switch picks, not the
+ * defaults): left out under ALLOY_TEST_SMALL, counted as skipped — their
+ * logic does not depend on the ISA and the native stages run them. */
+#define RUN_VARIANT(fn)                                                                     \
+    do {                                                                                    \
+        if (harness_small() && harness_selected(#fn)) {                                     \
+            fprintf(stderr, "%s\n  SKIP %s: a variants test (ALLOY_TEST_SMALL)\n", #fn, #fn); \
+            harness_skipped++;                                                              \
+            break;                                                                          \
+        }                                                                                   \
+        RUN(fn);                                                                            \
+    } while (0)
+
+/* ALLOY_TEST_SMALL=1 (the emulated AArch64 stage, where a kernel and the
+ * test's own float64 / long double references run 10-100x slower): the
+ * heaviest tests leave out their largest problems. Every path, dtype and
+ * small awkward size still runs; the native stages run everything. */
+static inline int harness_small(void) {
+    const char *s = getenv("ALLOY_TEST_SMALL");
+    return s && *s && strcmp(s, "0") != 0;
+}
+/* Whether to leave out a case that is `large` (or one of a grid's entries
+ * thinned out) under ALLOY_TEST_SMALL (counted and reported). */
+static inline int harness_leave_out(int large) {
+    if (!large || !harness_small()) return 0;
+    harness_left_out++;
+    return 1;
+}
 
 static inline int harness_finish(void) {
     printf("%d passed, %d failed, %d skipped\n", harness_passed, harness_failed,

@@ -399,11 +399,11 @@ int main(void) {
     RUN(test_mlstm_shapes);
     RUN(test_mlstm_grid);
     RUN(test_mlstm_wide_batches);
-    RUN(test_mlstm_step_tiles_in_one_group);
-    RUN(test_mlstm_step_persistent);
+    RUN_VARIANT(test_mlstm_step_tiles_in_one_group);
+    RUN_VARIANT(test_mlstm_step_persistent);
     RUN(test_mlstm_step_own_stream);
-    RUN(test_mlstm_step_ordinary_launches);
-    RUN(test_mlstm_step_pipe);
+    RUN_VARIANT(test_mlstm_step_ordinary_launches);
+    RUN_VARIANT(test_mlstm_step_pipe);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

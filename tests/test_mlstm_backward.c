@@ -1293,6 +1293,6 @@ int main(void) {
     RUN(test_backward_varlen);
     RUN(test_backward_methods);
     RUN(test_backward_kept);
-    RUN(test_backward_persistent);
+    RUN_VARIANT(test_backward_persistent);
     return harness_finish();
 }

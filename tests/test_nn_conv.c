@@ -265,10 +265,10 @@ int main(void) {
     harness_seed();
     RUN(test_conv);
     RUN(test_conv_grid);
-    RUN(test_conv_ring);
-    RUN(test_conv_blocks);
-    RUN(test_conv_backward_variants);
+    RUN_VARIANT(test_conv_ring);
+    RUN_VARIANT(test_conv_blocks);
+    RUN_VARIANT(test_conv_backward_variants);
     RUN(test_conv_decoding);
-    RUN(test_conv_ordinary_launches);
+    RUN_VARIANT(test_conv_ordinary_launches);
     return harness_finish();
 }

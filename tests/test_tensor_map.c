@@ -378,7 +378,10 @@ static void test_errors(void) {
     /* ensure_row_contiguous off: the strided view's own span is the limit */
     CHECK_OK(alloy_kernel_new("tmap_errors", 2, in, 1, out, "out[thread_position_in_grid.x] = 1.0f;\n",
                               NULL, 0, 0, &k));
-    float buf[64 * 20], scal = 2;
+    /* a tensor map's base must be 16-byte aligned: say so (AArch64's stack
+     * left a plain float array 8 bytes past a boundary) */
+    _Alignas(16) float buf[64 * 20];
+    float scal = 2;
     harness_fill_f32(buf, 64 * 20, 0, 1);
     /* 16 rows of 32 from a 64-wide buffer: the span is 15 * 64 + 32 = 992 elements */
     alloy_array *x = NULL, *sc = host_array(cpu(), ALLOY_FLOAT32, 0, NULL, &scal);
