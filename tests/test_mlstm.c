@@ -158,6 +158,7 @@ static void test_mlstm_grid(void) {
     int x = 0;
     for (int a = 0; a < 5; a++)
         for (int b = 0; b < 4; b++, x++) {
+            if (harness_leave_out((a + b) % 2)) continue; /* half the grid, every DK and DV */
             char label[48];
             snprintf(label, sizeof label, "grid %lld/%lld", (long long)DKs[a], (long long)DVs[b]);
             both(1 + x % 2, 1 + x % 3, 1 + (a * 23 + b * 7) % 45, DKs[a], DVs[b], dts[x % 3],

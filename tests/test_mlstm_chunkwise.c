@@ -182,6 +182,7 @@ static void test_chunkwise_shapes(void) {
     for (int a = 0; a < 6; a++)
         for (int b = 0; b < 4; b++) {
             const int x = a * 4 + b;
+            if (harness_leave_out((a + b) % 2)) continue; /* half the grid, every DK and DV */
             char label[64];
             snprintf(label, sizeof label, "shape %lld/%lld", (long long)DKs[a], (long long)DVs[b]);
             check(1, 1 + x % 2, 1 + (a * 37 + b * 11) % 140, DKs[a], DVs[b], dts[x % 3],
