@@ -38,7 +38,8 @@
 // TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
 // walking the items: the grid and the launch bound), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
-// right after its math: RB even).
+// right after its math: RB even), MB (0, or threadgroups an SM as the launch
+// bound, for timing: ALLOY_MLSTM_STEP_MB).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
@@ -52,11 +53,16 @@
 //! template: TL=false
 //! template: PS=0
 //! template: PIPE=false
+//! template: MB=0
 //! header:
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
+#elif ALLOY_TEMPLATE_MB > 0
+// MB threadgroups an SM (fewer registers a thread where RB is small enough to keep them)
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_MB)
 #endif
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
