@@ -68,7 +68,7 @@ static const alloy_backend *cuda_backend(void) {
 static int check_source(const char *name, const char *src, alloy_status *st, char **log) {
     const alloy_backend *b = cuda_backend();
     if (!b) return 1;
-    alloy_compile_job job = {name, src, "0000000000000000000000000000000000000000000000000000000000000000", 0};
+    alloy_compile_job job = {name, src, "0000000000000000000000000000000000000000000000000000000000000000", 0, {0}};
     *log = NULL;
     *st = b->compile_check(&job, log);
     if (*st == ALLOY_ERROR_UNAVAILABLE) {

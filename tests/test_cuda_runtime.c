@@ -114,7 +114,7 @@ static const char *K_OOB = PRELUDE
 static void *compile_raw_ex(const char *name, const char *src, int *from_disk) {
     char key[65];
     alloy_sha256_hex(src, strlen(src), key);
-    alloy_compile_job job = {name, src, key, 0};
+    alloy_compile_job job = {name, src, key, 0, {0}};
     void *prog = NULL;
     char *log = NULL;
     int fd = 0;
@@ -519,7 +519,7 @@ static void test_compile_error_and_report(void) {
                               "  out[0] = nope;\n}\n";
     char key[65];
     alloy_sha256_hex(bad, strlen(bad), key);
-    alloy_compile_job job = {"broken", bad, key, 0};
+    alloy_compile_job job = {"broken", bad, key, 0, {0}};
     void *prog = NULL;
     char *log = NULL;
     int fd = 0;

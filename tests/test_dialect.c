@@ -655,8 +655,37 @@ static void test_codegen_cpu(void) {
     alloy_codegen_result_clear(&res);
 }
 
+/* The CUDA entry point's name: the kernel's, for profilers, as an identifier
+ * that cannot meet a prelude function's. */
+static void test_cuda_entry_name(void) {
+    char e[ALLOY_CUDA_ENTRY_MAX];
+    alloy_cuda_entry_name("myexp", e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel_myexp") == 0);
+    alloy_cuda_entry_name("alloy_mlstm_step", e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel_mlstm_step") == 0);
+    alloy_cuda_entry_name("alloy_", e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel_alloy_") == 0);
+    alloy_cuda_entry_name("exp", e, sizeof e); /* not the math function */
+    CHECK(strcmp(e, "alloy_kernel_exp") == 0);
+    alloy_cuda_entry_name("a-b.c d/\xc3\xa9", e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel_a_b_c_d___") == 0);
+    alloy_cuda_entry_name("", e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel") == 0);
+    alloy_cuda_entry_name(NULL, e, sizeof e);
+    CHECK(strcmp(e, "alloy_kernel") == 0);
+    char longname[300];
+    memset(longname, 'x', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    memset(e, '#', sizeof e);
+    alloy_cuda_entry_name(longname, e, sizeof e);
+    CHECK(strlen(e) == sizeof e - 1 && strncmp(e, "alloy_kernel_xxx", 16) == 0 && e[sizeof e - 2] == 'x');
+    char small[16];
+    alloy_cuda_entry_name("myexp", small, sizeof small);
+    CHECK(strcmp(small, "alloy_kernel_my") == 0);
+}
+
 /* The CUDA translation unit: the CUDA prelude, one `extern "C" __global__
- * alloy_kernel` whose parameters follow the slots (typed buffers, shapes and
+ * alloy_kernel_<name>` whose parameters follow the slots (typed buffers, shapes and
  * strides by value, ndim as int, the launch info last), the out-of-grid
  * early return before the body, and the attribute formulas on
  * threadIdx/blockIdx/blockDim. */
@@ -720,7 +749,7 @@ static void test_codegen_cuda(void) {
           strcmp(buf, "uint i = thread_position_in_grid.x;") == 0);
 
     /* the signature, in slot order; the same slots as on the CPU */
-    CHECK(contains(src, "extern \"C\" __global__ void ALLOY_CUDA_LAUNCH_BOUNDS alloy_kernel(\n"
+    CHECK(contains(src, "extern \"C\" __global__ void ALLOY_CUDA_LAUNCH_BOUNDS alloy_kernel_k(\n"
                         "    const float* alloy_a0,\n"
                         "    const __grid_constant__ alloy_i32x8 alloy_a1,\n"
                         "    const int32_t* alloy_a2,\n"
@@ -870,6 +899,7 @@ int main(void) {
     RUN(test_rewrite_literals_and_directives);
     RUN(test_rewrite_lines);
     RUN(test_codegen_cpu);
+    RUN(test_cuda_entry_name);
     RUN(test_codegen_cuda);
     return harness_finish();
 }

@@ -62,6 +62,9 @@ typedef struct alloy_compile_job {
     const char *source;      /* full translation unit from the dialect */
     const char *key;         /* hex SHA-256 cache key (includes compiler identity) */
     int uses_sync;           /* body synchronises (barrier / SIMD) */
+    /* CUDA: the entry point the source defines (alloy_cuda_entry_name of the
+     * kernel's name); "" for a source written with `alloy_kernel` */
+    char entry[ALLOY_CUDA_ENTRY_MAX];
 } alloy_compile_job;
 
 typedef struct alloy_backend alloy_backend;

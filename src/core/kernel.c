@@ -425,6 +425,7 @@ static void make_job(const alloy_kernel *k, alloy_device *dev, const char *sourc
     job->source = source;
     job->key = key;
     job->uses_sync = uses_sync;
+    alloy_cuda_entry_name(k->name, job->entry, sizeof job->entry);
 }
 
 /* ALLOY_COMPILE_CHECK=<backend> (e.g. cuda): every new specialisation is
@@ -448,7 +449,8 @@ static alloy_status compile_check(const alloy_kernel *k, const alloy_device *dev
     if (st != ALLOY_OK) return st;
     char hash[65];
     alloy_sha256_hex(res.source, strlen(res.source), hash);
-    alloy_compile_job job = {k->name, res.source, hash, res.uses_sync};
+    alloy_compile_job job = {k->name, res.source, hash, res.uses_sync, {0}};
+    alloy_cuda_entry_name(k->name, job.entry, sizeof job.entry);
     char *log = NULL;
     st = b->compile_check(&job, &log);
     if (st == ALLOY_ERROR_COMPILE)

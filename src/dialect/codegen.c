@@ -16,7 +16,8 @@
  * target supplies an emitter (how arguments and attributes are reached, and
  * the entry points): the CPU's body function reads a slot array and is
  * called by exported group/thread loops; the CUDA body is the
- * `extern "C" __global__ void alloy_kernel(...)` itself, with one typed
+ * `extern "C" __global__ void alloy_kernel_<name>(...)` itself (the name:
+ * alloy_cuda_entry_name), with one typed
  * parameter per slot plus the launch info, and out-of-grid threads return
  * before the body. */
 #include <stdint.h>
@@ -191,6 +192,22 @@ static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
 
 /* ---- CUDA ---------------------------------------------------------------- */
 
+void alloy_cuda_entry_name(const char *kernel_name, char *out, size_t n) {
+    static const char prefix[] = "alloy_kernel";
+    snprintf(out, n, "%s", prefix);
+    const char *s = kernel_name ? kernel_name : "";
+    if (strncmp(s, "alloy_", 6) == 0 && s[6]) s += 6;
+    if (!*s) return;
+    size_t len = strlen(out);
+    if (len + 2 < n) out[len++] = '_';
+    for (; *s && len + 1 < n; s++) {
+        const char c = *s;
+        const int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        out[len++] = ok ? c : '_';
+    }
+    out[len] = 0;
+}
+
 /* The body is the kernel itself: one parameter per slot (dialect.h order),
  * then the launch info. Buffers (0-d inputs too) are typed device pointers;
  * shapes and strides come by value as __grid_constant__ structs (the body
@@ -198,7 +215,9 @@ static const emitter cpu_emitter = {"CPU", cpu_open_function, cpu_arguments,
 static void cuda_open_function(alloy_strbuf *sb, const alloy_codegen_request *req,
                                const unsigned *slots) {
     int k = 0;
-    alloy_sb_append(sb, "extern \"C\" __global__ void ALLOY_CUDA_LAUNCH_BOUNDS alloy_kernel(\n");
+    char entry[ALLOY_CUDA_ENTRY_MAX];
+    alloy_cuda_entry_name(req->kernel_name, entry, sizeof entry);
+    alloy_sb_printf(sb, "extern \"C\" __global__ void ALLOY_CUDA_LAUNCH_BOUNDS %s(\n", entry);
     for (int i = 0; i < req->n_inputs; i++) {
         alloy_sb_printf(sb, "    const %s* alloy_a%d,\n", type_name(req->inputs[i].dtype), k++);
         if (slots[i] & ALLOY_SLOT_SHAPE)

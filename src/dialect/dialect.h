@@ -25,6 +25,7 @@
 #ifndef ALLOY_DIALECT_H
 #define ALLOY_DIALECT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "alloy/dtype.h"
 #include "alloy/kernel.h"
@@ -183,6 +184,13 @@ typedef struct alloy_codegen_result {
 #define ALLOY_SLOT_STRIDES 2u
 
 alloy_status alloy_codegen(const alloy_codegen_request *req, alloy_codegen_result *out);
+
+/* The CUDA entry point's name for a kernel, into out (n bytes, n >= 16):
+ * "alloy_kernel_" and the kernel's name without a leading "alloy_", each
+ * byte not a letter, digit or '_' as '_', cut to fit; "alloy_kernel" for an
+ * empty or NULL name. Profilers (ncu -k, nsys) tell kernels apart by it. */
+void alloy_cuda_entry_name(const char *kernel_name, char *out, size_t n);
+#define ALLOY_CUDA_ENTRY_MAX 96
 void alloy_codegen_result_clear(alloy_codegen_result *r);
 
 /* The embedded prelude of a target (static storage). */

@@ -273,8 +273,8 @@ alloy_status alloy_cuda_compile_check(const alloy_compile_job *job, char **log) 
 
 /* ---- loading ---------------------------------------------------------------------- */
 
-/* Context current. Loads the image into *p (module, function, attributes). */
-static alloy_status load_image(cuda_device *d, const char *kernel_name, const void *image,
+/* Context current. Loads the image into *p (module, its function `entry`, attributes). */
+static alloy_status load_image(cuda_device *d, const char *kernel_name, const char *entry, const void *image,
                                cuda_program *p) {
     char jit_log[4096];
     jit_log[0] = 0;
@@ -300,12 +300,11 @@ static alloy_status load_image(cuda_device *d, const char *kernel_name, const vo
         return alloy_error(ALLOY_ERROR_LAUNCH, "kernel '%s': cuModuleLoadData (%s) failed: %s%s%s",
                            kernel_name, p->arch, e, jit_log[0] ? "; the driver said: " : "", jit_log);
     }
-    r = alloy_cu.cuModuleGetFunction(&p->fn, p->module, "alloy_kernel");
+    r = alloy_cu.cuModuleGetFunction(&p->fn, p->module, entry);
     if (r != ALLOY_CUDA_SUCCESS) {
         char e[256];
-        return alloy_error(ALLOY_ERROR_INTERNAL,
-                           "kernel '%s': the compiled module has no function 'alloy_kernel': %s",
-                           kernel_name, alloy_cuda_error_text(r, e, sizeof e));
+        return alloy_error(ALLOY_ERROR_INTERNAL, "kernel '%s': the compiled module has no function '%s': %s",
+                           kernel_name, entry, alloy_cuda_error_text(r, e, sizeof e));
     }
     struct { int attr; int *out; } attrs[] = {
         {ALLOY_CU_FUNC_NUM_REGS, &p->num_regs},
@@ -404,6 +403,7 @@ alloy_status alloy_cuda_compile(alloy_device *dev, const alloy_compile_job *job,
         return alloy_cuda_fail(ALLOY_ERROR_LAUNCH, r, "cuCtxSetCurrent", "compiling");
     }
 
+    const char *entry = job->entry[0] ? job->entry : "alloy_kernel";
     char key[65];
     cache_key(d, job, p->arch, key);
     char *path = alloy_disk_cache_path("cuda", key, p->is_ptx ? ".ptx" : ".cubin");
@@ -419,7 +419,7 @@ alloy_status alloy_cuda_compile(alloy_device *dev, const alloy_compile_job *job,
                 if (c) c[size] = 0;
                 image = c;
             }
-            st = image ? load_image(d, job->kernel_name, image, p)
+            st = image ? load_image(d, job->kernel_name, entry, image, p)
                        : alloy_error(ALLOY_ERROR_OUT_OF_MEMORY, "out of memory");
             free(image);
             if (st == ALLOY_OK) {
@@ -441,7 +441,7 @@ alloy_status alloy_cuda_compile(alloy_device *dev, const alloy_compile_job *job,
     void *image = NULL;
     size_t size = 0;
     st = run_nvrtc(job->source, job->kernel_name, p->arch, &image, &size, log);
-    if (st == ALLOY_OK) st = load_image(d, job->kernel_name, image, p);
+    if (st == ALLOY_OK) st = load_image(d, job->kernel_name, entry, image, p);
     if (st == ALLOY_OK && path) {
         /* Only images the driver accepted are cached. PTX is stored with its
          * NUL so it loads as is. */
