@@ -118,11 +118,12 @@ static void test_conv(void) {
     /* C = 8, 16, 24, 132: vector chunks for every dtype (16 bytes, 8 of 16-bit data; the rest: scalar
      * accesses); C = 132: 33 chunks of 4 (float32, float16, bfloat16), so a second threadgroup column with one
      * chunk; S = 70, 100: several blocks of 32 timesteps per sequence, a partial last one; (3, 100, 24): two
-     * threadgroup rows of dw/db sums; (8500, 1, 8): more blocks than workers, so each worker takes two */
-    const conv_case cases[9] = {{1, 1, 1, 1},    {2, 33, 5, 3},  {3, 17, 130, 8},  {1, 1000, 3, 4},
-                                {2, 2, 7, 8},    {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3},
-                                {2, 45, 132, 4}};
-    for (int ci = 0; ci < 9; ci++)
+     * threadgroup rows of dw/db sums; (8500, 1, 8): more blocks than workers, so each worker takes two;
+     * S = 300, 1000: several of float16's backward blocks of 128, a partial last one */
+    const conv_case cases[10] = {{1, 1, 1, 1},    {2, 33, 5, 3},  {3, 17, 130, 8},  {1, 1000, 3, 4},
+                                 {2, 2, 7, 8},    {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3},
+                                 {2, 45, 132, 4}, {2, 300, 16, 4}};
+    for (int ci = 0; ci < 10; ci++)
         for (int di = 0; di < 4; di++)
             for (int v = 0; v < 4; v++) run_conv(cases[ci], DTYPES[di], v & 1, v >> 1);
 }

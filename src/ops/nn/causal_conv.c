@@ -136,7 +136,9 @@ static int conv_bwd_minb(alloy_dtype dt) {
     return (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_MINB", 1, 4, alloy_dtype_size(dt) == 2 ? 2 : 1);
 }
 /* The backward's threadgroups in all (MINB an SM of an H100: one round) and
- * its block of timesteps (32); ALLOY_NN_CONV_BWD_TGS=k (132-8448; each
+ * its block of timesteps (32; 128 for float16: H200, 64 M elements, K 4, two
+ * rounds, 90.3-90.4% of copy against 88.6-88.7 with 32 and 89.5 with 64 —
+ * bfloat16 loses 1.5 points with 128); ALLOY_NN_CONV_BWD_TGS=k (132-8448; each
  * threadgroup row adds a partial row for column_sum) and
  * ALLOY_NN_CONV_BWD_L=k (8-128) override, for timing. More threadgroups lose
  * (H200, 64 M elements, K 4, same call, two rounds, % of copy, float32 /
@@ -145,7 +147,9 @@ static int conv_bwd_minb(alloy_dtype dt) {
 static int64_t conv_bwd_tgs(alloy_dtype dt) {
     return alloy_ops_env_int("ALLOY_NN_CONV_BWD_TGS", 132, 8448, CONV_TGS_BWD / 2 * conv_bwd_minb(dt));
 }
-static int64_t conv_bwd_l(void) { return alloy_ops_env_int("ALLOY_NN_CONV_BWD_L", 8, 128, CONV_L); }
+static int64_t conv_bwd_l(alloy_dtype dt) {
+    return alloy_ops_env_int("ALLOY_NN_CONV_BWD_L", 8, 128, dt == ALLOY_FLOAT16 ? 4 * CONV_L : CONV_L);
+}
 
 /* Threadgroup rows (of 8 workers each) of a forward or backward launch. */
 static int64_t conv_rows(const conv_dims *d, alloy_dtype dt, int64_t target, int64_t L) {
@@ -257,7 +261,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
     if (st == ALLOY_OK && dw) st = alloy_nn_prepare_out(FN, "dw", dw, dev, dt, 2, s_w, &ow, &cw);
     if (st == ALLOY_OK && db) st = alloy_nn_prepare_out(FN, "db", db, dev, dt, 1, s_b, &ob, &cb);
     if (st == ALLOY_OK && want_state) st = alloy_nn_prepare_out(FN, "dstate", dstate, dev, dt, 3, s_s, &os, &cs);
-    const int64_t L = conv_bwd_l(), rows = conv_rows(&d, dt, conv_bwd_tgs(dt), L), M = d.C * (d.K + 1);
+    const int64_t L = conv_bwd_l(dt), rows = conv_rows(&d, dt, conv_bwd_tgs(dt), L), M = d.C * (d.K + 1);
     const int64_t s_part[2] = {rows > 0 ? rows : 1, M};
     alloy_array *part = NULL, *sw = NULL, *sb = NULL;
     if (st == ALLOY_OK) st = alloy_array_new(dev, alloy_nn_accum(dt), 2, s_part, &part);
