@@ -29,8 +29,9 @@ enum { CONV_L = 32, CONV_TGS_FWD = 1056, CONV_TGS_BWD = 264 };
  * points forward in one round and gained backward in three, two calls —
  * float32 92.2-92.3 -> 92.6-92.7, bfloat16 87.8-88.1 -> 88.8-89.3, float16
  * 86.1-86.3 -> 86.4-86.8 —, 2 lost up to 9 points; the norms lost with it
- * everywhere, up to 5 points); ALLOY_NN_CONV_STREAM=k says otherwise for
- * both (timing). */
+ * everywhere, up to 5 points) — but 0 for float16's backward since its blocks
+ * of 128 (H200, three rounds: 90.5% of copy against 90.3; bfloat16 lost
+ * 0.6 that way); ALLOY_NN_CONV_STREAM=k says otherwise for both (timing). */
 static int conv_stream(int dflt) { return (int)alloy_ops_env_int("ALLOY_NN_CONV_STREAM", 0, 2, dflt); }
 
 /* The forward's threadgroups in all (the grid's sizing, conv_rows) and its
@@ -274,7 +275,7 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, part);
         if (st == ALLOY_OK) st = conv_launch(l, &d, dt, rows, L, 5, ops);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BL", (int)L);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(1));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "STREAM", conv_stream(dt == ALLOY_FLOAT16 ? 0 : 1));
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "has_state", ALLOY_INT32, state != NULL);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "want_state", ALLOY_INT32, want_state);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "NB", conv_bwd_nb(dt, d.K));
