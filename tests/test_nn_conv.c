@@ -166,30 +166,6 @@ static void test_conv_ring(void) {
     for (int k = 0; k < 7; k++) unsetenv(vars[k]);
 }
 
-/* The backward's timing variants, off by default: the block-wide windows with a group's timesteps in halves,
- * each half's loads before the previous half's math (ALLOY_NN_CONV_BWD_RPIPE=1 with ALLOY_NN_CONV_BWD_PIPE=1,
- * so float32 takes it too; halves of 4, and with ALLOY_NN_CONV_BWD_NB=5 of 2, so a block's checked last half
- * follows whole ones), and float16 widened by inline PTX (ALLOY_NN_CONV_BWD_OPQ=1: CUDA only, compiled by the
- * NVRTC twin) — on every dtype, partial last blocks, kernel sizes 1 to 4, decoding states, several workers a
- * sequence. */
-static void test_conv_backward_variants(void) {
-    const conv_case cases[6] = {{1, 1, 1, 1}, {2, 33, 5, 3}, {2, 70, 16, 4}, {3, 100, 24, 2}, {8500, 1, 8, 3},
-                                {2, 45, 9, 4}};
-    /* RPIPE, PIPE, NB, OPQ */
-    static const char *forms[3][4] = {{"1", "1", "", ""}, {"1", "1", "5", "1"}, {"", "", "", "1"}};
-    static const char *vars[4] = {"ALLOY_NN_CONV_BWD_RPIPE", "ALLOY_NN_CONV_BWD_PIPE", "ALLOY_NN_CONV_BWD_NB",
-                                  "ALLOY_NN_CONV_BWD_OPQ"};
-    for (int form = 0; form < 3; form++) {
-        set_switches(4, vars, forms[form]);
-        for (int ci = 0; ci < 6; ci++)
-            for (int di = 0; di < 4; di++) {
-                if (form == 2 && DTYPES[di] != ALLOY_FLOAT16) continue; /* OPQ alone: float16's only */
-                run_conv(cases[ci], DTYPES[di], ci % 2, (ci + di) % 2);
-            }
-    }
-    for (int k = 0; k < 4; k++) unsetenv(vars[k]);
-}
-
 /* The blocks and grids forced in turn — forward blocks of 16, 32 and 20 timesteps (ALLOY_NN_CONV_FWD_L:
  * float32's default 16, the others' 32; 20: not a multiple of the groups), backward blocks of 16 and 20
  * (ALLOY_NN_CONV_BWD_L), a backward grid of more threadgroups, so more partial rows
@@ -268,7 +244,6 @@ int main(void) {
     RUN(test_conv_grid);
     RUN_VARIANT(test_conv_ring);
     RUN_VARIANT(test_conv_blocks);
-    RUN_VARIANT(test_conv_backward_variants);
     RUN(test_conv_decoding);
     RUN_VARIANT(test_conv_ordinary_launches);
     return harness_finish();

@@ -96,14 +96,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         /* with 16-byte columns each batch's rows in two halves, each half's registers reloaded with the next
          * batch's rows right after its math (mlstm_step.metal's PIPE; RB even), so that the next batch's loads
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
-         * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=k says otherwise (timing): 0 off, else the batch
-         * in k parts (2 to 16; a k that does not divide RB: off; 1 is 2, the form it forced) */
-        const int64_t parts = alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 16, w4 ? 2 : 0);
-        const int pipe = parts == 1 ? (RB % 2 == 0 ? 2 : 0) : parts >= 2 && RB % parts == 0 ? (int)parts : 0;
-        /* ALLOY_MLSTM_STEP_MB=k (timing): k threadgroups an SM as the launch bound (not with PS), so that a
-         * smaller RB's registers let a third threadgroup in (RB 8: 84 registers a thread without it, two an
-         * SM) */
-        const int64_t mb = ps ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_MB", 0, 8, 0);
+         * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=0|1 says otherwise (timing) */
+        const int pipe = RB % 2 == 0 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 1, w4);
         const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
@@ -116,8 +110,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PIPE", pipe);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MB", (int)mb);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

@@ -290,16 +290,6 @@ alloy_status alloy_nn_causal_conv1d_backward(alloy_array *x, alloy_array *w, all
         if (st == ALLOY_OK)
             st = alloy_launch_add_template_int(
                 l, "PIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_PIPE", 0, 1, dt != ALLOY_FLOAT32));
-        /* float16 widened by opaque instructions (conv_chunk.h; the norms' OPQ took float16 LayerNorm's
-         * backward from 87 to 91% of copy): off until timed, ALLOY_NN_CONV_BWD_OPQ=1 turns it on */
-        if (st == ALLOY_OK)
-            st = alloy_launch_add_template_int(
-                l, "OPQ", dt == ALLOY_FLOAT16 && (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_OPQ", 0, 1, 0));
-        /* with RING, a group's timesteps in halves, each half's loads before the previous half's math (as
-         * PIPE does for the shifted windows; in the ring form a group's loads wait for its math): off until
-         * timed, ALLOY_NN_CONV_BWD_RPIPE=1 (with the 16-bit default PIPE, or ALLOY_NN_CONV_BWD_PIPE=1) */
-        if (st == ALLOY_OK)
-            st = alloy_launch_add_template_int(l, "RPIPE", (int)alloy_ops_env_int("ALLOY_NN_CONV_BWD_RPIPE", 0, 1, 0));
         alloy_array *ins[4] = {x, w, state ? state : x, dy}; /* no state: x stands in, never read */
         if (st == ALLOY_OK) st = alloy_nn_apply(BWD_FILE, l, dt, 4, ins, 3, stream);
         alloy_launch_free(l);

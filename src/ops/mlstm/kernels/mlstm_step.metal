@@ -36,10 +36,9 @@
 // threads: 8 or 16), NM (write n' and m'), RB (rows loaded before the first
 // store, 4 to 16; 16 measured best at B = 1 and B = 1024, `bench/RESULTS.md`),
 // TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
-// walking the items: the grid and the launch bound), PIPE (0, or a batch's
-// rows in PIPE parts of RB / PIPE, each part's slots reloaded with the next
-// batch's rows right after its math: PIPE divides RB), MB (0, or threadgroups an SM as the launch
-// bound, for timing: ALLOY_MLSTM_STEP_MB).
+// walking the items: the grid and the launch bound), PIPE (a batch's rows in
+// two halves of RB / 2, each half's slots reloaded with the next batch's rows
+// right after its math: RB even).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
@@ -52,17 +51,12 @@
 //! template: RB=16
 //! template: TL=false
 //! template: PS=0
-//! template: PIPE=0
-//! template: MB=0
+//! template: PIPE=false
 //! header:
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
-#elif ALLOY_TEMPLATE_MB > 0
-// MB threadgroups an SM (fewer registers a thread where RB is small enough to keep them)
-#undef ALLOY_CUDA_LAUNCH_BOUNDS
-#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_MB)
 #endif
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
@@ -184,19 +178,18 @@ auto run_tile = [&](long bh, int tile, bool loaded, long next) {
             }
         }
     };
-    if constexpr (PIPE >= 2) {
-        // the batch in PIPE parts of H rows: each part's slots reloaded with the next batch's rows as soon as
-        // its math is done, so that the next batch's first parts are in flight through this batch's last ones
-        constexpr int H = RB / (PIPE >= 2 ? PIPE : 2);   // (the branch is compiled with PIPE 0 too: not a template)
+    if constexpr (PIPE) {
+        // the batch in halves of H rows: each half's slots reloaded with the next batch's rows as soon as
+        // its math is done, so the next batch's first half is in flight through this batch's second half
+        constexpr int H = RB / 2;
         for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
             const int jn = j0 + RB * RY;
-            #pragma unroll
-            for (int p = 0; p < PIPE; p++) {
-                rows_math(j0, p * H, (p + 1) * H);
-                if (jn + RY * H * p < DHQK)
-                    st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn + RY * H * p, live, k, q, qo, scale, cv + p * H,
-                                              kv + p * H, qv + p * H);
-            }
+            rows_math(j0, 0, H);
+            if (jn < DHQK) st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn, live, k, q, qo, scale, cv, kv, qv);
+            rows_math(j0, H, RB);
+            if (jn + RY * H < DHQK)
+                st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H, kv + H,
+                                          qv + H);
         }
     } else {
         for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {

@@ -22,8 +22,7 @@
 // timesteps in halves of NB, each half's loads issued before the previous
 // half's math), WHOLE (with RING 1: a whole group's steps without a check
 // each), BL (timesteps a block), STREAM (stream.h's cache hint: 1 on the stores of dx, 2 on those and
-// the loads of x and dy), OPQ (float16 widened by opaque instructions on CUDA: conv_chunk.h) and RPIPE
-// (with RING and PIPE, the group's timesteps in halves as PIPE's): timing variants. Launch: grid = (ceil(ceil(C/V)/32)*32,
+// the loads of x and dy): timing variants. Launch: grid = (ceil(ceil(C/V)/32)*32,
 // NW, 1), threadgroup = (32, 8, 1).
 //! name: alloy_nn_causal_conv_backward
 //! inputs: x w state dy
@@ -39,17 +38,12 @@
 //! template: WHOLE=0
 //! template: BL=32
 //! template: STREAM=0
-//! template: OPQ=0
-//! template: RPIPE=0
 //! header:
 // MINB threadgroups of 256 threads per SM (causal_conv.c: 2 for 16-bit data —
 // at most 128 registers a thread —, 1 for float32)
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(256, ALLOY_TEMPLATE_MINB)
 #define ALLOY_NN_STREAM (ALLOY_TEMPLATE_STREAM != 0)
-#if ALLOY_TEMPLATE_OPQ
-#define ALLOY_NN_OPAQUE_F16
-#endif
 #include "src/ops/nn/kernels/conv_chunk.h"
 //! body:
 // overlapping launches (alloy_launch_set_overlap, ALLOY_OPS_OVERLAP): the kernel before ends first, the next may start
@@ -181,20 +175,13 @@ if (cc < CC) {
             if (WHOLE != 0 && sb + G <= n) ring_steps(rx, rd, sb, G, sb + G);
             else ring_steps(rx, rd, sb, G, n);
         };
-        if constexpr (PIPE != 0) {
+        if constexpr (PIPE != 0 && RING == 0) {
             // the block's timesteps in halves of NB, each half's loads issued before the previous half's math
-            // (with RING only where RPIPE asks: a timing variant)
             constexpr int H = NB / 2 > 0 ? NB / 2 : 1;
             struct half_xd { uint4 x[H], d[H]; };
-            if constexpr (RING == 0) {
-                nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
-                                           [&](thread half_xd &u, int sb) { use(u.x, u.d, sb, H); });
-                continue;
-            } else if constexpr (RPIPE != 0) {
-                nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
-                                           [&](thread half_xd &u, int sb) { ring(u.x, u.d, sb, H); });
-                continue;
-            }
+            nn_conv_halves<H, half_xd>(n, [&](thread half_xd &u, int sb) { load(u.x, u.d, sb, H); },
+                                       [&](thread half_xd &u, int sb) { use(u.x, u.d, sb, H); });
+            continue;
         }
         for (int sb = 0; sb < n; sb += NB) {
             uint4 rx[NB], rd[NB];

@@ -1,8 +1,7 @@
 // chunk.h — 16-byte chunks of V = 16 / sizeof(T) elements kept as their raw
 // bits (a uint4: 4 registers whatever T is, so a 16-bit row costs half the
 // registers of its float values) and read element by element as A when used.
-// Shared by the norm kernels (norm_rows.metal, norm_rows_backward.metal);
-// conv_chunk.h takes its opaque float16 widening.
+// Shared by the norm kernels (norm_rows.metal, norm_rows_backward.metal).
 
 // The chunk of n = min(V, m) elements at a[i]: with VEC one 16-byte load (a[i]
 // 16-byte aligned, m >= V), else the first m elements one by one; elements

@@ -8,7 +8,6 @@
 // the first m elements one by one (the rest read as 0). Vector stores, and
 // vector loads with STRM 1, carry stream.h's hint where the kernel asks for it.
 #include "src/ops/nn/kernels/stream.h"
-#include "src/ops/nn/kernels/chunk.h"
 template <int STRM = 0, class T> inline uint4 nn_ldbits(const T *p, int m, bool vec) {
     if constexpr (sizeof(T) == 2) {
         if (vec) {
@@ -64,14 +63,6 @@ template <class T, class A> inline void nn_unpack(uint4 u, A *o) {
     } else if constexpr (sizeof(T) == 4) {
         for (int e = 0; e < 4; e++) o[e] = A(as_type<float>(u[e]));
     } else {
-#if defined(ALLOY_NN_OPAQUE_F16)
-        // float16 widened by chunk.h's nn_chunk_elem, which a kernel defining ALLOY_NN_OPAQUE_F16 first gets
-        // as opaque instructions on CUDA: the compiler can neither move nor merge them
-        if constexpr (is_same<T, half>::value) {
-            for (int e = 0; e < 4; e++) o[e] = nn_chunk_elem<T, A>(u, e);
-            return;
-        }
-#endif
         for (int e = 0; e < 4; e++) o[e] = A(as_type<T>(ushort(u[e >> 1] >> ((e & 1) * 16))));
     }
 }
