@@ -15,13 +15,8 @@
 //  - mc_load_async / mc_load: tiles of row-major device matrices into
 //    threadgroup memory (16-byte cp.async on CUDA when rows are aligned),
 //    zero past the matrix.
+#include "src/ops/mlstm/kernels/async_copy.h"
 #if defined(ALLOY_BACKEND_CUDA)
-/* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
-METAL_FUNC uint mc_smem(const threadgroup void *p) {
-    uint r;
-    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
 METAL_FUNC void mc_ldsm_x4(uint addr, thread uint &r0, thread uint &r1, thread uint &r2, thread uint &r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
@@ -36,11 +31,6 @@ METAL_FUNC void mc_ldsm_x2(uint addr, thread uint &r0, thread uint &r1) {
 METAL_FUNC void mc_ldsm_x2_trans(uint addr, thread uint &r0, thread uint &r1) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
-/* 16 bytes global -> shared, bytes past `valid` zero-filled; then wait for all */
-METAL_FUNC void mc_cp16(uint dst, const device void *src, uint valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid) : "memory");
-}
-METAL_FUNC void mc_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 /* d (16 x 8, float) += a (16 x 16) b (16 x 8), the m16n8k16 fragments */
 template <class TT>
 METAL_FUNC void mc_mma(thread float *d, uint a0, uint a1, uint a2, uint a3, uint b0, uint b1) {
@@ -459,25 +449,6 @@ METAL_FUNC void mc_load_row(threadgroup float *dst, const device CE *src, int nc
     } else {
         for (int c = tid; c < COLS; c += NTH) dst[c] = c < nc ? float(src[c]) : 0.0f;
     }
-}
-/* this thread's copies issued by mc_load_async have landed */
-METAL_FUNC void mc_wait_copies() {
-#if defined(ALLOY_BACKEND_CUDA)
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-}
-/* this thread's copies but its last N commit groups have landed */
-template <int N>
-METAL_FUNC void mc_wait_copies_but() {
-#if defined(ALLOY_BACKEND_CUDA)
-    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-/* commits the copies issued since the last commit as one group */
-METAL_FUNC void mc_copies_commit() {
-#if defined(ALLOY_BACKEND_CUDA)
-    mc_cp_commit();
-#endif
 }
 template <class TT, int ROWS, int COLS, int NTH, bool V>
 METAL_FUNC void mc_load(threadgroup TT *dst, int ld, const device TT *src, long sld, int nr, int nc, int tid) {
