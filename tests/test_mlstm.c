@@ -250,21 +250,6 @@ static void test_mlstm_step_pipe(void) {
     unsetenv("ALLOY_MLSTM_STEP_PIPE");
 }
 
-/* ALLOY_MLSTM_STEP_AS=k (timing, off by default): each thread's rows of C staged through k slots of
- * threadgroup memory by async copies (16-byte columns, one tile a threadgroup) — more slots than a thread has
- * rows (DHQK 17: 3 rows of 8 rows of threads, 16 slots), rows that do not fill the last round of slots (DHQK 33,
- * 300), one slot, 32 slots, three tiles with a partial one (DHHV 260), in place and into other arrays. */
-static void test_mlstm_step_staged(void) {
-    setenv("ALLOY_MLSTM_STEP_AS", "16", 1);
-    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "AS 16 wide D=33/260");
-    both(80, 13, 2, 17, 260, ALLOY_FLOAT16, GATES_PLAIN, 0, 2, "AS 16 wide D=17/260");
-    setenv("ALLOY_MLSTM_STEP_AS", "1", 1);
-    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "AS 1 wide D=300/132");
-    setenv("ALLOY_MLSTM_STEP_AS", "32", 1);
-    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_HOSTILE_MIX, 0, 2, "AS 32 wide D=300/132");
-    unsetenv("ALLOY_MLSTM_STEP_AS");
-}
-
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -420,7 +405,6 @@ int main(void) {
     RUN(test_mlstm_step_own_stream);
     RUN_VARIANT(test_mlstm_step_ordinary_launches);
     RUN_VARIANT(test_mlstm_step_pipe);
-    RUN_VARIANT(test_mlstm_step_staged);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

@@ -98,10 +98,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
          * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=0|1 says otherwise (timing) */
         const int pipe = RB % 2 == 0 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 1, w4);
-        /* ALLOY_MLSTM_STEP_AS=k (timing, 16-byte columns, one tile a threadgroup): each thread's rows staged
-         * through k slots of threadgroup memory by async copies (cp.async on CUDA), k rows a thread in flight
-         * without registers (mlstm_step.metal's AS): at most 32 */
-        const int64_t as = w4 && !tl && !ps ? alloy_ops_env_int("ALLOY_MLSTM_STEP_AS", 0, 32, 0) : 0;
         const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
@@ -115,9 +111,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "AS", (int)as);
-        if (st == ALLOY_OK && as)
-            st = alloy_launch_set_threadgroup_memory(l, (size_t)(as * 32 * RY * 16 + DHQK * 8));
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

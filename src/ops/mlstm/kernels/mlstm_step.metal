@@ -38,12 +38,7 @@
 // TL (a threadgroup per head, all its tiles), PS (0, or threadgroups an SM
 // walking the items: the grid and the launch bound), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
-// right after its math: RB even), AS (0, or with W = 4 and one tile a
-// threadgroup: each thread's rows staged through AS slots of 16 bytes in
-// threadgroup memory — the dynamic part, AS * 32 * RY * 16 + DHQK * 8 bytes:
-// the slots, then k and q^ of every row — by async copies, a row's slot
-// refilled with the row AS further as soon as its math is done, so that AS rows
-// a thread stay in flight without registers; for timing: ALLOY_MLSTM_STEP_AS).
+// right after its math: RB even).
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
@@ -57,9 +52,7 @@
 //! template: TL=false
 //! template: PS=0
 //! template: PIPE=false
-//! template: AS=0
 //! header:
-#include "src/ops/mlstm/kernels/async_copy.h"
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
@@ -247,50 +240,6 @@ if constexpr (PS > 0) {
     }
     // every thread read m before the barriers above (m_out may be m)
     if (NM && tid == 0) m_out[bh] = m_new;
-} else if constexpr (AS > 0 && W == 4) {
-    // one tile, its rows through the staging slots: slot s of thread tid at stage[s * NT + tid] (consecutive
-    // threads, consecutive 16 bytes), row ty + RY u in slot u % AS; k and q^ of row j at kq[2 j], kq[2 j + 1]
-    const long bh = grp / tiles;
-    const int tile0 = int(grp % tiles);
-    const bool writes_nm = NM && tile0 == 0;
-    const long qo = bh * long(DHQK);
-    const int col = col_of(tile0);
-    const bool live = col < DHHV;   // DHHV % 4 == 0: a live lane's 4 columns all are
-    const long co = co_of(bh, col);
-    threadgroup float4 *stage = (threadgroup float4 *)alloy_threadgroup_memory;
-    threadgroup float *kq = (threadgroup float *)(stage + AS * NT);
-    const int nrows = live && ty < DHQK ? (DHQK - 1 - ty) / RY + 1 : 0;   // this thread's rows ty, ty + RY, ...
-    // every slot's first row in flight first, one commit group a slot (empty ones too: a wait counts rows)
-    for (int u = 0; u < AS; u++) {
-        if (u < nrows) mc_copy16_async(&stage[u * NT + tid], C + co + long(ty + RY * u) * DHHV);
-        mc_copies_commit();
-    }
-    for (int e = 0; e < W; e++) vv[e] = live ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
-    gates_of(bh, writes_nm);
-    if (writes_nm && tid == 0) m_out[bh] = m_new;
-    for (int j = tid; j < DHQK; j += NT) kq[2 * j] = float(k[qo + j]), kq[2 * j + 1] = float(q[qo + j]) * scale;
-    threadgroup_barrier(mem_flags::mem_threadgroup);   // kq written
-    float acc[W], ia_v[W];
-    for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
-    for (int u = 0; u < nrows; u++) {
-        mc_wait_copies_but<(AS > 0 ? AS - 1 : 0)>();   // row u's group, the oldest of the AS in flight, has landed
-        threadgroup float4 *slot = &stage[(u % AS) * NT + tid];
-        const float4 c = *slot;
-        const int j = ty + RY * u;
-        const float kj = kq[2 * j], qj = kq[2 * j + 1];
-        const float c4[4] = {c.x, c.y, c.z, c.w};
-        float cn[W];
-        for (int e = 0; e < W; e++) {
-            cn[e] = fa * c4[e] + ia_v[e] * kj;
-            acc[e] += qj * cn[e];
-        }
-        // the store uses the slot's value, so the slot is read before its refill below is issued
-        st_store<W>(C_out + co + long(j) * DHHV, cn);
-        if (u + AS < nrows) mc_copy16_async(slot, C + co + long(j + RY * AS) * DHHV);
-        mc_copies_commit();
-    }
-    mc_wait_copies();
-    tile_h(bh, col, live ? W : 0, acc);
 } else {
     const long bh = grp / tiles;
     const int tile0 = int(grp % tiles);   // the tile of columns this threadgroup serves
