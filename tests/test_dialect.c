@@ -795,7 +795,22 @@ static void test_codegen_cuda(void) {
     size_t n = strlen(src);
     CHECK(n > 3 && strcmp(src + n - 2, "}\n") == 0);
     CHECK(!contains(src, "alloy_cpu_group"));
+    /* an ordinary launch: the griddepcontrol pair is compiled out (ALLOY_OVERLAP_LAUNCH undefined) */
+    CHECK(contains(prelude, "defined(ALLOY_OVERLAP_LAUNCH)"));
+    CHECK(!contains(src, "#define ALLOY_OVERLAP_LAUNCH"));
     alloy_codegen_result_clear(&res);
+
+    /* a launch that may overlap the previous kernel: defined before the prelude, the lines still exact */
+    req.overlap = 1;
+    CHECK_OK(alloy_codegen(&req, &res));
+    src = res.source;
+    CHECK(src && generated_lines_exact(src));
+    const char *def = src ? strstr(src, "\n#define ALLOY_OVERLAP_LAUNCH 1\n") : NULL;
+    const char *pre = src ? strstr(src, "#define ALLOY_PRELUDE_CUDA_H\n") : NULL;
+    CHECK(def && pre && def < pre);
+    CHECK(src && contains(src, "alloy_kernel_k("));
+    alloy_codegen_result_clear(&res);
+    req.overlap = 0;
 
     /* A grid of whole threadgroups: no out-of-grid check, full groups. */
     req.geometry = 0;

@@ -327,8 +327,8 @@ static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const
     b->len = 0;
     b->cap = sizeof b->local;
     int ok = key_put(b, &dev, sizeof dev);
-    unsigned char g[2] = {(unsigned char)lc->geometry, (unsigned char)debug_build(dev)};
-    ok &= key_put(b, g, 2);
+    unsigned char g[3] = {(unsigned char)lc->geometry, (unsigned char)debug_build(dev), (unsigned char)l->overlap};
+    ok &= key_put(b, g, 3);
     const uint32_t *tg = class_tg(k, dev->backend->target, lc);
     if (tg) ok &= key_put(b, tg, 3 * sizeof *tg);
     for (int i = 0; i < k->n_inputs; i++) {
@@ -404,6 +404,7 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .geometry = lc->geometry,
         .threadgroup = {tg ? tg[0] : 0, tg ? tg[1] : 0, tg ? tg[2] : 0},
         .cpu_debug = debug && target == ALLOY_TARGET_CPU,
+        .overlap = l->overlap,
     };
     memset(res, 0, sizeof *res);
     return alloy_codegen(&req, res);

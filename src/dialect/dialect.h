@@ -160,6 +160,12 @@ typedef struct alloy_codegen_request {
     /* CPU only: build for ALLOY_CPU_DEBUG (checked buffers, threadgroup
      * arrays and barrier sites; src/dialect/prelude/cpu_debug.h). */
     int cpu_debug;
+    /* The launch may overlap the previous kernel (alloy_launch_set_overlap):
+     * only then do alloy_wait_previous_kernel and alloy_start_next_kernel
+     * become instructions (ALLOY_OVERLAP_LAUNCH); an ordinary launch's code
+     * has none (on an H200 the pair cost a kernel of short threadgroups 17
+     * points of copy bandwidth even when the launch did not overlap). */
+    int overlap;
 } alloy_codegen_request;
 
 /* Bits of alloy_codegen_request.geometry, per dimension d (0 = x). */
