@@ -98,12 +98,15 @@ static int64_t rows_per_sm(int fwd, int pf, int64_t smem, int64_t minb) {
  *         (its pass has two sums and the squares): on an H200 its per-head
  *         rows went from 72 to 77% of copy (bfloat16) and 69 to 73% (float16);
  *         float32 LayerNorm's rows moved by 1% (not taken). */
-static int bwd_pd(alloy_dtype dt, int64_t nc) {
+static int bwd_pd(alloy_dtype dt, int rms, int stats, int64_t nc) {
     /* 16-bit LayerNorm's rows of 3-4 chunks a lane load none ahead since its statistics come from saved values
      * or from shifted sums (H200, rows of 1024, two rounds: from saved statistics bfloat16 84.2-84.9 -> 91.0-91.4%
      * of copy, float16 88.1 -> 91.8, one row ahead spilled; recomputed with SHIFT, bfloat16 89.4-89.5 ->
      * 90.8-90.9, float16 88.7-88.9 either way, where one row ahead spilled 20 bytes) */
-    const int ahead = nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4);
+    /* float32 LayerNorm recomputing its statistics over 3-4 chunks a lane (heads of 512) loads none ahead
+     * either (H200, 2 x 8192 x 4096, two rounds: 94.4-94.6% of copy against 88.6; from saved statistics it
+     * keeps one, 92.9-93.0 against 92.0-92.1 without) */
+    const int ahead = nc <= 2 || (nc <= 4 && alloy_dtype_size(dt) == 4 && (rms || stats));
     return (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_PD", 0, 2, ahead);
 }
 
@@ -180,9 +183,13 @@ static int fwd_pf(alloy_dtype dt, int64_t DH, int64_t nc, int64_t wg) {
  * torch.compile's LayerNorm forward runs blocks of one warp, a row each);
  * else 8 (threadgroups of 256 threads, 8 / wg groups each; float64 too).
  * ALLOY_NN_NORM_FWD_SG=1, 2, 4 or 8 (at least wg) overrides, for timing. */
-static int64_t fwd_sg(alloy_dtype dt, int64_t wg, int pf) {
+static int64_t fwd_sg(alloy_dtype dt, int64_t dh, int64_t wg, int pf) {
     const size_t size = alloy_dtype_size(dt);
-    const int64_t fit = wg == 1 && !pf && size <= 4 ? (size == 4 ? 1 : 2) : 8;
+    /* float32 groups of 2 KiB and less (heads of 512): 2, so that the grid stays under the rate at which
+     * an SM starts threadgroups (H200, 2 x 8192 x 4096, heads of 512, two rounds: RMSNorm / LayerNorm
+     * 100.4-100.5 / 100.2-100.3% of copy against 80.6-80.7 / 80.4-80.5 with threadgroups of one SIMD group
+     * and overlapping launches; rows of 1024 keep 1: 99.8-99.9 against 98.3) */
+    const int64_t fit = wg == 1 && !pf && size <= 4 ? (size == 4 ? (dh * 4 <= 2048 ? 2 : 1) : 2) : 8;
     int64_t sg = alloy_ops_env_int("ALLOY_NN_NORM_FWD_SG", 1, 8, fit);
     if (sg != 1 && sg != 2 && sg != 4) sg = 8;
     return sg < wg ? wg : sg;
@@ -259,7 +266,7 @@ static alloy_status check_common(const char *fn, int rms, alloy_array *x, alloy_
      * FWD_PF_TGS an SM for small groups; the backward: what the SMs hold at once), and as many rounds of
      * 8 / wg rows each (no SIMD group idles in a last round while others work) */
     d->pf = !dy && d->nc && fwd_pf(dt, d->DH, d->nc, d->wg);
-    d->sg = !dy && d->nc ? fwd_sg(dt, d->wg, d->pf) : 8;
+    d->sg = !dy && d->nc ? fwd_sg(dt, d->DH, d->wg, d->pf) : 8;
     /* (rows_per_sm counts threadgroups of 256 threads) */
     const int64_t tgs = sm_count(dev) * rows_per_sm(!dy, d->pf, d->smem, bwd_minb(dt, d->nc, d->wg, stats)) * (8 / d->sg);
     const int64_t rw = d->sg / d->wg, per_head = tgs / d->G > 1 ? tgs / d->G : 1, blocks = (d->R + rw - 1) / rw;
@@ -301,7 +308,7 @@ static alloy_status rows_launch(alloy_launch *l, const norm_dims *d, int fwd, in
             l, "FULL",
             vec && d->nc * 32 * d->wg * V == d->DH &&
                 alloy_ops_env_int(fwd ? "ALLOY_NN_NORM_FWD_FULL" : "ALLOY_NN_NORM_BWD_FULL", 0, 1, full_default));
-    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, d->nc));
+    if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "PD", bwd_pd(dt, rms, stats, d->nc));
     if (st == ALLOY_OK && !fwd) st = alloy_launch_add_template_int(l, "REGS", bwd_regs(dt, rms, d->nc));
     if (st == ALLOY_OK && !fwd)
         st = alloy_launch_add_template_int(l, "SPLIT", (int)alloy_ops_env_int("ALLOY_NN_NORM_BWD_SPLIT", 0, 1, 0));
