@@ -176,19 +176,20 @@ static int fwd_pf(alloy_dtype dt, int64_t DH, int64_t nc, int64_t wg) {
 }
 
 /* The forward's SIMD groups a threadgroup: for groups one SIMD group holds
- * on the one-round grid, 1 for float32 and 2 for 16-bit data (H200, 8 x 8192
- * x 1024, two rounds alternating, % of copy: RMSNorm / LayerNorm float32
- * 96.2 / 95.7 with threadgroups of 8 groups, 98.0 / 97.4 with 1; bfloat16
- * 96.9 / 96.3 -> 97.8 / 96.7 with 2, float16 95.8 / 94.6 -> 96.7 / 96.7;
- * torch.compile's LayerNorm forward runs blocks of one warp, a row each);
- * else 8 (threadgroups of 256 threads, 8 / wg groups each; float64 too).
+ * on the one-round grid, 1 for float32 groups over 2 KiB and 2 for smaller
+ * ones and for 16-bit data (H200, 8 x 8192 x 1024, two rounds alternating,
+ * % of copy: RMSNorm / LayerNorm float32 96.2 / 95.7 with threadgroups of 8
+ * groups, 98.0 / 97.4 with 1; bfloat16 96.9 / 96.3 -> 97.8 / 96.7 with 2,
+ * float16 95.8 / 94.6 -> 96.7 / 96.7; torch.compile's LayerNorm forward runs
+ * blocks of one warp, a row each). Float32 heads of 512 take 2 so that the
+ * grid stays under the rate at which the SMs start threadgroups of an
+ * overlapping launch (H200, 2 x 8192 x 4096, two rounds: RMSNorm / LayerNorm
+ * 100.4-100.5 / 100.2-100.3% of copy against 80.6-80.7 / 80.4-80.5 with 1;
+ * rows of 1024 keep 1: 99.8-99.9 against 98.3 with 2). Else 8 (threadgroups
+ * of 256 threads, 8 / wg groups each; float64 too).
  * ALLOY_NN_NORM_FWD_SG=1, 2, 4 or 8 (at least wg) overrides, for timing. */
 static int64_t fwd_sg(alloy_dtype dt, int64_t dh, int64_t wg, int pf) {
     const size_t size = alloy_dtype_size(dt);
-    /* float32 groups of 2 KiB and less (heads of 512): 2, so that the grid stays under the rate at which
-     * an SM starts threadgroups (H200, 2 x 8192 x 4096, heads of 512, two rounds: RMSNorm / LayerNorm
-     * 100.4-100.5 / 100.2-100.3% of copy against 80.6-80.7 / 80.4-80.5 with threadgroups of one SIMD group
-     * and overlapping launches; rows of 1024 keep 1: 99.8-99.9 against 98.3) */
     const int64_t fit = wg == 1 && !pf && size <= 4 ? (size == 4 ? (dh * 4 <= 2048 ? 2 : 1) : 2) : 8;
     int64_t sg = alloy_ops_env_int("ALLOY_NN_NORM_FWD_SG", 1, 8, fit);
     if (sg != 1 && sg != 2 && sg != 4) sg = 8;

@@ -1,9 +1,8 @@
 // async_copy.h — 16-byte copies from device memory into threadgroup memory
 // that stay in flight without holding registers (CUDA's cp.async, Ampere and
-// later), in commit groups a thread waits for: shared by the chunkwise tiles
-// (mlstm_tiles.h) and the step's staged rows (mlstm_step.metal). The CUDA
-// primitives are CUDA-only; the waits and the commit are no-ops elsewhere,
-// where a copy is an ordinary load and store.
+// later), in commit groups a thread waits for: the chunkwise kernels' tiles
+// (mlstm_tiles.h, mlstm_walk.h, mlstm_chunkwise*.metal). The CUDA primitives
+// are CUDA-only; the waits and the commit are no-ops elsewhere.
 #if defined(ALLOY_BACKEND_CUDA)
 /* shared-memory address of a threadgroup pointer (what ldmatrix and cp.async take) */
 METAL_FUNC uint mc_smem(const threadgroup void *p) {
@@ -34,13 +33,5 @@ METAL_FUNC void mc_wait_copies_but() {
 METAL_FUNC void mc_copies_commit() {
 #if defined(ALLOY_BACKEND_CUDA)
     mc_cp_commit();
-#endif
-}
-/* 4 floats from src (16-byte aligned) into dst, in flight until this thread's wait on CUDA */
-METAL_FUNC void mc_copy16_async(threadgroup float4 *dst, const device float *src) {
-#if defined(ALLOY_BACKEND_CUDA)
-    mc_cp16(mc_smem(dst), src, 16u);
-#else
-    *dst = *(const device float4 *)src;
 #endif
 }
