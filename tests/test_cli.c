@@ -225,6 +225,7 @@ static void test_info(void) {
     CHECK(strstr(run_out, "cpu") != NULL);
     CHECK(strstr(run_out, "cache") != NULL);
     CHECK(strstr(run_out, "ALLOY_NUM_THREADS") != NULL);
+    CHECK(strstr(run_out, "overlapping launches: ") != NULL);
 }
 
 /* The README example of docs/cli.md: soft_cap on 1000 random values. */

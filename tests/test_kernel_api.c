@@ -821,6 +821,24 @@ static void test_overlapping_launch(void) {
     for (int64_t i = 0; i < n; i++) bad += got[i] != 7.0f;
     CHECK_MSG(bad == 0, "overlapping rewriter: %lld of %lld not written", (long long)bad, (long long)n);
     CHECK(alloy_launch_set_overlap(NULL, 1) == ALLOY_ERROR_INVALID_ARGUMENT);
+    /* the overlap's instructions are compiled in exactly where the launch overlaps: where the device does not
+     * overlap launches (the CPU, ALLOY_CUDA_OVERLAP=0, older GPUs or drivers) an overlapping launch is compiled
+     * as the ordinary one, so it finds that one's program */
+    const int overlaps = alloy_device_overlaps_launches(ku_device());
+    if (alloy_device_backend(ku_device()) == ALLOY_BACKEND_CPU) CHECK(overlaps == 0);
+    for (int on = 0; on <= 1; on++) {
+        CHECK_OK(alloy_launch_set_overlap(l, on));
+        char *src_text = NULL;
+        CHECK_OK(alloy_kernel_generated_source(kw, 1, &src, l, ku_device(), &src_text));
+        const int defined = src_text && strstr(src_text, "#define ALLOY_OVERLAP_LAUNCH") != NULL;
+        CHECK_MSG(defined == (on && overlaps), "overlap %d on a device that %s: ALLOY_OVERLAP_LAUNCH %s", on,
+                  overlaps ? "overlaps launches" : "does not", defined ? "defined" : "not defined");
+        free(src_text);
+        alloy_compile_result cr;
+        CHECK_OK(alloy_kernel_compile(kw, 1, &src, l, ku_device(), &cr));
+        if (on && !overlaps) CHECK_MSG(cr.from_cache == 1, "the overlapping form compiled apart (%d)", cr.from_cache);
+        alloy_compile_result_clear(&cr);
+    }
     free(x), free(got);
     alloy_array_free(in), alloy_array_free(src), alloy_array_free(y), alloy_array_free(z), alloy_array_free(w);
     alloy_launch_free(l);

@@ -76,9 +76,11 @@ int cmd_info(int argc, char **argv) {
     alloy_device *dev = NULL;
     printf("\ndevice \"auto\"%s%s%s: ", env_dev ? " (ALLOY_DEVICE=" : "", env_dev ? env_dev : "",
            env_dev ? ")" : "");
-    if (alloy_device_get("auto", &dev) == ALLOY_OK)
+    if (alloy_device_get("auto", &dev) == ALLOY_OK) {
         printf("%s (%s)\n", alloy_device_name(dev), alloy_device_description(dev));
-    else
+        printf("  tensor maps: %s; overlapping launches: %s\n", alloy_device_has_tensor_maps(dev) ? "yes" : "no",
+               alloy_device_overlaps_launches(dev) ? "yes" : "no (such launches run as ordinary ones)");
+    } else
         printf("none: %s\n", alloy_last_error());
 
     const char *cxx_env = getenv("ALLOY_CXX");

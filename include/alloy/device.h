@@ -38,6 +38,12 @@ int alloy_device_multiprocessor_count(const alloy_device *device);
  * (alloy_launch_set_tensor_map): the CPU, and CUDA devices of compute
  * capability 9.0 or newer whose driver has cuTensorMapEncodeTiled. */
 int alloy_device_has_tensor_maps(const alloy_device *device);
+/* 1 when a launch that asks to overlap the previous kernel
+ * (alloy_launch_set_overlap) does overlap on the device: CUDA devices of
+ * compute capability 9.0 or newer with a CUDA 12.3 driver or newer, unless
+ * ALLOY_CUDA_OVERLAP=0 (read when the device is first opened). Elsewhere
+ * such a launch is an ordinary one and is compiled as one. */
+int alloy_device_overlaps_launches(const alloy_device *device);
 
 /* Waits until all work queued on every stream of the device has finished. */
 alloy_status alloy_device_synchronize(alloy_device *device);

@@ -88,9 +88,10 @@ alloy_status alloy_launch_set_threadgroup_memory(alloy_launch *launch, size_t by
  * it. The previous kernel may call alloy_start_next_kernel() to let this one
  * start before its own threadgroups end. Elsewhere (the CPU, older GPUs, a
  * driver older than CUDA 12.3, or ALLOY_CUDA_OVERLAP=0) the launch is an
- * ordinary one and both calls return at once; a launch without overlap
- * compiles them to nothing (they cost each threadgroup time even where
- * nothing overlaps). Off by default for a user's
+ * ordinary one (alloy_device_overlaps_launches says which) and is compiled
+ * as one: like a launch that does not ask to overlap, both calls compile to
+ * nothing (they cost each threadgroup time even where nothing overlaps).
+ * Off by default for a user's
  * launch (the catalog's nn kernels and mLSTM step use it: ALLOY_OPS_OVERLAP=0
  * turns that off). */
 alloy_status alloy_launch_set_overlap(alloy_launch *launch, int on);

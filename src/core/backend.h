@@ -78,6 +78,8 @@ struct alloy_device {
     int compute_capability;             /* CUDA: major * 10 + minor (90 = Hopper); 0 elsewhere */
     int multiprocessor_count;           /* CUDA: SMs; 0 elsewhere */
     int tensor_maps;                    /* launches may carry tensor maps (set by device_init) */
+    int overlapping_launches;           /* a launch that asks to overlap does (set by device_init); the core
+                                           compiles and launches one that cannot as an ordinary launch */
     struct alloy_program_cache *cache;  /* in-memory programs of this device */
     alloy_stream *default_stream;
 };

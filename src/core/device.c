@@ -168,6 +168,7 @@ alloy_backend_kind alloy_device_backend(const alloy_device *d) { return d->backe
 int alloy_device_compute_capability(const alloy_device *d) { return d ? d->compute_capability : 0; }
 int alloy_device_multiprocessor_count(const alloy_device *d) { return d ? d->multiprocessor_count : 0; }
 int alloy_device_has_tensor_maps(const alloy_device *d) { return d ? d->tensor_maps : 0; }
+int alloy_device_overlaps_launches(const alloy_device *d) { return d ? d->overlapping_launches : 0; }
 
 alloy_status alloy_device_synchronize(alloy_device *d) {
     if (!d) return alloy_error(ALLOY_ERROR_INVALID_ARGUMENT, "device is NULL");

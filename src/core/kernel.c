@@ -317,6 +317,14 @@ static int key_put(spec_keybuf *b, const void *p, size_t n) {
 }
 
 /* 1 when the device's backend generates debug builds now (ALLOY_CPU_DEBUG). */
+/* Whether the launch overlaps the previous kernel: it asks to and the device
+ * does (alloy_device_overlaps_launches). One that cannot is compiled and
+ * launched as an ordinary launch, so that it does not carry the overlap's
+ * instructions (their cost is per threadgroup, docs/dialect.md). */
+static int launch_overlaps(const alloy_device *dev, const alloy_launch *l) {
+    return l->overlap && dev->overlapping_launches;
+}
+
 static int debug_build(const alloy_device *dev) {
     return dev->backend->debug_build && dev->backend->debug_build();
 }
@@ -327,7 +335,8 @@ static int spec_key(const alloy_kernel *k, alloy_device *dev, alloy_array *const
     b->len = 0;
     b->cap = sizeof b->local;
     int ok = key_put(b, &dev, sizeof dev);
-    unsigned char g[3] = {(unsigned char)lc->geometry, (unsigned char)debug_build(dev), (unsigned char)l->overlap};
+    unsigned char g[3] = {(unsigned char)lc->geometry, (unsigned char)debug_build(dev),
+                         (unsigned char)launch_overlaps(dev, l)};
     ok &= key_put(b, g, 3);
     const uint32_t *tg = class_tg(k, dev->backend->target, lc);
     if (tg) ok &= key_put(b, tg, 3 * sizeof *tg);
@@ -371,7 +380,7 @@ static int key_equal(const specialization *s, const spec_keybuf *b) {
 
 static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
                              alloy_array *const *inputs, const alloy_launch *l, const launch_class *lc,
-                             int debug, alloy_codegen_result *res) {
+                             int debug, int overlap, alloy_codegen_result *res) {
     const uint32_t *tg = class_tg(k, target, lc);
     alloy_codegen_input in[k->n_inputs ? k->n_inputs : 1];
     alloy_codegen_output out[k->n_outputs];
@@ -404,7 +413,7 @@ static alloy_status generate(const alloy_kernel *k, alloy_codegen_target target,
         .geometry = lc->geometry,
         .threadgroup = {tg ? tg[0] : 0, tg ? tg[1] : 0, tg ? tg[2] : 0},
         .cpu_debug = debug && target == ALLOY_TARGET_CPU,
-        .overlap = l->overlap,
+        .overlap = overlap,
     };
     memset(res, 0, sizeof *res);
     return alloy_codegen(&req, res);
@@ -446,7 +455,8 @@ static alloy_status compile_check(const alloy_kernel *k, const alloy_device *dev
                            "ALLOY_COMPILE_CHECK=%s: no backend of that name can compile without a "
                            "device", name);
     alloy_codegen_result res;
-    alloy_status st = generate(k, b->target, inputs, l, lc, 0, &res);
+    /* the form a device of that backend that overlaps launches compiles */
+    alloy_status st = generate(k, b->target, inputs, l, lc, 0, l->overlap, &res);
     if (st != ALLOY_OK) return st;
     char hash[65];
     alloy_sha256_hex(res.source, strlen(res.source), hash);
@@ -485,7 +495,8 @@ static alloy_status get_spec(alloy_kernel *k, alloy_device *dev, alloy_array *co
     pthread_mutex_unlock(&k->lock);
 
     alloy_codegen_result res;
-    alloy_status st = generate(k, dev->backend->target, inputs, l, lc, debug_build(dev), &res);
+    alloy_status st =
+        generate(k, dev->backend->target, inputs, l, lc, debug_build(dev), launch_overlaps(dev, l), &res);
     if (st != ALLOY_OK) {
         key_release(&key);
         return st;
@@ -748,7 +759,8 @@ alloy_status alloy_kernel_apply(alloy_kernel *k, int n_inputs, alloy_array *cons
                          n, spec->n_slots);
     if (st == ALLOY_OK && l->grid[0] && l->grid[1] && l->grid[2]) {
         alloy_launch_args la = {.kernel_name = k->name, .n_args = n, .args = args,
-                                .threadgroup_memory = l->threadgroup_memory, .overlap = l->overlap};
+                                .threadgroup_memory = l->threadgroup_memory,
+                                .overlap = launch_overlaps(dev, l)};
         memcpy(la.grid, l->grid, sizeof la.grid);
         memcpy(la.threadgroup, tg, sizeof la.threadgroup);
         st = dev->backend->launch(dev, spec->program, &la, stream);
@@ -795,8 +807,8 @@ alloy_status alloy_kernel_generated_source(alloy_kernel *k, int n_inputs, alloy_
     alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &lc);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), &res)) !=
-        ALLOY_OK)
+    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), launch_overlaps(dev, l),
+                       &res)) != ALLOY_OK)
         return st;
     *source = res.source;
     res.source = NULL;
@@ -812,8 +824,8 @@ alloy_status alloy_kernel_compile(alloy_kernel *k, int n_inputs, alloy_array *co
     alloy_status st = prepare_inspect(k, n_inputs, inputs, l, &dev, &lc);
     if (st != ALLOY_OK) return st;
     alloy_codegen_result res;
-    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), &res)) !=
-        ALLOY_OK)
+    if ((st = generate(k, dev->backend->target, inputs, l, &lc, debug_build(dev), launch_overlaps(dev, l),
+                       &res)) != ALLOY_OK)
         return st;
     char hash[65];
     alloy_compile_job job;

@@ -108,6 +108,7 @@ static alloy_status cuda_device_init(alloy_device *dev) {
     dev->compute_capability = d->cc_major * 10 + d->cc_minor;
     dev->multiprocessor_count = d->sm_count;
     dev->tensor_maps = alloy_cuda_has_tensor_maps(d);
+    dev->overlapping_launches = alloy_cuda_overlaps_launches(d);
     return ALLOY_OK;
 }
 

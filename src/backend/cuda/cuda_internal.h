@@ -164,6 +164,11 @@ char *alloy_cuda_check_marker_path(const char *source, const char *arch);
  * fills d->arch_num, d->sass (or d->arch_error). */
 void alloy_cuda_choose_arch(cuda_device *d);
 
+/* cuda_launch.c */
+/* 1 when a launch that asks to overlap the previous kernel does on d (the
+ * device's overlapping_launches). */
+int alloy_cuda_overlaps_launches(const cuda_device *d);
+
 /* cuda_tensor_map.c */
 /* 1 when d can use tensor maps: sm_90 or newer and a driver with
  * cuTensorMapEncodeTiled. */

@@ -13,10 +13,9 @@
  * 48 KiB of dynamic shared memory is set once per function and size (the
  * largest size set so far is remembered). A launch that may overlap the
  * stream's previous kernel (alloy_launch_set_overlap) goes through
- * cuLaunchKernelEx with programmatic stream serialization, on compute
- * capability 9.0 and newer, with a driver of CUDA 12.3 or newer, when
- * ALLOY_CUDA_OVERLAP is not 0 (read once); otherwise it is an ordinary
- * launch. */
+ * cuLaunchKernelEx with programmatic stream serialization where the device
+ * overlaps launches (alloy_cuda_overlaps_launches; the core passes the
+ * request on only there). */
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,16 +29,14 @@
 
 _Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is cuda.h's 72 bytes");
 
-/* ALLOY_CUDA_OVERLAP=0 turns overlapping launches into ordinary ones (read once). */
-static int overlap_allowed(void) {
-    static int allowed = -1;
-    int a = __atomic_load_n(&allowed, __ATOMIC_RELAXED);
-    if (a < 0) {
-        const char *e = getenv("ALLOY_CUDA_OVERLAP");
-        a = !(e && e[0] == '0' && e[1] == 0);
-        __atomic_store_n(&allowed, a, __ATOMIC_RELAXED);
-    }
-    return a;
+/* Compute capability 9.0 (griddepcontrol) and a 12.3 driver: graphs' edges carry programmatic dependencies
+ * from 12.3 on (a stream captured into a graph keeps them); with an older driver every launch is an ordinary
+ * one, so that a capture never meets one it cannot record. ALLOY_CUDA_OVERLAP=0 turns overlapping launches
+ * into ordinary ones. */
+int alloy_cuda_overlaps_launches(const cuda_device *d) {
+    const char *e = getenv("ALLOY_CUDA_OVERLAP");
+    return d->cc_major >= 9 && d->driver_version >= 12030 && alloy_cu.cuLaunchKernelEx != NULL &&
+           !(e && e[0] == '0' && e[1] == 0);
 }
 
 static pthread_mutex_t smem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -176,11 +173,7 @@ alloy_status alloy_cuda_launch(alloy_device *dev, void *program, const alloy_lau
             (long long)smem > (long long)atomic_load_explicit(&p->smem_set, memory_order_acquire))
             st = allow_smem(d, p, kname, smem);
         if (st == ALLOY_OK) {
-            /* compute capability 9.0 (griddepcontrol) and a 12.3 driver: graphs' edges carry programmatic
-             * dependencies from 12.3 on (a stream captured into a graph keeps them); with an older driver
-             * every launch is an ordinary one, so that a capture never meets one it cannot record */
-            if (args->overlap && d->cc_major >= 9 && d->driver_version >= 12030 && alloy_cu.cuLaunchKernelEx &&
-                overlap_allowed()) {
+            if (args->overlap) { /* only where the device overlaps launches (the core) */
                 CUlaunchAttribute attr;
                 memset(&attr, 0, sizeof attr);
                 attr.id = ALLOY_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
