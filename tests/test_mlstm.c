@@ -250,6 +250,20 @@ static void test_mlstm_step_pipe(void) {
     unsetenv("ALLOY_MLSTM_STEP_PIPE");
 }
 
+/* ALLOY_MLSTM_STEP_BULK=k (16-byte columns, 8 rows of threads): the tile's rows through k stages of 16 rows
+ * in threadgroup memory (the copy engine on CUDA): DHQK 33 (three stages, the last of one row) over three tiles
+ * (the last partial, 4 columns) with 2 stages; DHQK 300 (19 stages, each slot reused, the last of 12 rows) with
+ * 3; DHQK 16 (one stage) with 8 — in place and into other arrays, as every case here. */
+static void test_mlstm_step_bulk(void) {
+    setenv("ALLOY_MLSTM_STEP_BULK", "2", 1);
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "BULK 2 wide D=33/260");
+    setenv("ALLOY_MLSTM_STEP_BULK", "3", 1);
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "BULK 3 wide D=300/132");
+    setenv("ALLOY_MLSTM_STEP_BULK", "8", 1);
+    both(64, 8, 3, 16, 128, ALLOY_FLOAT16, GATES_PLAIN, 1, 2, "BULK 8 wide D=16/128");
+    unsetenv("ALLOY_MLSTM_STEP_BULK");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -405,6 +419,7 @@ int main(void) {
     RUN(test_mlstm_step_own_stream);
     RUN_VARIANT(test_mlstm_step_ordinary_launches);
     RUN_VARIANT(test_mlstm_step_pipe);
+    RUN_VARIANT(test_mlstm_step_bulk);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

@@ -98,6 +98,14 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
          * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=0|1 says otherwise (timing) */
         const int pipe = RB % 2 == 0 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 1, w4);
+        /* ALLOY_MLSTM_STEP_BULK=k (2-8; for timing): with 16-byte columns and 8 rows of threads, the tile's rows
+         * through k stages of 16 rows in threadgroup memory, loaded and stored by the copy engine on CUDA (compute
+         * capability 9.0 and newer; mlstm_step.metal's BULK); not with TL, PS or PIPE */
+        const int64_t bulk = w4 && RY == 8 && !tl && !ps &&
+                                     (alloy_device_backend(dev) != ALLOY_BACKEND_CUDA ||
+                                      alloy_device_compute_capability(dev) >= 90)
+                                 ? alloy_ops_env_int("ALLOY_MLSTM_STEP_BULK", 0, 8, 0)
+                                 : 0;
         const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
         const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
         alloy_launch *l = NULL;
@@ -110,7 +118,9 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe && bulk < 2);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BULK", bulk >= 2 ? (int)bulk : 0);
+        if (st == ALLOY_OK && bulk >= 2) st = alloy_launch_set_threadgroup_memory(l, (size_t)(bulk * 16 * 128 * 4));
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

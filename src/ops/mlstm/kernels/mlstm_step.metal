@@ -39,6 +39,15 @@
 // walking the items: the grid and the launch bound), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
 // right after its math: RB even).
+// With BULK = NS > 0 (W = 4, RY = 8, not TL or PS; for timing:
+// ALLOY_MLSTM_STEP_BULK) the tile's rows go through NS stages of SR = 2 RY
+// rows in the dynamic threadgroup memory (NS * SR * 32 W floats): on CUDA the
+// copy engine loads each row of a stage (one 1-D bulk copy of the tile's
+// columns, completing on the stage's mbarrier), every thread updates its two
+// rows of the stage there, and thread 0 stores the stage's rows back in bulk
+// and refills the stage before with the rows NS stages on (after that stage's
+// store has read them) — rows in flight without registers or many threads;
+// elsewhere each thread copies its own elements in and out.
 // Launch: grid = (BH * tiles * 32, RY, 1) (TL: BH * 32; PS: any number of
 // threadgroups), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
@@ -52,12 +61,20 @@
 //! template: TL=false
 //! template: PS=0
 //! template: PIPE=false
+//! template: BULK=0
 //! header:
 // With PS (threadgroups an SM), a launch bound that lets that many be resident
 #if ALLOY_TEMPLATE_PS > 0
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
 #endif
+// BULK's copies (the copy engine: CUDA only; unused helpers cost nothing)
+#if ALLOY_TEMPLATE_BULK > 0
+static_assert(ALLOY_TEMPLATE_W == 4 && ALLOY_TEMPLATE_RY == 8 && !ALLOY_TEMPLATE_TL && ALLOY_TEMPLATE_PS == 0,
+              "BULK: 16-byte columns, 8 rows of threads, one tile a threadgroup");
+#endif
+#include "src/ops/mlstm/kernels/async_copy.h"
+#include "src/ops/linalg/kernels/tma_copy.h"
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
     if constexpr (WW == 4) {
@@ -240,6 +257,93 @@ if constexpr (PS > 0) {
     }
     // every thread read m before the barriers above (m_out may be m)
     if (NM && tid == 0) m_out[bh] = m_new;
+} else if constexpr (BULK > 0) {
+    // (the barriers are every backend's; the copy engine's calls are CUDA's, each thread's own copies the others')
+    constexpr int SR = 2 * RY, ROW = 32 * W;          // rows a stage, floats a row of the stage
+    const long bh = grp / tiles;
+    const int tile0 = int(grp % tiles);
+    const bool writes_nm = NM && tile0 == 0;
+    const long qo = bh * long(DHQK);
+    const int col = col_of(tile0);
+    const bool live = col < DHHV;
+    const int wl = live ? min(W, DHHV - col) : 0;
+    const int tc = min(ROW, DHHV - tile0 * ROW);      // the tile's columns (a multiple of 4)
+    const long cb = co_of(bh, tile0 * ROW);           // its first element in C and C_out
+    const int nst = (DHQK + SR - 1) / SR;             // stages
+    threadgroup float *sbuf = (threadgroup float *)alloy_threadgroup_memory;
+    threadgroup ulong bars[BULK > 0 ? BULK : 1];      // stage s % BULK's loads have landed
+#if defined(ALLOY_BACKEND_CUDA)
+    const uint sb0 = mc_smem(sbuf), bar0 = mc_smem(bars);
+    // stage s's rows into its slot (thread 0)
+    auto issue_load = [&](int s) {
+        const int r0 = s * SR, nr = min(SR, DHQK - r0), slot = s % BULK;
+        tma_bar_expect(bar0 + uint(8 * slot), uint(nr * tc * 4));
+        for (int r = 0; r < nr; r++)
+            tma_bulk_load(sb0 + uint(((slot * SR + r) * ROW) * 4), C + cb + long(r0 + r) * DHHV, uint(tc * 4),
+                          bar0 + uint(8 * slot));
+    };
+    if (tid == 0) {
+        for (int e = 0; e < BULK; e++) tma_bar_init(bar0 + uint(8 * e), 1);
+        tma_fence_bar_init();
+    }
+#else
+    (void)bars, (void)tc, (void)cb;
+#endif
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+#if defined(ALLOY_BACKEND_CUDA)
+    if (tid == 0)
+        for (int e = 0; e < BULK && e < nst; e++) issue_load(e);
+#endif
+    for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
+    gates_of(bh, writes_nm);
+    if (writes_nm && tid == 0) m_out[bh] = m_new;
+    float acc[W], ia_v[W];
+    for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
+    for (int s = 0; s < nst; s++) {
+        const int slot = s % BULK;
+#if defined(ALLOY_BACKEND_CUDA)
+        tma_bar_wait(bar0 + uint(8 * slot), uint((s / BULK) & 1));
+#endif
+        for (int u = 0; u < 2; u++) {
+            const int r = ty + RY * u, j = s * SR + r;   // the row in the stage, in C
+            if (live && j < DHQK) {
+                threadgroup float *p = sbuf + (slot * SR + r) * ROW + W * tx;
+#if !defined(ALLOY_BACKEND_CUDA)
+                for (int e = 0; e < W; e++) p[e] = C[co_of(bh, col) + long(j) * DHHV + e];
+#endif
+                const float kj = float(k[qo + j]), qj = float(q[qo + j]) * scale;
+                for (int e = 0; e < W; e++) {
+                    const float cn = fa * p[e] + ia_v[e] * kj;
+                    acc[e] += qj * cn;
+                    p[e] = cn;
+                }
+#if !defined(ALLOY_BACKEND_CUDA)
+                for (int e = 0; e < W; e++) C_out[co_of(bh, col) + long(j) * DHHV + e] = p[e];
+#endif
+            }
+        }
+#if defined(ALLOY_BACKEND_CUDA)
+        tma_fence_shared();
+#endif
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+#if defined(ALLOY_BACKEND_CUDA)
+        if (tid == 0) {
+            const int r0 = s * SR, nr = min(SR, DHQK - r0);
+            for (int r = 0; r < nr; r++)
+                tma_bulk_store(C_out + cb + long(r0 + r) * DHHV, sb0 + uint(((slot * SR + r) * ROW) * 4), uint(tc * 4));
+            tma_bulk_commit();
+            // the stage before's slot, once its store has read it, takes the rows BULK stages after it
+            if (s >= 1 && s - 1 + BULK < nst) {
+                tma_bulk_wait_read<1>();
+                issue_load(s - 1 + BULK);
+            }
+        }
+#endif
+    }
+#if defined(ALLOY_BACKEND_CUDA)
+    if (tid == 0) tma_bulk_wait_all();
+#endif
+    tile_h(bh, col, wl, acc);
 } else {
     const long bh = grp / tiles;
     const int tile0 = int(grp % tiles);   // the tile of columns this threadgroup serves
