@@ -68,13 +68,52 @@
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
 #endif
-// BULK's copies (the copy engine: CUDA only; unused helpers cost nothing)
+// BULK's copy engine, in functions so that the body keeps no preprocessor lines (the CPU runs such a body
+// as barrier regions): on CUDA the stages' rows move by 1-D bulk copies (thread 0 issues them, every thread
+// waits on the stage's mbarrier); elsewhere these do nothing and each thread copies its own elements
+// (STEP_ENGINE 0).
 #if ALLOY_TEMPLATE_BULK > 0
 static_assert(ALLOY_TEMPLATE_W == 4 && ALLOY_TEMPLATE_RY == 8 && !ALLOY_TEMPLATE_TL && ALLOY_TEMPLATE_PS == 0,
               "BULK: 16-byte columns, 8 rows of threads, one tile a threadgroup");
 #endif
+#if defined(ALLOY_BACKEND_CUDA)
 #include "src/ops/mlstm/kernels/async_copy.h"
 #include "src/ops/linalg/kernels/tma_copy.h"
+enum { STEP_ENGINE = 1 }; // an enum: no storage in the PTX
+METAL_FUNC void step_bars_init(threadgroup ulong *bars, int n) {
+    for (int e = 0; e < n; e++) tma_bar_init(mc_smem(bars + e), 1);
+    tma_fence_bar_init();
+}
+/* nr rows of `bytes` each, `stride` floats apart from src, into rows of ROW floats at dst, completing on bar */
+template <int ROW>
+METAL_FUNC void step_stage_load(threadgroup float *dst, const device float *src, long stride, int nr, int bytes,
+                                threadgroup ulong *bar) {
+    tma_bar_expect(mc_smem(bar), uint(nr * bytes));
+    for (int r = 0; r < nr; r++) tma_bulk_load(mc_smem(dst + r * ROW), src + long(r) * stride, uint(bytes), mc_smem(bar));
+}
+METAL_FUNC void step_stage_wait(threadgroup ulong *bar, int parity) { tma_bar_wait(mc_smem(bar), uint(parity)); }
+/* this thread's writes to the stage visible to the copy engine (before the barrier and the store) */
+METAL_FUNC void step_stage_fence() { tma_fence_shared(); }
+/* the stage's nr rows back to dst, in one bulk group */
+template <int ROW>
+METAL_FUNC void step_stage_store(device float *dst, long stride, const threadgroup float *src, int nr, int bytes) {
+    for (int r = 0; r < nr; r++) tma_bulk_store(dst + long(r) * stride, mc_smem(src + r * ROW), uint(bytes));
+    tma_bulk_commit();
+}
+/* every store group but the last has read its stage */
+METAL_FUNC void step_stores_read_but_last() { tma_bulk_wait_read<1>(); }
+METAL_FUNC void step_stores_done() { tma_bulk_wait_all(); }
+#else
+enum { STEP_ENGINE = 0 };
+METAL_FUNC void step_bars_init(threadgroup ulong *, int) {}
+template <int ROW>
+METAL_FUNC void step_stage_load(threadgroup float *, const device float *, long, int, int, threadgroup ulong *) {}
+METAL_FUNC void step_stage_wait(threadgroup ulong *, int) {}
+METAL_FUNC void step_stage_fence() {}
+template <int ROW> METAL_FUNC void step_stage_store(device float *, long, const threadgroup float *, int, int) {}
+METAL_FUNC void step_stores_read_but_last() {}
+METAL_FUNC void step_stores_done() {}
+#endif
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
     if constexpr (WW == 4) {
@@ -258,7 +297,7 @@ if constexpr (PS > 0) {
     // every thread read m before the barriers above (m_out may be m)
     if (NM && tid == 0) m_out[bh] = m_new;
 } else if constexpr (BULK > 0) {
-    // (the barriers are every backend's; the copy engine's calls are CUDA's, each thread's own copies the others')
+    // (the copy engine's calls do nothing off CUDA, where each thread copies its own elements through the stage)
     constexpr int SR = 2 * RY, ROW = 32 * W;          // rows a stage, floats a row of the stage
     const long bh = grp / tiles;
     const int tile0 = int(grp % tiles);
@@ -267,33 +306,20 @@ if constexpr (PS > 0) {
     const int col = col_of(tile0);
     const bool live = col < DHHV;
     const int wl = live ? min(W, DHHV - col) : 0;
-    const int tc = min(ROW, DHHV - tile0 * ROW);      // the tile's columns (a multiple of 4)
+    const int tb = 4 * min(ROW, DHHV - tile0 * ROW);  // the tile's bytes a row (a multiple of 16)
     const long cb = co_of(bh, tile0 * ROW);           // its first element in C and C_out
     const int nst = (DHQK + SR - 1) / SR;             // stages
     threadgroup float *sbuf = (threadgroup float *)alloy_threadgroup_memory;
     threadgroup ulong bars[BULK > 0 ? BULK : 1];      // stage s % BULK's loads have landed
-#if defined(ALLOY_BACKEND_CUDA)
-    const uint sb0 = mc_smem(sbuf), bar0 = mc_smem(bars);
     // stage s's rows into its slot (thread 0)
     auto issue_load = [&](int s) {
-        const int r0 = s * SR, nr = min(SR, DHQK - r0), slot = s % BULK;
-        tma_bar_expect(bar0 + uint(8 * slot), uint(nr * tc * 4));
-        for (int r = 0; r < nr; r++)
-            tma_bulk_load(sb0 + uint(((slot * SR + r) * ROW) * 4), C + cb + long(r0 + r) * DHHV, uint(tc * 4),
-                          bar0 + uint(8 * slot));
+        step_stage_load<ROW>(sbuf + (s % BULK) * SR * ROW, C + cb + long(s * SR) * DHHV, DHHV, min(SR, DHQK - s * SR),
+                             tb, bars + s % BULK);
     };
-    if (tid == 0) {
-        for (int e = 0; e < BULK; e++) tma_bar_init(bar0 + uint(8 * e), 1);
-        tma_fence_bar_init();
-    }
-#else
-    (void)bars, (void)tc, (void)cb;
-#endif
+    if (tid == 0) step_bars_init(bars, BULK);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-#if defined(ALLOY_BACKEND_CUDA)
     if (tid == 0)
         for (int e = 0; e < BULK && e < nst; e++) issue_load(e);
-#endif
     for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
     gates_of(bh, writes_nm);
     if (writes_nm && tid == 0) m_out[bh] = m_new;
@@ -301,48 +327,36 @@ if constexpr (PS > 0) {
     for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
     for (int s = 0; s < nst; s++) {
         const int slot = s % BULK;
-#if defined(ALLOY_BACKEND_CUDA)
-        tma_bar_wait(bar0 + uint(8 * slot), uint((s / BULK) & 1));
-#endif
+        step_stage_wait(bars + slot, (s / BULK) & 1);
         for (int u = 0; u < 2; u++) {
             const int r = ty + RY * u, j = s * SR + r;   // the row in the stage, in C
             if (live && j < DHQK) {
                 threadgroup float *p = sbuf + (slot * SR + r) * ROW + W * tx;
-#if !defined(ALLOY_BACKEND_CUDA)
-                for (int e = 0; e < W; e++) p[e] = C[co_of(bh, col) + long(j) * DHHV + e];
-#endif
+                if constexpr (!STEP_ENGINE)
+                    for (int e = 0; e < W; e++) p[e] = C[co_of(bh, col) + long(j) * DHHV + e];
                 const float kj = float(k[qo + j]), qj = float(q[qo + j]) * scale;
                 for (int e = 0; e < W; e++) {
                     const float cn = fa * p[e] + ia_v[e] * kj;
                     acc[e] += qj * cn;
                     p[e] = cn;
                 }
-#if !defined(ALLOY_BACKEND_CUDA)
-                for (int e = 0; e < W; e++) C_out[co_of(bh, col) + long(j) * DHHV + e] = p[e];
-#endif
+                if constexpr (!STEP_ENGINE)
+                    for (int e = 0; e < W; e++) C_out[co_of(bh, col) + long(j) * DHHV + e] = p[e];
             }
         }
-#if defined(ALLOY_BACKEND_CUDA)
-        tma_fence_shared();
-#endif
+        step_stage_fence();
         threadgroup_barrier(mem_flags::mem_threadgroup);
-#if defined(ALLOY_BACKEND_CUDA)
         if (tid == 0) {
-            const int r0 = s * SR, nr = min(SR, DHQK - r0);
-            for (int r = 0; r < nr; r++)
-                tma_bulk_store(C_out + cb + long(r0 + r) * DHHV, sb0 + uint(((slot * SR + r) * ROW) * 4), uint(tc * 4));
-            tma_bulk_commit();
+            step_stage_store<ROW>(C_out + cb + long(s * SR) * DHHV, DHHV, sbuf + slot * SR * ROW, min(SR, DHQK - s * SR),
+                                  tb);
             // the stage before's slot, once its store has read it, takes the rows BULK stages after it
             if (s >= 1 && s - 1 + BULK < nst) {
-                tma_bulk_wait_read<1>();
+                step_stores_read_but_last();
                 issue_load(s - 1 + BULK);
             }
         }
-#endif
     }
-#if defined(ALLOY_BACKEND_CUDA)
-    if (tid == 0) tma_bulk_wait_all();
-#endif
+    if (tid == 0) step_stores_done();
     tile_h(bh, col, wl, acc);
 } else {
     const long bh = grp / tiles;
