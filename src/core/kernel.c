@@ -316,7 +316,6 @@ static int key_put(spec_keybuf *b, const void *p, size_t n) {
     return 1;
 }
 
-/* 1 when the device's backend generates debug builds now (ALLOY_CPU_DEBUG). */
 /* Whether the launch overlaps the previous kernel: it asks to and the device
  * does (alloy_device_overlaps_launches). One that cannot is compiled and
  * launched as an ordinary launch, so that it does not carry the overlap's
@@ -325,6 +324,7 @@ static int launch_overlaps(const alloy_device *dev, const alloy_launch *l) {
     return l->overlap && dev->overlapping_launches;
 }
 
+/* 1 when the device's backend generates debug builds now (ALLOY_CPU_DEBUG). */
 static int debug_build(const alloy_device *dev) {
     return dev->backend->debug_build && dev->backend->debug_build();
 }

@@ -120,7 +120,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe && bulk < 2);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BULK", bulk >= 2 ? (int)bulk : 0);
-        if (st == ALLOY_OK && bulk >= 2) st = alloy_launch_set_threadgroup_memory(l, (size_t)(bulk * 16 * 128 * 4));
+        if (st == ALLOY_OK && bulk >= 2) /* k stages of 16 rows of 128 floats (mlstm_step.metal's SR, ROW) */
+            st = alloy_launch_set_threadgroup_memory(l, (size_t)bulk * 16 * 128 * sizeof(float));
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

@@ -68,8 +68,8 @@
 #undef ALLOY_CUDA_LAUNCH_BOUNDS
 #define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_PS)
 #endif
-// BULK's copy engine, in functions so that the body keeps no preprocessor lines (the CPU runs such a body
-// as barrier regions): on CUDA the stages' rows move by 1-D bulk copies (thread 0 issues them, every thread
+// BULK's copy engine, in functions so that the body keeps no preprocessor lines (which the CPU's
+// barrier-region analysis does not take, docs/dialect.md "CPU"): on CUDA the stages' rows move by 1-D bulk copies (thread 0 issues them, every thread
 // waits on the stage's mbarrier); elsewhere these do nothing and each thread copies its own elements
 // (STEP_ENGINE 0).
 #if ALLOY_TEMPLATE_BULK > 0
@@ -332,16 +332,14 @@ if constexpr (PS > 0) {
             const int r = ty + RY * u, j = s * SR + r;   // the row in the stage, in C
             if (live && j < DHQK) {
                 threadgroup float *p = sbuf + (slot * SR + r) * ROW + W * tx;
-                if constexpr (!STEP_ENGINE)
-                    for (int e = 0; e < W; e++) p[e] = C[co_of(bh, col) + long(j) * DHHV + e];
+                if constexpr (!STEP_ENGINE) st_load<W>(C + co_of(bh, col) + long(j) * DHHV, p);
                 const float kj = float(k[qo + j]), qj = float(q[qo + j]) * scale;
                 for (int e = 0; e < W; e++) {
                     const float cn = fa * p[e] + ia_v[e] * kj;
                     acc[e] += qj * cn;
                     p[e] = cn;
                 }
-                if constexpr (!STEP_ENGINE)
-                    for (int e = 0; e < W; e++) C_out[co_of(bh, col) + long(j) * DHHV + e] = p[e];
+                if constexpr (!STEP_ENGINE) st_store<W>(C_out + co_of(bh, col) + long(j) * DHHV, p);
             }
         }
         step_stage_fence();
