@@ -110,6 +110,26 @@ static PyObject *Device_get_index(AlloyPy_Device *self, void *c) {
     return PyLong_FromLong(alloypy_device_ordinal(self->device));
 }
 
+/* what the device can do, as the C API's alloy_device_* calls say it */
+static PyObject *Device_get_compute_capability(AlloyPy_Device *self, void *c) {
+    (void)c;
+    int cc = alloy_device_compute_capability(self->device);
+    if (cc <= 0) Py_RETURN_NONE;
+    return Py_BuildValue("(ii)", cc / 10, cc % 10);
+}
+static PyObject *Device_get_multiprocessor_count(AlloyPy_Device *self, void *c) {
+    (void)c;
+    return PyLong_FromLong(alloy_device_multiprocessor_count(self->device));
+}
+static PyObject *Device_get_has_tensor_maps(AlloyPy_Device *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(alloy_device_has_tensor_maps(self->device));
+}
+static PyObject *Device_get_overlaps_launches(AlloyPy_Device *self, void *c) {
+    (void)c;
+    return PyBool_FromLong(alloy_device_overlaps_launches(self->device));
+}
+
 static PyObject *Device_synchronize(AlloyPy_Device *self, PyObject *unused) {
     (void)unused;
     alloy_status st;
@@ -125,6 +145,14 @@ static PyGetSetDef Device_getset[] = {
     {"description", (getter)Device_get_description, NULL, "human-readable description", NULL},
     {"type", (getter)Device_get_type, NULL, "'cpu' or 'cuda'", NULL},
     {"index", (getter)Device_get_index, NULL, "the ordinal (0 for the CPU)", NULL},
+    {"compute_capability", (getter)Device_get_compute_capability, NULL,
+     "a CUDA device's compute capability as (major, minor); None for the CPU", NULL},
+    {"multiprocessor_count", (getter)Device_get_multiprocessor_count, NULL,
+     "a CUDA device's number of streaming multiprocessors; 0 for the CPU", NULL},
+    {"has_tensor_maps", (getter)Device_get_has_tensor_maps, NULL,
+     "whether kernels launched on the device may carry tensor maps", NULL},
+    {"overlaps_launches", (getter)Device_get_overlaps_launches, NULL,
+     "whether a launch asking to overlap the previous kernel does overlap here", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef Device_methods[] = {

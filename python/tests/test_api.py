@@ -371,6 +371,9 @@ def test_devices_streams_and_cache_info():
     assert alloy.default_device() == alloy.Device()
     cpu = alloy.Device("cpu")
     assert cpu.type == "cpu" and cpu.index == 0 and "cpu" in repr(cpu) and cpu.description
+    # the CPU: no compute capability or SMs, tensor maps emulated, launches never overlap
+    assert cpu.compute_capability is None and cpu.multiprocessor_count == 0
+    assert cpu.has_tensor_maps is True and cpu.overlaps_launches is False
     names = [b[0] for b in alloy.backends()]
     assert "cpu" in names
     s = alloy.Stream(cpu)

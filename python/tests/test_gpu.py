@@ -136,6 +136,16 @@ def test_numpy_inputs_go_to_the_gpu_and_back():
 
 
 @needs_torch
+def test_cuda_device_capabilities_match_torch():
+    d = alloy.Device("cuda")
+    props = torch.cuda.get_device_properties(d.index)
+    assert d.compute_capability == (props.major, props.minor)
+    assert d.multiprocessor_count == props.multi_processor_count
+    if props.major < 9:  # tensor maps and overlapping launches need Hopper
+        assert not d.has_tensor_maps and not d.overlaps_launches
+
+
+@needs_torch
 def test_host_copy_through_dlpack_device():
     x = torch.arange(6, device="cuda", dtype=torch.float32)
     (out,) = launch(x, 1.0, stream=torch.cuda.current_stream())
