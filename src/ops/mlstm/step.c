@@ -7,9 +7,7 @@
  * head, 32 or 128 columns of C), coalesced over DHHV) and, into other arrays,
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
- * old ones — or, with ALLOY_MLSTM_STEP_TL=1 (timing), one threadgroup per
- * (sequence, head) walks all of its columns and writes them itself. The
- * same kernels run on every backend; sizes, scale and eps are launch
+ * old ones (one launch doing both lost: docs/mlstm.md). The same kernels run on every backend; sizes, scale and eps are launch
  * constants, so a new shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
@@ -76,38 +74,24 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * else one column per lane and 16 rows of threads (one sequence's
          * state spread over the GPU) */
         const int in_place = overlaps(on, n) || overlaps(om, m);
-        /* ALLOY_MLSTM_STEP_TL=1 (for timing): a threadgroup per (sequence, head) walking its tiles of
-         * columns, so that n' and m' are written in this launch even in place (mlstm_step.metal); slower
-         * (H200, B = 1024 in place: 90.5% of copy against 94.1-94.4% as two launches; docs/mlstm.md) */
-        const int tl = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_TL", 0, 1, 0);
-        const int nm = !in_place || tl;
-        /* ALLOY_MLSTM_STEP_PS=k (for timing): k threadgroups an SM (an H100's 132 where the device has no
-         * SMs: the CPU) walking the (sequence and head, tile) items, each item's first batch loaded during
-         * the previous one's barrier and h (mlstm_step.metal's PS); not with TL. It loses (H200, bf16, 7B
-         * heads, B = 1024 in place: 90.2-90.6% of copy with k = 2, 82.7-82.9% with 3, against 94.4%) */
-        const int64_t ps = tl ? 0 : alloy_ops_env_int("ALLOY_MLSTM_STEP_PS", 0, 8, 0);
+        const int nm = !in_place;
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
         const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
-        /* rows of threads (8 with 16-byte columns, else 16) and 16 rows loaded before the first store, unless
-         * ALLOY_MLSTM_STEP_RY or ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
-        const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 ? 8 : 16);
-        const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, 16);
+        /* rows of threads and rows loaded before the first store: with 16-byte columns 8 and 16, and 16 and 8
+         * (the same 128 rows a batch in half the registers, twice the threads) once the batch gives 4096
+         * threadgroups (H200, bf16, 7B heads, B = 1024 in place: 95.7% of copy against 95.0-95.1%; B = 256 95.4
+         * against 95.0; B = 16, 512 threadgroups: 90.6-90.7 against 92.9-93.1); one column a lane: 16 and 16.
+         * ALLOY_MLSTM_STEP_RY and ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
+        const int many = w4 && BH * tiles >= 4096;
+        const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 && !many ? 8 : 16);
+        const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, many ? 8 : 16);
         /* with 16-byte columns each batch's rows in two halves, each half's registers reloaded with the next
          * batch's rows right after its math (mlstm_step.metal's PIPE; RB even), so that the next batch's loads
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
          * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=0|1 says otherwise (timing) */
         const int pipe = RB % 2 == 0 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 1, w4);
-        /* ALLOY_MLSTM_STEP_BULK=k (2-8; for timing): with 16-byte columns and 8 rows of threads, the tile's rows
-         * through k stages of 16 rows in threadgroup memory, loaded and stored by the copy engine on CUDA (compute
-         * capability 9.0 and newer; mlstm_step.metal's BULK); not with TL, PS or PIPE */
-        const int64_t bulk = w4 && RY == 8 && !tl && !ps &&
-                                     (alloy_device_backend(dev) != ALLOY_BACKEND_CUDA ||
-                                      alloy_device_compute_capability(dev) >= 90)
-                                 ? alloy_ops_env_int("ALLOY_MLSTM_STEP_BULK", 0, 8, 0)
-                                 : 0;
-        const int64_t nsm = alloy_device_multiprocessor_count(dev), sms = nsm > 0 ? nsm : 132;
-        const int64_t items = BH * tiles, groups = tl ? BH : ps && ps * sms < items ? ps * sms : items;
+        const int64_t groups = BH * tiles;
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         /* C' and h (and n', m') */
@@ -116,12 +100,7 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RY", RY);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "TL", tl);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "PS", (int)ps);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe && bulk < 2);
-        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "BULK", bulk >= 2 ? (int)bulk : 0);
-        if (st == ALLOY_OK && bulk >= 2) /* k stages of 16 rows of 128 floats (mlstm_step.metal's SR, ROW) */
-            st = alloy_launch_set_threadgroup_memory(l, (size_t)bulk * 16 * 128 * sizeof(float));
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);
@@ -131,7 +110,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHQK", ALLOY_INT32, DHQK);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "DHHV", ALLOY_INT32, DHHV);
         if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "tiles", ALLOY_INT32, tiles);
-        if (st == ALLOY_OK) st = alloy_launch_set_constant_int(l, "items", ALLOY_INT64, items);
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "scale", ALLOY_FLOAT32, 1.0 / sqrt((double)DHQK));
         if (st == ALLOY_OK) st = alloy_launch_set_constant(l, "eps", ALLOY_FLOAT32, eps);
         if (st == ALLOY_OK) st = alloy_launch_set_overlap(l, alloy_ops_overlap());

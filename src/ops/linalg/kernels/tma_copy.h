@@ -1,10 +1,8 @@
 // tma_copy.h — the copy engine (TMA) from a kernel body on CUDA: mbarriers
 // (init, the producer's expect_tx arrival, plain arrivals, parity waits) and
 // 3-D box copies through tensor maps (alloy_launch_set_tensor_map), global to
-// shared completing on an mbarrier and shared to global in bulk groups, and
-// 1-D bulk copies of contiguous bytes the same two ways (no tensor map; the
-// mLSTM step's rows, mlstm_step.metal's BULK). Shared addresses are 32-bit
-// (cvta.to.shared). Included from a kernel's header section; empty off CUDA.
+// shared completing on an mbarrier and shared to global in bulk groups.
+// Included from a kernel's header section; empty off CUDA.
 #if defined(ALLOY_BACKEND_CUDA)
 METAL_FUNC void tma_bar_init(uint bar, uint count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
@@ -31,25 +29,4 @@ METAL_FUNC void tma_store3(const alloy_tensor_map &map, int x, int y, int z, uin
     asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n"
                  :: "l"(&map), "r"(x), "r"(y), "r"(z), "r"(src) : "memory");
 }
-/* bytes (a multiple of 16; src, dst 16-byte aligned) global -> shared, completing on bar */
-METAL_FUNC void tma_bulk_load(uint dst, const device void *src, uint bytes, uint bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-/* bytes shared -> global in this thread's current bulk group */
-METAL_FUNC void tma_bulk_store(device void *dst, uint src, uint bytes) {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n"
-                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
-}
-METAL_FUNC void tma_bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-/* this thread's bulk groups but the last N have read their shared source */
-template <int N> METAL_FUNC void tma_bulk_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" :: "n"(N) : "memory");
-}
-/* this thread's bulk groups have completed (their writes done) */
-METAL_FUNC void tma_bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-/* this thread's writes to shared memory visible to the copy engine (before a barrier and the store) */
-METAL_FUNC void tma_fence_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-/* the mbarriers just initialised visible to the copy engine (before a barrier and the first copy) */
-METAL_FUNC void tma_fence_bar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 #endif
