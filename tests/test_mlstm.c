@@ -229,6 +229,27 @@ static void test_mlstm_step_pipe(void) {
     unsetenv("ALLOY_MLSTM_STEP_PIPE");
 }
 
+/* ALLOY_MLSTM_STEP_KT=1: the rows' k and q^ from threadgroup memory, written there by the gates' loads: one
+ * column a lane (one batch, DHQK 17; several, DHQK 300, with halves), 16-byte columns over three tiles (the
+ * last partial) with DHQK 33, and DHQK 300 past the 256 threads (the gates' second pass writes them) with 8 and
+ * 16 rows of threads; DHQK 520 (over 512: the threads' own loads) — in place and into other arrays. */
+static void test_mlstm_step_rows_from_threadgroup(void) {
+    setenv("ALLOY_MLSTM_STEP_KT", "1", 1);
+    both(2, 3, 5, 17, 72, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "KT D=17/72");
+    setenv("ALLOY_MLSTM_STEP_PIPE", "1", 1);
+    both(3, 2, 2, 300, 40, ALLOY_FLOAT16, GATES_HOSTILE_MIX, 0, 2, "KT PIPE D=300/40");
+    unsetenv("ALLOY_MLSTM_STEP_PIPE");
+    both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "KT wide D=33/260");
+    both(64, 8, 2, 300, 132, ALLOY_FLOAT32, GATES_PLAIN, 0, 2, "KT wide D=300/132");
+    setenv("ALLOY_MLSTM_STEP_RB", "8", 1);
+    setenv("ALLOY_MLSTM_STEP_RY", "16", 1);
+    both(64, 8, 2, 300, 132, ALLOY_BFLOAT16, GATES_PLAIN, 1, 2, "KT RY=16 RB=8 wide D=300/132");
+    unsetenv("ALLOY_MLSTM_STEP_RY");
+    unsetenv("ALLOY_MLSTM_STEP_RB");
+    both(1, 2, 2, 520, 24, ALLOY_FLOAT32, GATES_PLAIN, 1, 2, "KT D=520/24");
+    unsetenv("ALLOY_MLSTM_STEP_KT");
+}
+
 static void test_mlstm_long_parallel(void) {
     /* many key tiles behind the diagonal (the backward log-forget sums) */
     both(1, 1, 300, 16, 8, ALLOY_FLOAT32, GATES_PLAIN, 0, 0, "S=300");
@@ -382,6 +403,7 @@ int main(void) {
     RUN(test_mlstm_step_own_stream);
     RUN_VARIANT(test_mlstm_step_ordinary_launches);
     RUN_VARIANT(test_mlstm_step_pipe);
+    RUN_VARIANT(test_mlstm_step_rows_from_threadgroup);
     RUN(test_mlstm_long_parallel);
     RUN(test_mlstm_initial_states);
     RUN(test_mlstm_hostile_gates);

@@ -91,6 +91,11 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
          * start halfway through this one's math and stores (H200, bf16, 7B heads, B = 1024 in place: 94.9-95.0%
          * of copy against 94.0-94.4%); ALLOY_MLSTM_STEP_PIPE=0|1 says otherwise (timing) */
         const int pipe = RB % 2 == 0 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_PIPE", 0, 1, w4);
+        /* ALLOY_MLSTM_STEP_KT=1 (timing; DHQK <= 512): the rows' k and q^ from threadgroup memory, where the
+         * gates' loads put them, instead of each thread's own loads (mlstm_step.metal's KT) */
+        const int kt = DHQK <= 512 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_KT", 0, 1, 0);
+        /* ALLOY_MLSTM_STEP_MINB=k (timing): a launch bound of k threadgroups an SM (registers capped to fit) */
+        const int minb = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_MINB", 0, 4, 0);
         const int64_t groups = BH * tiles;
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
@@ -101,6 +106,8 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "NM", nm);
         if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "RB", RB);
         if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "PIPE", pipe);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_bool(l, "KT", kt);
+        if (st == ALLOY_OK) st = alloy_launch_add_template_int(l, "MINB", minb);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oh);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, oc);
         if (st == ALLOY_OK) st = alloy_launch_add_output_array(l, on);

@@ -27,7 +27,10 @@
 // threads, 4 to 16), NM (write n' and m'), RB (rows loaded before the first
 // store, 4 to 16; `bench/RESULTS.md`), PIPE (a batch's rows in
 // two halves of RB / 2, each half's slots reloaded with the next batch's rows
-// right after its math: RB even).
+// right after its math: RB even), KT (the rows' k and q^ from threadgroup
+// memory, written there by the gates' loads: 2 RB fewer loads a thread and
+// one more barrier; DHQK <= 512), MINB (0, or threadgroups an SM: a launch
+// bound on CUDA).
 // Launch: grid = (BH * tiles * 32, RY, 1), threadgroup = (32, RY, 1).
 //! name: alloy_mlstm_step
 //! inputs: q k v i f C n m
@@ -38,7 +41,14 @@
 //! template: NM=false
 //! template: RB=16
 //! template: PIPE=false
+//! template: KT=false
+//! template: MINB=0
 //! header:
+// MINB > 0: a launch bound that keeps that many threadgroups resident an SM (registers capped to fit)
+#if ALLOY_TEMPLATE_MINB > 0
+#undef ALLOY_CUDA_LAUNCH_BOUNDS
+#define ALLOY_CUDA_LAUNCH_BOUNDS __launch_bounds__(32 * ALLOY_TEMPLATE_RY, ALLOY_TEMPLATE_MINB)
+#endif
 // W consecutive floats at p (16-byte aligned when W = 4), and back
 template <int WW> METAL_FUNC void st_load(const device float *p, thread float *o) {
     if constexpr (WW == 4) {
@@ -57,8 +67,8 @@ template <int WW> METAL_FUNC void st_store(device float *p, const thread float *
 }
 // One batch of a thread's rows j0, j0 + RY, ... (RB of them): C's W columns,
 // k and q^ of each row, all loads issued together; zeros past
-// DHQK or with !live (columns past DHHV).
-template <class TT, int WW, int RBB, int RYY>
+// DHQK or with !live (columns past DHHV). Without LKQ, C's columns only.
+template <class TT, int WW, int RBB, int RYY, bool LKQ = true>
 METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK, int j0, bool live,
                              const device TT *k, const device TT *q, long qo, float scale, thread float (*cv)[WW],
                              thread float *kv, thread float *qv) {
@@ -67,10 +77,10 @@ METAL_FUNC void st_load_rows(const device float *C, long co, int DHHV, int DHQK,
         const int j = j0 + RYY * u;
         if (live && j < DHQK) {
             st_load<WW>(C + co + long(j) * DHHV, cv[u]);
-            kv[u] = float(k[qo + j]), qv[u] = float(q[qo + j]) * scale;
+            if constexpr (LKQ) kv[u] = float(k[qo + j]), qv[u] = float(q[qo + j]) * scale;
         } else {
             for (int e = 0; e < WW; e++) cv[u][e] = 0.0f;
-            kv[u] = qv[u] = 0.0f;
+            if constexpr (LKQ) kv[u] = qv[u] = 0.0f;
         }
     }
 }
@@ -85,6 +95,7 @@ const int tid = ty * 32 + tx;
 const long grp = long(threadgroup_position_in_grid.x);
 threadgroup float part[RY][32 * W + 1];
 threadgroup float qn_part[NT / 32];
+threadgroup float kq_rows[2][KT ? 512 : 1];   // KT: the head's k and q^ (DHQK <= 512), from the gates' loads
 const long bh = grp / tiles;             // the (sequence, head)
 const int tile = int(grp % tiles);       // and the tile of columns this threadgroup serves
 const bool writes_nm = NM && tile == 0;
@@ -96,7 +107,7 @@ const long co = bh * long(DHQK) * long(DHHV) + col;   // that column's offset in
 // the first batch of rows and v, every load at once (at B = 1 the step is a few memory round trips: the first
 // one carries all of them, with the gates' and n's)
 float cv[RB][W], kv[RB], qv[RB], vv[W];
-st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
+st_load_rows<T, W, RB, RY, !KT>(C, co, DHHV, DHQK, ty, live, k, q, qo, scale, cv, kv, qv);
 for (int e = 0; e < W; e++) vv[e] = e < wl ? float(v[bh * long(DHHV) + col + e]) : 0.0f;
 // the head's gates, and its q^ . n' over the whole group into qn_part (n' itself with writes_nm); the loads of
 // the first n, k and q^ go out before the gates' math
@@ -112,16 +123,19 @@ const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
         const float nn = fa * n0 + ia * k0;
         qn = q0 * scale * nn;
         if (writes_nm) n_out[qo + tid] = nn;
+        if constexpr (KT) kq_rows[0][tid] = k0, kq_rows[1][tid] = q0 * scale;
     }
     for (int j = tid + NT; j < DHQK; j += NT) {
         const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
         qn += float(q[qo + j]) * scale * nn;
         if (writes_nm) n_out[qo + j] = nn;
+        if constexpr (KT) kq_rows[0][j] = float(k[qo + j]), kq_rows[1][j] = float(q[qo + j]) * scale;
     }
     qn = simd_sum(qn);
     if (tx == 0) qn_part[ty] = qn;
 }
 if (writes_nm && tid == 0) m_out[bh] = m_new;
+if constexpr (KT) threadgroup_barrier(mem_flags::mem_threadgroup);   // kq_rows written
 // this thread's W columns of C' and its part of q^ . C', batch by batch (C_out may be C: each element is read
 // before its own thread writes it)
 float acc[W], ia_v[W];
@@ -135,8 +149,8 @@ for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
             if (j < DHQK) {
                 float cn[W];
                 for (int e = 0; e < W; e++) {
-                    cn[e] = fa * cv[u][e] + ia_v[e] * kv[u];
-                    acc[e] += qv[u] * cn[e];
+                    cn[e] = fa * cv[u][e] + ia_v[e] * (KT ? kq_rows[0][j] : kv[u]);
+                    acc[e] += (KT ? kq_rows[1][j] : qv[u]) * cn[e];
                 }
                 st_store<W>(C_out + co + long(j) * DHHV, cn);
             }
@@ -149,15 +163,15 @@ for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
         for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
             const int jn = j0 + RB * RY;
             rows_math(j0, 0, H);
-            if (jn < DHQK) st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn, live, k, q, qo, scale, cv, kv, qv);
+            if (jn < DHQK) st_load_rows<T, W, H, RY, !KT>(C, co, DHHV, DHQK, jn, live, k, q, qo, scale, cv, kv, qv);
             rows_math(j0, H, RB);
             if (jn + RY * H < DHQK)
-                st_load_rows<T, W, H, RY>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H, kv + H,
+                st_load_rows<T, W, H, RY, !KT>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H, kv + H,
                                           qv + H);
         }
     } else {
         for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
-            if (j0 != ty) st_load_rows<T, W, RB, RY>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
+            if (j0 != ty) st_load_rows<T, W, RB, RY, !KT>(C, co, DHHV, DHQK, j0, live, k, q, qo, scale, cv, kv, qv);
             rows_math(j0, 0, RB);
         }
     }
