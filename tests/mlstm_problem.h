@@ -167,8 +167,13 @@ static inline void reference(const problem *p, double *h, double *c, double *n, 
  * first-order error magnitude of h = num / den:
  *   (sum |terms of num| + |h| sum |terms of den|) / den,
  * the terms being w_tj |q^_t . k_j| |v_j| over the keys (and the initial
- * state's q^ C_0, q^ n_0). A correct kernel is within tol of max(max|h|, mag). */
-static inline void magnitudes(const problem *p, const double *h, const double *ms, const double *dens, double *mag) {
+ * state's q^ C_0, q^ n_0). A correct kernel is within tol of max(max|h|, mag).
+ * cond (BH, S; NULL: not wanted) receives each row's normaliser condition,
+ * sum |terms of den| / den: where a kernel's unit roundoff times it nears 1
+ * the normaliser itself has no correct digit left, and h is off by a factor,
+ * not by its first-order magnitude. */
+static inline void magnitudes(const problem *p, const double *h, const double *ms, const double *dens, double *mag,
+                              double *cond) {
     const int64_t BH = p->B * p->NH, S = p->S, DK = p->DK, DV = p->DV;
     const double scale = 1.0 / sqrt((double)DK);
     double *numm = malloc(sizeof(double) * (size_t)DV);
@@ -197,6 +202,7 @@ static inline void magnitudes(const problem *p, const double *h, const double *m
                 const int64_t e = (bh * S + t) * DV + b;
                 mag[e] = (numm[b] + fabs(h[e]) * denm) / dens[bh * S + t];
             }
+            if (cond) cond[bh * S + t] = denm / dens[bh * S + t];
         }
     free(numm);
 }

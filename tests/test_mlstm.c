@@ -127,7 +127,7 @@ static void both(int64_t B, int64_t NH, int64_t S, int64_t DK, int64_t DV, alloy
     double *ms = malloc(sizeof(double) * (size_t)(BH * S + 1)), *dens = malloc(sizeof(double) * (size_t)(BH * S + 1));
     double *mag = malloc(sizeof(double) * (size_t)(BH * S * DV + 1));
     reference(&p, h, c, n, m, ms, dens);
-    magnitudes(&p, h, ms, dens, mag);
+    magnitudes(&p, h, ms, dens, mag, NULL);
     if (!initial) check_parallel(&p, h, mag, label);
     if (steps) {
         check_steps(&p, h, mag, c, n, m, 1, label);
@@ -293,7 +293,7 @@ static void test_mlstm_nonfinite_gates(void) {
         double *ms = malloc(sizeof(double) * (size_t)(2 * S)), *dens = malloc(sizeof(double) * (size_t)(2 * S));
         double *mag = malloc(sizeof(double) * (size_t)(n + 1));
         reference(&p, h, c, nn, m, ms, dens);
-        magnitudes(&p, h, ms, dens, mag);
+        magnitudes(&p, h, ms, dens, mag, NULL);
         if (x == 0) {
             check_parallel(&p, h, mag, "forget -inf");
             check_steps(&p, h, mag, c, nn, m, 1, "forget -inf");

@@ -65,9 +65,9 @@ static void scaled_off(int set) {
     if (set) unsetenv("ALLOY_MLSTM_PATH");
 }
 
-/* The float64 reference of p with each element's error magnitude. */
+/* The float64 reference of p with each element's error magnitude and each row's normaliser condition. */
 typedef struct expected {
-    double *h, *c, *n, *m, *mag;
+    double *h, *c, *n, *m, *mag, *cond;
 } expected;
 
 static expected expect(const problem *p) {
@@ -78,14 +78,17 @@ static expected expect(const problem *p) {
     x.n = malloc(sizeof(double) * (size_t)(BH * DK + 1));
     x.m = malloc(sizeof(double) * (size_t)(BH + 1));
     x.mag = malloc(sizeof(double) * (size_t)(BH * S * DV + 1));
+    x.cond = malloc(sizeof(double) * (size_t)(BH * S + 1));
     double *ms = malloc(sizeof(double) * (size_t)(BH * S + 1)), *dens = malloc(sizeof(double) * (size_t)(BH * S + 1));
     reference(p, x.h, x.c, x.n, x.m, ms, dens);
-    magnitudes(p, x.h, ms, dens, x.mag);
+    magnitudes(p, x.h, ms, dens, x.mag, x.cond);
     free(ms), free(dens);
     return x;
 }
 
-static void expected_free(expected *x) { free(x->h), free(x->c), free(x->n), free(x->m), free(x->mag); }
+static void expected_free(expected *x) {
+    free(x->h), free(x->c), free(x->n), free(x->m), free(x->mag), free(x->cond);
+}
 
 /* got against the reference: h, C, n within the dtype's tolerance, m within
  * float32 rounding. */
@@ -556,6 +559,13 @@ static void test_chunkwise_scaled_tokens(void) {
                  * ALLOY_TEST_SEED=4767837077714793553 over the whole file, 3.7e-4 since) */
                 const double d = fmax(hmax, x.mag[e]);
                 if (d < 1e-25) continue;
+                /* rows whose normaliser cancels so far (its terms' sum 512 times its value and more) that
+                 * float16 tiles' rounding of q, k and the weights (about 2^-9 of that sum) reaches the
+                 * normaliser itself: only written and finite — h there is off by a factor, in any 11-bit
+                 * product (TF32's too), not by its first-order magnitude (HIGH is checked on such rows by
+                 * the other tests; at ALLOY_TEST_SEED=7222485177192295084 for this test alone a row of
+                 * condition 9.4e3 came out 396 times too large, 4.2e-2 of its magnitude) */
+                if (x.cond[t] >= 512) continue;
                 const double err = fabs(r.h[e] - x.h[e]) / d;
                 if (err > worst) worst = err, at = e;
             }
