@@ -206,8 +206,8 @@ static void test_mlstm_step_ordinary_launches(void) {
  * batch's rows in two halves, the next batch's half loaded right after this batch's half: one batch that is the
  * last (DHQK 17), several with a partial last one (DHQK 300: halves of 8, then with batches of 12 halves of 6,
  * then of 4 halves of 2), 16-byte columns over three tiles, and with 16 rows of threads and batches of 8
- * rows (the default from 4096 threadgroups: test_mlstm_wide_batches) over one batch and three — in place and into other arrays, as every case here; and PIPE=0 on 16-byte columns (the form the
- * default was). */
+ * rows (the default from 4096 threadgroups: test_mlstm_wide_batches) over one batch and three — in place and
+ * into other arrays, as every case here; and PIPE=0 on 16-byte columns (the form the default was). */
 static void test_mlstm_step_pipe(void) {
     setenv("ALLOY_MLSTM_STEP_PIPE", "0", 1);
     both(80, 13, 2, 33, 260, ALLOY_BFLOAT16, GATES_HOSTILE_MIX, 1, 2, "no PIPE wide D=33/260");

@@ -7,8 +7,9 @@
  * head, 32 or 128 columns of C), coalesced over DHHV) and, into other arrays,
  * n' and m'; in place, mlstm_step_nm writes n' and m' (one threadgroup per
  * (sequence, head)) after every threadgroup of the first launch has read the
- * old ones (one launch doing both lost: docs/mlstm.md). The same kernels run on every backend; sizes, scale and eps are launch
- * constants, so a new shape or eps never recompiles. */
+ * old ones (one launch doing both lost: docs/mlstm.md). The same kernels
+ * run on every backend; sizes, scale and eps are launch constants, so a new
+ * shape or eps never recompiles. */
 #include <math.h>
 #include <stdint.h>
 
@@ -77,13 +78,14 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         const int nm = !in_place;
         alloy_array *cs[2] = {c, oc};
         const int w4 = DHHV % 4 == 0 && alloy_ops_aligned16(2, cs) && BH * ((DHHV + 127) / 128) >= 512;
-        const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W);
+        const int64_t W = w4 ? 4 : 1, tiles = (DHHV + 32 * W - 1) / (32 * W), groups = BH * tiles;
         /* rows of threads and rows loaded before the first store: with 16-byte columns 8 and 16, and 16 and 8
          * (the same 128 rows a batch: one threadgroup of 16 warps an SM at 85-89 registers instead of two of 8 at
          * 128) once the batch gives 4096 threadgroups (H200, bf16, 7B heads, B = 1024 in place: 95.2-95.7% of copy
          * against 94.7-95.1%; B = 256 95.1-95.4 against 94.7-95.2; B = 16, 512 threadgroups: 90.2-90.7 against
-         * 92.8-93.1); one column a lane: 16 and 16. ALLOY_MLSTM_STEP_RY and ALLOY_MLSTM_STEP_RB (4 to 16) say otherwise (timing) */
-        const int many = w4 && BH * tiles >= 4096;
+         * 92.8-93.1); one column a lane: 16 and 16. ALLOY_MLSTM_STEP_RY and ALLOY_MLSTM_STEP_RB (4 to 16) say
+         * otherwise (timing) */
+        const int many = w4 && groups >= 4096;
         const int64_t RY = alloy_ops_env_int("ALLOY_MLSTM_STEP_RY", 4, 16, w4 && !many ? 8 : 16);
         const int64_t RB = alloy_ops_env_int("ALLOY_MLSTM_STEP_RB", 4, 16, many ? 8 : 16);
         /* with 16-byte columns each batch's rows in two halves, each half's registers reloaded with the next
@@ -96,7 +98,6 @@ alloy_status alloy_mlstm_step(alloy_array *q, alloy_array *k, alloy_array *v, al
         const int kt = DHQK <= 512 && (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_KT", 0, 1, 0);
         /* ALLOY_MLSTM_STEP_MINB=k (timing): a launch bound of k threadgroups an SM (registers capped to fit) */
         const int minb = (int)alloy_ops_env_int("ALLOY_MLSTM_STEP_MINB", 0, 4, 0);
-        const int64_t groups = BH * tiles;
         alloy_launch *l = NULL;
         st = alloy_launch_new(&l);
         /* C' and h (and n', m') */

@@ -129,6 +129,7 @@ const float fa = exp(lf + m_old - m_new), ia = exp(ip - m_new);
         const float nn = fa * n[qo + j] + ia * float(k[qo + j]);
         qn += float(q[qo + j]) * scale * nn;
         if (writes_nm) n_out[qo + j] = nn;
+        // (read again, not shared with the line above: the default's code stays as it was)
         if constexpr (KT) kq_rows[0][j] = float(k[qo + j]), kq_rows[1][j] = float(q[qo + j]) * scale;
     }
     qn = simd_sum(qn);
@@ -166,8 +167,8 @@ for (int e = 0; e < W; e++) acc[e] = 0.0f, ia_v[e] = ia * vv[e];
             if (jn < DHQK) st_load_rows<T, W, H, RY, !KT>(C, co, DHHV, DHQK, jn, live, k, q, qo, scale, cv, kv, qv);
             rows_math(j0, H, RB);
             if (jn + RY * H < DHQK)
-                st_load_rows<T, W, H, RY, !KT>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H, kv + H,
-                                          qv + H);
+                st_load_rows<T, W, H, RY, !KT>(C, co, DHHV, DHQK, jn + RY * H, live, k, q, qo, scale, cv + H,
+                                               kv + H, qv + H);
         }
     } else {
         for (int j0 = ty; live && j0 < DHQK; j0 += RB * RY) {
